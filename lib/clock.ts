@@ -1,0 +1,64 @@
+/**
+ * Time, behind an interface, because the lease logic is all about deadlines:
+ * tests drive it with a fake clock instead of sleeping, and production uses
+ * the clocks that are safe for each job.
+ *
+ * - `now()` is the process's monotonic clock. Lease deadlines live here: wall
+ *   time can jump (NTP, a bad RTC) and the server's clock is not ours.
+ * - `bootNow()` is the kernel's boot-time clock (`/proc/uptime`). It is also
+ *   monotonic, and every container on the node reads the same value, so a
+ *   deadline written on it by the sidecar can be checked by the probe in the
+ *   main container and by a restarted sidecar.
+ *
+ * @module
+ */
+
+/** The clocks and waits the lease logic needs; see the module doc for which is which. */
+export interface Clock {
+  /** Monotonic milliseconds, local to this process. */
+  now(): number;
+  /** Milliseconds since the node booted, the same in every container of the node. */
+  bootNow(): number;
+  /**
+   * Resolves after `ms` milliseconds, or as soon as `signal` aborts (check
+   * `signal.aborted` afterwards). Never rejects.
+   */
+  sleep(ms: number, signal?: AbortSignal): Promise<void>;
+  /** A signal that aborts with a `TimeoutError` after `ms` milliseconds of this clock. */
+  timeout(ms: number): AbortSignal;
+}
+
+/**
+ * Reads the boot-time clock from `/proc/uptime` (10 ms resolution). It exists
+ * as its own function because the probe calls it once, only when the marker
+ * carries a deadline, and must not pay for anything else.
+ */
+export function readBootMillis(path = "/proc/uptime"): number {
+  const text = Deno.readTextFileSync(path);
+  const seconds = Number(text.split(" ", 1)[0]);
+  if (!Number.isFinite(seconds) || seconds < 0) {
+    throw new Error(
+      `cannot read the boot-time clock from ${path}: ${JSON.stringify(text)}`,
+    );
+  }
+  return Math.round(seconds * 1000);
+}
+
+/** Resolves when `signal` aborts; the one place a wait turns into a promise. */
+export function aborted(signal: AbortSignal): Promise<void> {
+  if (signal.aborted) return Promise.resolve();
+  return new Promise((resolve) =>
+    signal.addEventListener("abort", () => resolve(), { once: true })
+  );
+}
+
+/** The clocks of the running process: `performance.now()`, `/proc/uptime`, `AbortSignal.timeout`. */
+export const systemClock: Clock = {
+  now: () => performance.now(),
+  bootNow: () => readBootMillis(),
+  sleep(ms, signal) {
+    const t = AbortSignal.timeout(Math.max(0, Math.ceil(ms)));
+    return aborted(signal ? AbortSignal.any([t, signal]) : t);
+  },
+  timeout: (ms) => AbortSignal.timeout(Math.max(0, Math.ceil(ms))),
+};

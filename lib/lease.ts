@@ -1,0 +1,129 @@
+/**
+ * The Berth lease RPCs as values a caller can branch on. The client
+ * (`client.ts`) speaks HTTP; the acquire loop and the renewer only see these
+ * types, so tests substitute a scripted client and the safety logic never
+ * parses an HTTP status itself.
+ *
+ * @module
+ */
+
+/** Which lease: the path segments of `/v1alpha1/namespaces/{namespace}/leases/{name}`. */
+export interface LeaseKey {
+  /** RFC 1123 label, e.g. `prod`. */
+  namespace: string;
+  /** RFC 1123 subdomain, e.g. `checkout`. */
+  name: string;
+}
+
+/**
+ * A lease record as the server described it. Absent fields are normalised
+ * (`holder` "", `fencingToken` 0) because the server omits them when empty.
+ * `expiresAt` is informational only: it is on the server's clock, which the
+ * helper never trusts for safety.
+ */
+export interface LeaseRecord {
+  /** Current holder; "" when there is none (no record, or released). */
+  holder: string;
+  /** Fencing token, 1..2147483647; 0 when the server had no record. */
+  fencingToken: number;
+  /** RFC 3339 as sent by the server (zero time when unset). */
+  expiresAt: string;
+  /** RFC 3339 as sent by the server (zero time when unset). */
+  acquiredAt: string;
+}
+
+/**
+ * Failures every RPC can end with. They are separate kinds because the
+ * renewer treats them differently: a `conflict` means the lease is gone now,
+ * the others only mean "not confirmed" and the local deadline decides.
+ */
+export type LeaseFailure =
+  /** HTTP 409: the lease is held by another identity or token. */
+  | { kind: "conflict"; message: string; requestId?: string }
+  /** Any other non-success status (400, 401, 403, 413, 5xx, ...). */
+  | {
+    kind: "server-error";
+    status: number;
+    message: string;
+    requestId?: string;
+  }
+  /** A success status whose body is not what the API promises. */
+  | {
+    kind: "bad-response";
+    status: number;
+    message: string;
+    requestId?: string;
+  }
+  /** Connection refused, reset, TLS failure, DNS, ... */
+  | { kind: "transport-error"; message: string }
+  /** The request's time bound ran out (a `TimeoutError` abort). */
+  | { kind: "timeout"; message: string }
+  /** The caller cancelled the request (shutdown); not an API problem. */
+  | { kind: "aborted"; message: string };
+
+/** What Acquire and Renew can answer. */
+export type GrantOutcome =
+  /** `acquired:true`: the caller holds the lease with `lease.fencingToken`. */
+  | { kind: "acquired"; lease: LeaseRecord; requestId?: string }
+  /**
+   * `acquired:false`: on Acquire another live holder has it (`lease` says
+   * who); on Renew the lease is lost. Not an HTTP error.
+   */
+  | { kind: "not-acquired"; lease: LeaseRecord; requestId?: string }
+  | LeaseFailure;
+
+/** What Release can answer; `conflict` means it already belongs to someone else. */
+export type ReleaseOutcome =
+  | { kind: "released"; requestId?: string }
+  | LeaseFailure;
+
+/**
+ * The three RPCs, bound to one lease and one set of credentials. Every call
+ * takes the signal that bounds it; implementations add their own default
+ * bound on top, never a longer one.
+ */
+export interface LeaseClient {
+  /** Takes the lease for `holder`, or reports who has it. */
+  acquire(
+    holder: string,
+    ttlSeconds: number,
+    signal: AbortSignal,
+  ): Promise<GrantOutcome>;
+  /** Extends the lease held with `fencingToken`; `not-acquired` means it is lost. */
+  renew(
+    holder: string,
+    fencingToken: number,
+    ttlSeconds: number,
+    signal: AbortSignal,
+  ): Promise<GrantOutcome>;
+  /** Gives the lease back; idempotent on the server. */
+  release(
+    holder: string,
+    fencingToken: number,
+    signal: AbortSignal,
+  ): Promise<ReleaseOutcome>;
+}
+
+/** One line for a log or error message, naming the request id when the server gave one. */
+export function describeFailure(f: LeaseFailure): string {
+  switch (f.kind) {
+    case "conflict":
+      return `lease conflict (409): ${f.message}${rid(f.requestId)}`;
+    case "server-error":
+      return `server answered ${f.status}: ${f.message}${rid(f.requestId)}`;
+    case "bad-response":
+      return `unusable answer (status ${f.status}): ${f.message}${
+        rid(f.requestId)
+      }`;
+    case "transport-error":
+      return `cannot reach the API server: ${f.message}`;
+    case "timeout":
+      return `request timed out: ${f.message}`;
+    case "aborted":
+      return `request cancelled: ${f.message}`;
+  }
+}
+
+function rid(id: string | undefined): string {
+  return id ? ` (request id ${id})` : "";
+}
