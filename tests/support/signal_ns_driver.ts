@@ -1,0 +1,327 @@
+/**
+ * Runs real signal enforcement against real processes, inside a private PID
+ * namespace made by `tests/signal_ns_test.ts` (`unshare --pid --fork
+ * --mount-proc`), where this script is PID 1 and nothing else on the machine
+ * can be signalled by mistake. It prints one JSON report on stdout that the
+ * test asserts on.
+ *
+ * Two roles, chosen by the first argument:
+ * - `orchestrate` (root): starts look-alike workloads, runs a privileged
+ *   enforcer, then starts the unprivileged role as another user.
+ * - `unprivileged <target> <foreign-pid> <own-pid>`: an enforcer without
+ *   CAP_KILL, facing one target of another user and one of its own.
+ *
+ * @module
+ */
+import { type MarkerStore, SignalEnforcer } from "../../lib/enforce.ts";
+import { systemClock } from "../../lib/clock.ts";
+import { createLogger } from "../../lib/log.ts";
+import { LinuxProcessTable } from "../../lib/proc.ts";
+import type { MarkerDeadlines } from "../../lib/marker.ts";
+
+/** What the enforcer did, in order, with monotonic times. */
+interface Event {
+  t: number;
+  [k: string]: unknown;
+}
+
+/** Collects log records and marker operations into one ordered list. */
+function recorder(): {
+  events: Event[];
+  logger: ReturnType<typeof createLogger>;
+} {
+  const events: Event[] = [];
+  const logger = createLogger({
+    format: "json",
+    level: "DEBUG",
+    write: (line) => events.push({ t: performance.now(), ...JSON.parse(line) }),
+  });
+  return { events, logger };
+}
+
+/** A table that counts its scans, so the driver can wait for rescans instead of sleeping. */
+class CountingTable extends LinuxProcessTable {
+  scans = 0;
+  override list() {
+    this.scans++;
+    return super.list();
+  }
+}
+
+async function waitFor(
+  what: string,
+  cond: () => boolean | Promise<boolean>,
+  timeoutMs = 30_000,
+): Promise<void> {
+  const deadline = AbortSignal.timeout(timeoutMs);
+  while (!(await cond())) {
+    if (deadline.aborted) throw new Error(`timed out waiting for ${what}`);
+    await systemClock.sleep(20, deadline);
+  }
+}
+
+async function readComm(pid: number): Promise<string | undefined> {
+  try {
+    return (await Deno.readTextFile(`/proc/${pid}/comm`)).trimEnd();
+  } catch {
+    return undefined;
+  }
+}
+
+/** A started process and what became of it. */
+class Proc {
+  child: Deno.ChildProcess;
+  status: Deno.CommandStatus | undefined;
+  constructor(cmd: string, args: string[], env?: Record<string, string>) {
+    this.child = new Deno.Command(cmd, {
+      args,
+      env,
+      stdin: "piped", // kept open: a `read` on it blocks for ever
+      stdout: "null",
+      stderr: "inherit",
+    }).spawn();
+    this.child.status.then((s) => this.status = s);
+  }
+  get pid(): number {
+    return this.child.pid;
+  }
+  get alive(): boolean {
+    return this.status === undefined;
+  }
+  summary() {
+    return {
+      pid: this.pid,
+      alive: this.alive,
+      signal: this.status?.signal ?? null,
+    };
+  }
+}
+
+const DEADLINES: MarkerDeadlines = {
+  gateClosesBootMs: 1,
+  leaseDeadlineBootMs: 2,
+};
+
+async function orchestrate(): Promise<Record<string, unknown>> {
+  const report: Record<string, unknown> = { pid: Deno.pid };
+  const dir = await Deno.makeTempDir({ prefix: "berth-signal-ns-" });
+  await Deno.chmod(dir, 0o755);
+  const started: Proc[] = [];
+  const start = (cmd: string, args: string[], env?: Record<string, string>) => {
+    const p = new Proc(cmd, args, env);
+    started.push(p);
+    return p;
+  };
+  try {
+    const sleep = await Deno.realPath("/usr/bin/sleep");
+    const target = "payments-worker-main"; // 20 bytes: comm keeps "payments-worker"
+    for (const d of ["a", "b", "c", "u"]) await Deno.mkdir(`${dir}/${d}`);
+    await Deno.symlink(sleep, `${dir}/a/${target}`);
+    await Deno.symlink(sleep, `${dir}/a/log-shipper`);
+    await Deno.symlink(sleep, `${dir}/a/payments`);
+    await Deno.copyFile("/usr/bin/bash", `${dir}/b/${target}`);
+    await Deno.chmod(`${dir}/b/${target}`, 0o755);
+    await Deno.symlink(Deno.execPath(), `${dir}/c/${target}`);
+
+    // The workload under its long name; it ignores SIGTERM (an ignored
+    // disposition survives exec), so only the SIGKILL after the grace stops it.
+    const stubborn = start("/usr/bin/bash", [
+      "-c",
+      `trap '' TERM; exec ${dir}/a/${target} 1000`,
+    ]);
+    // The workload that renamed itself: found by its executable's basename.
+    const renamed = start(`${dir}/b/${target}`, [
+      "-c",
+      `printf renamed > /proc/$$/comm; read -r line`,
+    ]);
+    // A plain copy the kubelet will "restart".
+    const first = start(`${dir}/a/${target}`, ["1000"]);
+    // Must survive: a sidecar, a name that is only a prefix, another copy of
+    // the enforcer's own executable under the target's name.
+    const shipper = start(`${dir}/a/log-shipper`, ["1000"]);
+    const prefix = start(`${dir}/a/payments`, ["1000"]);
+    const ownCopy = start(`${dir}/c/${target}`, [
+      "eval",
+      "--no-config",
+      "setInterval(() => {}, 1e9)",
+    ]);
+
+    await waitFor(
+      "the look-alike processes to start",
+      async () =>
+        (await readComm(stubborn.pid)) === "payments-worker" &&
+        (await readComm(renamed.pid)) === "renamed" &&
+        (await readComm(first.pid)) === "payments-worker" &&
+        (await readComm(ownCopy.pid)) === "payments-worker",
+    );
+
+    const { events, logger } = recorder();
+    const markerPath = `${dir}/healthy`;
+    const marker: MarkerStore = {
+      async write() {
+        await Deno.writeTextFile(markerPath, "ok");
+      },
+      async remove() {
+        await Deno.remove(markerPath).catch(() => {});
+        events.push({ t: performance.now(), msg: "marker removed" });
+      },
+    };
+    const table = new CountingTable();
+    const graceMs = 1500;
+    const enforcer = new SignalEnforcer({
+      target,
+      graceMs,
+      scanIntervalMs: 100,
+      clock: systemClock,
+      logger,
+      processTable: table,
+      marker,
+    });
+    report.root = { graceMs, events, target };
+    await enforcer.open(DEADLINES);
+    await enforcer.close("lease lost (test)");
+    const markerGone = await Deno.stat(markerPath).then(
+      () => false,
+      () => true,
+    );
+
+    await waitFor("the first workload copy to stop", () => !first.alive);
+    const restarted = start(`${dir}/a/${target}`, ["1000"]);
+    await waitFor("the restarted copy to stop", () => !restarted.alive);
+    await waitFor("the SIGTERM-ignoring copy to stop", () => !stubborn.alive);
+    await waitFor("the renamed copy to stop", () => !renamed.alive);
+    const scans = table.scans;
+    await waitFor("two more rescans", () => table.scans >= scans + 2);
+    await enforcer.dispose();
+    report.root = {
+      graceMs,
+      target,
+      markerGone,
+      events,
+      stubborn: stubborn.summary(),
+      renamed: renamed.summary(),
+      first: first.summary(),
+      restarted: restarted.summary(),
+      shipper: shipper.summary(),
+      prefix: prefix.summary(),
+      ownCopy: ownCopy.summary(),
+    };
+
+    // An enforcer without CAP_KILL: uid 1000 facing targets of uid 65532 and 1000.
+    await Deno.symlink(sleep, `${dir}/u/batch-runner`);
+    const asUser = (uid: number) => [
+      `--reuid=${uid}`,
+      `--regid=${uid}`,
+      "--clear-groups",
+    ];
+    const foreign = start("setpriv", [
+      ...asUser(65532),
+      `${dir}/u/batch-runner`,
+      "1000",
+    ]);
+    const own = start("setpriv", [
+      ...asUser(1000),
+      `${dir}/u/batch-runner`,
+      "1000",
+    ]);
+    await waitFor(
+      "the batch runners to start",
+      async () =>
+        (await readComm(foreign.pid)) === "batch-runner" &&
+        (await readComm(own.pid)) === "batch-runner",
+    );
+    const home = `${dir}/home`;
+    await Deno.mkdir(home);
+    await Deno.chown(home, 1000, 1000);
+    const out = await new Deno.Command("setpriv", {
+      args: [
+        ...asUser(1000),
+        Deno.execPath(),
+        "run",
+        "-A",
+        "--no-config",
+        new URL(import.meta.url).pathname,
+        "unprivileged",
+        "batch-runner",
+        String(foreign.pid),
+        String(own.pid),
+      ],
+      env: { DENO_DIR: home, HOME: home, NO_COLOR: "1" },
+      stdin: "null",
+      stderr: "inherit",
+      signal: AbortSignal.timeout(60_000),
+    }).output();
+    const text = new TextDecoder().decode(out.stdout);
+    await waitFor("the own-uid batch runner to stop", () => !own.alive);
+    report.unprivileged = {
+      code: out.code,
+      output: text.trim() === "" ? null : JSON.parse(text),
+      foreign: foreign.summary(),
+      own: own.summary(),
+    };
+  } finally {
+    for (const p of started) {
+      if (p.alive) {
+        try {
+          p.child.kill("SIGKILL");
+        } catch { /* exited meanwhile */ }
+      }
+      await p.child.status;
+    }
+    await Deno.remove(dir, { recursive: true });
+  }
+  return report;
+}
+
+async function unprivileged(
+  target: string,
+  foreignPid: number,
+  ownPid: number,
+): Promise<Record<string, unknown>> {
+  const { events, logger } = recorder();
+  const marker: MarkerStore = {
+    write: () => Promise.resolve(),
+    remove: () => Promise.resolve(),
+  };
+  const table = new CountingTable();
+  const enforcer = new SignalEnforcer({
+    target,
+    graceMs: 0,
+    scanIntervalMs: 100,
+    clock: systemClock,
+    logger,
+    processTable: table,
+    marker,
+  });
+  const status = await Deno.readTextFile("/proc/self/status");
+  await enforcer.close("lease lost (unprivileged test)");
+  await waitFor(
+    "the refused and the sent signal",
+    () =>
+      events.some((e) => e.level === "WARN" && e.pid === foreignPid) &&
+      events.some((e) => e.signal === "SIGTERM" && e.pid === ownPid),
+  );
+  const scans = table.scans;
+  await waitFor("three more rescans", () => table.scans >= scans + 3);
+  await enforcer.close("lease lost (unprivileged test)");
+  await enforcer.dispose();
+  return {
+    uid: Deno.uid(),
+    capEff: /^CapEff:\s*(\S+)/m.exec(status)?.[1],
+    events,
+  };
+}
+
+if (import.meta.main) {
+  const [role = "orchestrate", ...rest] = Deno.args;
+  let report: Record<string, unknown>;
+  try {
+    report = role === "unprivileged"
+      ? await unprivileged(rest[0], Number(rest[1]), Number(rest[2]))
+      : await orchestrate();
+  } catch (e) {
+    report = { error: e instanceof Error ? e.stack ?? e.message : String(e) };
+  }
+  console.log(JSON.stringify(report));
+  Deno.exit(report.error === undefined ? 0 : 1);
+}
