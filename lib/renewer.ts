@@ -71,8 +71,28 @@ export interface RenewerOptions {
   releaseOnShutdown: boolean;
   /** Bound on the shutdown Release (ms); default 5000. */
   releaseTimeoutMs?: number;
-  /** Called after every state change, for the health endpoint and metrics. */
-  onChange?: (status: RenewerStatus) => void;
+  /** Told about every RPC and state change, for the health endpoint and metrics. */
+  observer?: RenewerObserver;
+}
+
+/**
+ * Hooks for the health endpoint and the metrics, so they are computed from
+ * the renewer's own state instead of a second reading of the files. All
+ * optional; none may throw.
+ */
+export interface RenewerObserver {
+  /** After every state change (gate opened or closed, token changed). */
+  changed?(status: RenewerStatus): void;
+  /** After every RPC, with its outcome kind and how long it took (ms). */
+  rpc?(
+    rpc: "acquire" | "renew" | "release",
+    outcome: string,
+    latencyMs: number,
+  ): void;
+  /** The server said the lease is gone (409 or `acquired:false` on renew). */
+  lost?(reason: string): void;
+  /** The lease was acquired again after it was lost or refused. */
+  reacquired?(token: number): void;
 }
 
 /** A snapshot of the renewer, for health checks and metrics. */
@@ -95,8 +115,8 @@ export interface RenewerStatus {
  */
 export class Renewer {
   #o:
-    & Required<Omit<RenewerOptions, "onChange">>
-    & Pick<RenewerOptions, "onChange">;
+    & Required<Omit<RenewerOptions, "observer">>
+    & Pick<RenewerOptions, "observer">;
   #token = 0;
   /** Monotonic deadline of the confirmed lease; undefined until confirmed. */
   #deadline: number | undefined;
@@ -232,6 +252,7 @@ export class Renewer {
       ttlSeconds,
       AbortSignal.any([clock.timeout(bound), shutdown]),
     );
+    this.#o.observer?.rpc?.("renew", outcome.kind, clock.now() - sentAt);
     const verdict = classifyRenew(outcome, token);
     switch (verdict.kind) {
       case "confirmed":
@@ -240,6 +261,7 @@ export class Renewer {
       case "lost":
         this.#lost = verdict.reason;
         this.#deadline = undefined;
+        this.#o.observer?.lost?.(verdict.reason);
         logger.error("lease lost; stopping the workload", {
           reason: verdict.reason,
           fencing_token: token,
@@ -276,6 +298,7 @@ export class Renewer {
       ttlSeconds,
       AbortSignal.any([clock.timeout(heartbeatMs), shutdown]),
     );
+    this.#o.observer?.rpc?.("acquire", outcome.kind, clock.now() - sentAt);
     const verdict = classifyAcquire(outcome);
     switch (verdict.kind) {
       case "acquired": {
@@ -299,6 +322,7 @@ export class Renewer {
           return;
         }
         this.#confirm(sentAt, "lease reacquired");
+        this.#o.observer?.reacquired?.(verdict.token);
         return;
       }
       case "held":
@@ -371,7 +395,7 @@ export class Renewer {
   }
 
   #changed(): void {
-    this.#o.onChange?.(this.status());
+    this.#o.observer?.changed?.(this.status());
   }
 
   /** Closes the gate at deadline minus lead, even while an RPC is in flight. */
