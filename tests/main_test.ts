@@ -1,0 +1,53 @@
+// The CLI's front door: version, help, unknown subcommands.
+import assert from "node:assert/strict";
+import { VERSION } from "../lib/version.ts";
+import { REPO_ROOT, runCli } from "./support/cli.ts";
+
+Deno.test("--version prints the version deno.json declares", async () => {
+  const config = JSON.parse(await Deno.readTextFile(`${REPO_ROOT}/deno.json`));
+  assert.equal(VERSION, config.version);
+  const r = await runCli(["--version"], {
+    signal: AbortSignal.timeout(30_000),
+  });
+  assert.equal(r.code, 0);
+  assert.equal(r.stdout, `berth-acquire ${config.version}\n`);
+});
+
+Deno.test("--help lists every subcommand and names the development server as such", async () => {
+  const r = await runCli(["--help"], { signal: AbortSignal.timeout(30_000) });
+  assert.equal(r.code, 0);
+  for (const sub of ["acquire", "renew", "check", "dev-server"]) {
+    assert.match(r.stdout, new RegExp(`berth-acquire ${sub}`));
+  }
+  assert.match(r.stdout, /DEVELOPMENT/);
+});
+
+Deno.test("an unknown or missing subcommand exits 1 with the usage on stderr", async () => {
+  for (const args of [["acquier"], []]) {
+    const r = await runCli(args, { signal: AbortSignal.timeout(30_000) });
+    assert.equal(r.code, 1);
+    assert.equal(r.stdout, "");
+    assert.match(r.stderr, /Usage:/);
+  }
+});
+
+Deno.test("each subcommand answers --help without any configuration", async () => {
+  for (const sub of ["acquire", "renew", "check"]) {
+    const r = await runCli([sub, "--help"], {
+      signal: AbortSignal.timeout(30_000),
+    });
+    assert.equal(r.code, 0, `${sub}: ${r.stderr}`);
+    assert.match(r.stdout, /Usage: berth-acquire/);
+  }
+});
+
+Deno.test("acquire and renew name the first configuration problem and exit 1", async () => {
+  for (const sub of ["acquire", "renew"]) {
+    const r = await runCli([sub], {
+      env: {},
+      signal: AbortSignal.timeout(30_000),
+    });
+    assert.equal(r.code, 1);
+    assert.match(r.stderr, /lease name is required/);
+  }
+});
