@@ -56,6 +56,12 @@ Deno.test("SHA256SUMS is in sha256sum -c format and independent of build order",
   assert.equal(formatSha256Sums([b, a]), expected);
 });
 
+Deno.test("the release file name and --version name the same version", async () => {
+  // Binaries are named from deno.json; `--version` prints lib/version.ts.
+  const config = JSON.parse(await Deno.readTextFile(`${ROOT}/deno.json`));
+  assert.equal(config.version, VERSION);
+});
+
 Deno.test("sha256File agrees with the SHA-256 test vector", async () => {
   const dir = await Deno.makeTempDir();
   try {
@@ -116,6 +122,17 @@ if (unavailable !== undefined) {
   console.log(`SKIPPED compile tests: ${unavailable}`);
 }
 
+/** The named variables of this process's environment that are set. */
+function inherited(...names: string[]): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const n of names) {
+    const v = Deno.env.get(n);
+    if (v !== undefined) out[n] = v;
+  }
+  return out;
+}
+
+/** Runs a program with only `env` as its environment; bounded, never hangs a run. */
 async function run(
   argv: string[],
   env: Record<string, string> = {},
@@ -152,7 +169,7 @@ Deno.test({
         "compile",
         "--out-dir",
         out,
-      ], { PATH: Deno.env.get("PATH") ?? "" });
+      ], inherited("PATH", "HOME", "DENO_DIR"));
       assert.equal(built.code, 0, built.stderr);
 
       const sums = await Deno.readTextFile(`${out}/${SUMS_FILE}`);
