@@ -7,9 +7,9 @@ import assert from "node:assert/strict";
 import {
   type DevServer,
   type DevServerOptions,
-  MAX_FENCING_TOKEN,
   startDevServer,
 } from "../lib/dev_server.ts";
+import { MAX_FENCING_TOKEN } from "../lib/dev_store.ts";
 import { runCli, spawnCli } from "./support/cli.ts";
 
 const T0 = Date.UTC(2026, 4, 7); // 2026-05-07T00:00:00Z
