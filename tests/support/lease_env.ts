@@ -92,7 +92,12 @@ export interface WaitForOptions {
  * generous.
  */
 export async function waitFor<T>(
-  cond: () => T | undefined | null | false | Promise<T | undefined | null | false>,
+  cond: () =>
+    | T
+    | undefined
+    | null
+    | false
+    | Promise<T | undefined | null | false>,
   o: WaitForOptions,
 ): Promise<T> {
   const limit = AbortSignal.timeout(o.timeoutMs);
@@ -101,7 +106,9 @@ export async function waitFor<T>(
     const v = await cond();
     if (v !== undefined && v !== null && v !== false) return v;
     if (limit.aborted) {
-      throw new Error(`timed out after ${o.timeoutMs} ms waiting for ${o.what}`);
+      throw new Error(
+        `timed out after ${o.timeoutMs} ms waiting for ${o.what}`,
+      );
     }
     await new Promise<void>((resolve) => {
       const t = AbortSignal.any([AbortSignal.timeout(interval), limit]);
@@ -161,23 +168,47 @@ export function listDir(dir: string): string[] {
   return [...Deno.readDirSync(dir)].map((e) => e.name).sort();
 }
 
-/** A temporary directory removed at the end of the `await using` block. */
+/**
+ * A temporary directory removed at the end of the `await using` block. The
+ * removal is retried a few times, since a process that is still being
+ * stopped may write into the directory while it is being removed.
+ */
 export async function tempDir(
   prefix = "berth-proc-",
 ): Promise<{ path: string } & AsyncDisposable> {
   const path = await Deno.makeTempDir({ prefix });
   return {
     path,
-    [Symbol.asyncDispose]: () =>
-      Deno.remove(path, { recursive: true }).catch(() => {}),
+    async [Symbol.asyncDispose]() {
+      for (let attempt = 1; attempt <= 5; attempt++) {
+        try {
+          await Deno.remove(path, { recursive: true });
+          return;
+        } catch (e) {
+          if (e instanceof Deno.errors.NotFound) return;
+          if (attempt === 5) {
+            console.log(`could not remove ${path}: ${(e as Error).message}`);
+            return;
+          }
+          await new Promise((r) => setTimeout(r, 100));
+        }
+      }
+    },
   };
 }
 
 /**
- * A long-running helper process (`acquire`, `renew`) whose stderr lines are
- * collected as they arrive, so a test can wait for a log line, then signal
- * it and check how it ended. Disposing it SIGKILLs it if it still runs, so
- * no child outlives a failing test.
+ * How long output is still collected after the helper exited. Descendants
+ * that inherited its stdout/stderr (the command of `run`, say) can keep the
+ * pipes open; their output is not the helper's, so it is not waited for.
+ */
+const DRAIN_AFTER_EXIT_MS = 2_000;
+
+/**
+ * A long-running helper process (`acquire`, `renew`, `run`) whose stderr
+ * lines are collected as they arrive, so a test can wait for a log line,
+ * then signal it and check how it ended. Disposing it SIGKILLs it if it
+ * still runs, so no child outlives a failing test.
  */
 export class HelperProcess implements AsyncDisposable {
   /** The child; `pid` for signals from outside. */
@@ -188,30 +219,48 @@ export class HelperProcess implements AsyncDisposable {
   stdout = "";
   /** The exit status once it has exited. */
   exited: Deno.CommandStatus | undefined;
-  readonly #done: Promise<void>;
+  /** True once both pipes reached their end. */
+  #drained = false;
+  readonly #readers: ReadableStreamDefaultReader<string>[];
+  readonly #pipes: Promise<void>;
+  readonly #status: Promise<Deno.CommandStatus>;
 
   /** Starts `berth-acquire ...args` with exactly `env` (plus PATH). */
   constructor(args: string[], env: Record<string, string>) {
-    this.child = spawnCli(args, { env });
-    const dec = (s: ReadableStream<Uint8Array>) =>
-      s.pipeThrough(new TextDecoderStream());
+    const child = spawnCli(args, { env });
+    this.child = child;
+    const errReader = child.stderr.pipeThrough(new TextDecoderStream())
+      .getReader();
+    const outReader = child.stdout.pipeThrough(new TextDecoderStream())
+      .getReader();
+    this.#readers = [errReader, outReader];
     const errors = (async () => {
       let partial = "";
-      for await (const chunk of dec(this.child.stderr)) {
-        const parts = (partial + chunk).split("\n");
+      for (;;) {
+        const { done, value } = await errReader.read();
+        if (done) break;
+        const parts = (partial + value).split("\n");
         partial = parts.pop() ?? "";
         this.lines.push(...parts);
       }
       if (partial !== "") this.lines.push(partial);
     })();
     const out = (async () => {
-      for await (const chunk of dec(this.child.stdout)) this.stdout += chunk;
+      for (;;) {
+        const { done, value } = await outReader.read();
+        if (done) break;
+        this.stdout += value;
+      }
     })();
-    this.#done = Promise.all([errors, out, this.child.status]).then(
-      ([, , status]) => {
-        this.exited = status;
-      },
-    );
+    this.#pipes = Promise.all([errors, out]).then(() => {
+      this.#drained = true;
+    }, () => {
+      this.#drained = true; // cancelled
+    });
+    this.#status = child.status.then((status) => {
+      this.exited = status;
+      return status;
+    });
   }
 
   /** All stderr so far, for assertion messages. */
@@ -220,11 +269,17 @@ export class HelperProcess implements AsyncDisposable {
   }
 
   /** Waits (bounded) for a stderr line matching `pattern` and returns it. */
-  waitForLine(pattern: RegExp, timeoutMs = 20_000): Promise<string> {
-    return waitFor(
-      () => this.lines.find((l) => pattern.test(l)) ?? (this.exited ? fail(this, pattern) : undefined),
-      { timeoutMs, what: `a log line matching ${pattern}; log so far:\n${this.log}` },
-    );
+  async waitForLine(pattern: RegExp, timeoutMs = 20_000): Promise<string> {
+    try {
+      return await waitFor(
+        () =>
+          this.lines.find((l) => pattern.test(l)) ??
+            (this.exited && this.#drained ? fail(this, pattern) : undefined),
+        { timeoutMs, what: `a log line matching ${pattern}` },
+      );
+    } catch (e) {
+      throw new Error(`${(e as Error).message}; log so far:\n${this.log}`);
+    }
   }
 
   /** Sends `signal` to the process (no-op once it has exited). */
@@ -237,19 +292,39 @@ export class HelperProcess implements AsyncDisposable {
     }
   }
 
-  /** Waits (bounded) for the process to exit and its output to be read; returns the status. */
+  /**
+   * Waits (bounded) for the process to exit, then for the rest of its
+   * output (see {@linkcode DRAIN_AFTER_EXIT_MS}); returns the status.
+   */
   async wait(timeoutMs = 20_000): Promise<Deno.CommandStatus> {
-    await waitFor(() => this.exited !== undefined, {
-      timeoutMs,
-      what: `the helper to exit; log so far:\n${this.log}`,
-    });
+    try {
+      await waitFor(() => this.exited !== undefined, {
+        timeoutMs,
+        what: "the helper to exit",
+      });
+    } catch (e) {
+      throw new Error(`${(e as Error).message}; log so far:\n${this.log}`);
+    }
+    await this.#drain();
     return this.exited!;
   }
 
-  /** SIGKILLs the process if it still runs and waits for it. */
+  async #drain(): Promise<void> {
+    await waitFor(() => this.#drained, {
+      timeoutMs: DRAIN_AFTER_EXIT_MS,
+      what: "the output pipes to close",
+    }).catch(() => {});
+  }
+
+  /** SIGKILLs the process if it still runs, waits for it and stops reading its pipes. */
   async [Symbol.asyncDispose](): Promise<void> {
     this.kill("SIGKILL");
-    await this.#done;
+    await this.#status;
+    await this.#drain();
+    if (!this.#drained) {
+      await Promise.all(this.#readers.map((r) => r.cancel().catch(() => {})));
+    }
+    await this.#pipes;
   }
 }
 

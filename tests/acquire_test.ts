@@ -1,0 +1,262 @@
+/**
+ * The init container's acquire loop and the marker it hands over, driven by
+ * a fake clock and a scripted server: every instant asserted here is exact.
+ *
+ * @module
+ */
+import assert from "node:assert/strict";
+import {
+  type AcquiredLease,
+  acquireLease,
+  type AcquireLeaseOptions,
+  handoffMarker,
+} from "../lib/acquire.ts";
+import type { GrantOutcome } from "../lib/lease.ts";
+import type { LogFields, Logger } from "../lib/log.ts";
+import { FakeClock, settle } from "./support/fake_clock.ts";
+import {
+  record,
+  type ScriptedCall,
+  ScriptedClient,
+} from "./support/scripted_client.ts";
+
+const HOLDER = "prod/pod:web-0:uid:1111";
+const OTHER = "prod/pod:web-1:uid:2222";
+const HB = 3_000;
+
+interface LogRecord {
+  level: string;
+  msg: string;
+  fields: LogFields;
+}
+
+function recordingLogger(into: LogRecord[]): Logger {
+  const make = (base: LogFields): Logger => {
+    const at = (level: string) => (msg: string, fields?: LogFields) =>
+      into.push({ level, msg, fields: { ...base, ...fields } });
+    return {
+      debug: at("DEBUG"),
+      info: at("INFO"),
+      warn: at("WARN"),
+      error: at("ERROR"),
+      with: (f) => make({ ...base, ...f }),
+    };
+  };
+  return make({});
+}
+
+const acquired = (token: number): GrantOutcome => ({
+  kind: "acquired",
+  lease: record(HOLDER, token),
+});
+const held = (token: number): GrantOutcome => ({
+  kind: "not-acquired",
+  lease: record(OTHER, token),
+});
+const broken: GrantOutcome = {
+  kind: "server-error",
+  status: 500,
+  message: "internal error",
+  requestId: "r1",
+};
+
+/** One acquire loop under test, with its clock, server and log. */
+function setup(over: Partial<AcquireLeaseOptions> = {}) {
+  const clock = new FakeClock();
+  const client = new ScriptedClient(() => clock.now());
+  const logs: LogRecord[] = [];
+  const stop = new AbortController();
+  let result: AcquiredLease | undefined | "pending" = "pending";
+  const done = acquireLease({
+    client,
+    holder: HOLDER,
+    ttlSeconds: 10,
+    heartbeatMs: HB,
+    signal: stop.signal,
+    clock,
+    logger: recordingLogger(logs),
+    random: () => 0.5,
+    ...over,
+  }).then((r) => {
+    result = r;
+  });
+  return {
+    clock,
+    client,
+    logs,
+    stop,
+    done,
+    result: () => result,
+    /** The call in flight; fails when there is none. */
+    async pending(): Promise<ScriptedCall> {
+      await settle();
+      const c = client.pending();
+      assert.ok(c, "a request is in flight");
+      return c;
+    },
+    /** Asserts the next request goes out exactly `gap` ms after the previous one was sent. */
+    async expectNextAfter(gap: number): Promise<ScriptedCall> {
+      await settle();
+      const prev = client.calls.at(-1)!;
+      const n = client.calls.length;
+      await clock.advanceTo(prev.at! + gap - 1);
+      assert.equal(client.calls.length, n, `no request before ${gap} ms`);
+      await clock.advanceTo(prev.at! + gap);
+      assert.equal(client.calls.length, n + 1, `a request at ${gap} ms`);
+      return client.calls.at(-1)!;
+    },
+  };
+}
+
+Deno.test("acquireLease polls a lease held by another at the heartbeat, logging the holder, and returns the winning request's send times", async () => {
+  const t = setup();
+  const first = await t.pending();
+  first.answer(held(4));
+  const second = await t.expectNextAfter(HB);
+  second.answer(held(4));
+  const third = await t.expectNextAfter(HB);
+  third.answer(acquired(5));
+  await t.done;
+  assert.deepEqual(t.result(), {
+    token: 5,
+    sentAt: third.at,
+    sentAtBoot: third.at! + 50_000_000,
+  });
+  const waits = t.logs.filter((l) => l.msg.includes("held by another"));
+  assert.equal(waits.length, 2);
+  assert.equal(waits[0].level, "INFO");
+  assert.equal(waits[0].fields.current_holder, OTHER);
+  assert.equal(waits[0].fields.current_fencing_token, 4);
+  assert.ok(t.client.calls.every((c) => c.rpc === "acquire"));
+  assert.ok(
+    t.client.calls.every((c) => c.ttlSeconds === 10 && c.holder === HOLDER),
+  );
+});
+
+Deno.test("acquireLease backs off on errors from 0.5 s, doubling up to the heartbeat, with jitter; a held answer resets it", async () => {
+  // random 0.5 -> each wait is 0.75 of the current back-off.
+  const t = setup();
+  (await t.pending()).answer(broken);
+  for (const gap of [375, 750, 1_500, 2_250, 2_250]) {
+    (await t.expectNextAfter(gap)).answer(broken);
+  }
+  const afterErrors = await t.expectNextAfter(2_250);
+  afterErrors.answer(held(7));
+  (await t.expectNextAfter(HB)).answer(broken);
+  (await t.expectNextAfter(375)).answer(acquired(8));
+  await t.done;
+  assert.equal((t.result() as AcquiredLease).token, 8);
+  const warn = t.logs.find((l) => l.level === "WARN");
+  assert.equal(warn?.msg, "lease acquire failed; retrying");
+  assert.match(String(warn?.fields.error), /500.*internal error.*r1/);
+  assert.equal(warn?.fields.retry_in_ms, 375);
+});
+
+Deno.test("acquireLease jitters error waits between half and all of the back-off", async () => {
+  for (const [r, first] of [[0, 250], [0.999, 499.75]] as const) {
+    const t = setup({ random: () => r });
+    (await t.pending()).answer(broken);
+    const next = await t.expectNextAfter(first);
+    next.answer(acquired(1));
+    await t.done;
+  }
+});
+
+Deno.test("acquireLease caps the error back-off at a heartbeat shorter than 0.5 s", async () => {
+  const t = setup({ heartbeatMs: 200, random: () => 1 });
+  (await t.pending()).answer(broken);
+  (await t.expectNextAfter(200)).answer(broken);
+  (await t.expectNextAfter(200)).answer(acquired(2));
+  await t.done;
+  assert.equal((t.result() as AcquiredLease).token, 2);
+});
+
+Deno.test("acquireLease bounds every request: a hung Acquire is abandoned at the request timeout and retried", async () => {
+  const t = setup({ requestTimeoutMs: 10_000 });
+  const hung = await t.pending();
+  await t.clock.advanceTo(hung.at! + 9_999);
+  assert.equal(hung.done, false);
+  assert.equal(t.client.calls.length, 1);
+  await t.clock.advanceTo(hung.at! + 10_000);
+  assert.equal(hung.done, true);
+  assert.equal((hung.signal.reason as Error).name, "TimeoutError");
+  // The wait counts from the send time, which is long past: retry at once.
+  assert.equal(t.client.calls.length, 2);
+  const retry = t.client.calls[1];
+  assert.equal(retry.at, hung.at! + 10_000);
+  assert.match(String(t.logs.at(-1)?.fields.error), /timed out/);
+  retry.answer(acquired(1));
+  await t.done;
+  assert.equal((t.result() as AcquiredLease).sentAt, retry.at);
+});
+
+Deno.test("acquireLease uses the reference client's 10 s bound by default", async () => {
+  const t = setup();
+  const hung = await t.pending();
+  await t.clock.advanceTo(hung.at! + 9_999);
+  assert.equal(hung.done, false);
+  await t.clock.advanceTo(hung.at! + 10_000);
+  assert.equal(hung.done, true);
+  t.stop.abort();
+  await t.done;
+});
+
+Deno.test("acquireLease stops at once when aborted while waiting, without another request", async () => {
+  const t = setup();
+  (await t.pending()).answer(held(1));
+  await t.clock.advance(1_000);
+  t.stop.abort();
+  await t.done;
+  assert.equal(t.result(), undefined);
+  assert.equal(t.client.calls.length, 1);
+  assert.equal(t.clock.now(), t.client.calls[0].at! + 1_000, "no time passed");
+});
+
+Deno.test("acquireLease stops when aborted during a request, and never starts one when aborted already", async () => {
+  const t = setup();
+  const call = await t.pending();
+  t.stop.abort();
+  await t.done;
+  assert.equal(call.done, true);
+  assert.equal(t.result(), undefined);
+  assert.equal(t.client.calls.length, 1);
+
+  const stop = new AbortController();
+  stop.abort();
+  const client = new ScriptedClient();
+  const r = await acquireLease({
+    client,
+    holder: HOLDER,
+    ttlSeconds: 10,
+    heartbeatMs: HB,
+    signal: stop.signal,
+    clock: new FakeClock(),
+    logger: recordingLogger([]),
+  });
+  assert.equal(r, undefined);
+  assert.equal(client.calls.length, 0);
+});
+
+Deno.test("handoffMarker: runtime-singleton carries the acquisition's deadline and gate; startup-gate carries none", () => {
+  assert.deepEqual(
+    handoffMarker(
+      { mode: "runtime-singleton", ttlSeconds: 8, enforceLeadMs: 4_000 },
+      50_000,
+    ),
+    { leaseDeadlineBootMs: 58_000, gateClosesBootMs: 54_000 },
+  );
+  assert.deepEqual(
+    handoffMarker(
+      { mode: "runtime-singleton", ttlSeconds: 30, enforceLeadMs: 2_000 },
+      1_234,
+    ),
+    { leaseDeadlineBootMs: 31_234, gateClosesBootMs: 29_234 },
+  );
+  assert.equal(
+    handoffMarker(
+      { mode: "startup-gate", ttlSeconds: 8, enforceLeadMs: 4_000 },
+      50_000,
+    ),
+    undefined,
+  );
+});
