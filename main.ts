@@ -14,6 +14,7 @@ const COMMANDS: Record<
   check: () => import("./lib/check.ts"),
   acquire: () => import("./lib/acquire.ts"),
   renew: () => import("./lib/renew.ts"),
+  run: () => import("./lib/run.ts"),
   "dev-server": () => import("./lib/dev_server.ts"),
 };
 
@@ -23,6 +24,7 @@ Usage:
   berth-acquire acquire [flags]              init container: block until the lease is held
   berth-acquire renew [flags]                sidecar: keep the lease, stop the workload on loss
   berth-acquire check [PATH] [--max-age D]   liveness probe: is the health marker fresh?
+  berth-acquire run [flags] -- CMD [ARGS]    hold the lease while CMD runs; stop it when lost
   berth-acquire dev-server [flags]           a DEVELOPMENT lease server (in memory, not for production)
   berth-acquire --version | --help
 

@@ -1,0 +1,423 @@
+/**
+ * `berth-acquire run` with real processes: the real CLI supervising real
+ * shell commands, against a development lease server on 127.0.0.1.
+ *
+ * No test measures elapsed time. "Stopped before the deadline" is asserted
+ * as an ordering of two instants the command itself recorded: the
+ * `BERTH_LEASE_EXPIRES_AT` it was given, and the moment its SIGTERM trap
+ * ran (same wall clock, same machine). Every wait is a bounded poll.
+ * TTL 4 s with a 1 s grace gives run's default lead of 2 s.
+ *
+ * @module
+ */
+import assert from "node:assert/strict";
+import { type DevServer, startDevServer } from "../lib/dev_server.ts";
+import {
+  EXIT_ACQUIRE_TIMEOUT,
+  EXIT_CANCELLED,
+  EXIT_CANNOT_EXECUTE,
+  EXIT_COMMAND_NOT_FOUND,
+  EXIT_CONFIG,
+  EXIT_LEASE_LOST,
+} from "../lib/run.ts";
+import { runCli } from "./support/cli.ts";
+import { HelperProcess, tempDir, waitFor } from "./support/lease_env.ts";
+
+const HOLDER = "prod/run-test";
+const OTHER = "prod/other";
+/** A failure bound for conditions that take a few heartbeats. */
+const BOUND_MS = 20_000;
+
+function runEnv(
+  server: DevServer | { url: string },
+  lease: string,
+  extra: Record<string, string> = {},
+): Record<string, string> {
+  return {
+    NO_COLOR: "1",
+    BERTH_API_SERVER: server.url,
+    BERTH_LEASE_NAME: lease,
+    BERTH_LEASE_NAMESPACE: "prod",
+    BERTH_HOLDER_IDENTITY: HOLDER,
+    BERTH_TTL_SECONDS: "4",
+    BERTH_ENFORCE_GRACE_SECONDS: "1",
+    ...extra,
+  };
+}
+
+/** Lets another holder have `lease` for `ttlSeconds`, as if it had taken it over. */
+function giveToOther(
+  server: DevServer,
+  lease: string,
+  ttlSeconds = 60,
+): number {
+  const token = (server.store.get("prod", lease)?.fencingToken ?? 0) + 1;
+  const now = Date.now();
+  server.store.put("prod", lease, {
+    holder: OTHER,
+    fencingToken: token,
+    ttlSeconds,
+    acquiredAt: now,
+    renewedAt: now,
+  });
+  return token;
+}
+
+function exists(path: string): boolean {
+  try {
+    Deno.statSync(path);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+function read(path: string): string | undefined {
+  try {
+    return Deno.readTextFileSync(path);
+  } catch {
+    return undefined;
+  }
+}
+
+/** Whether `pid` is gone or a zombie (dead, waiting for a parent that may never reap it). */
+function dead(pid: number): boolean {
+  const stat = read(`/proc/${pid}/stat`);
+  if (stat === undefined) return true;
+  const state = stat.slice(stat.lastIndexOf(")") + 2).split(" ")[0];
+  return state === "Z" || state === "X";
+}
+
+/** Writes `body` as a shell script in `dir` and returns `["sh", path]`. */
+function script(dir: string, name: string, body: string): string[] {
+  const path = `${dir}/${name}.sh`;
+  Deno.writeTextFileSync(path, `D=${JSON.stringify(dir)}\n${body}`);
+  return ["sh", path];
+}
+
+/**
+ * SIGKILLs whatever is left of the command: its group (the leader wrote its
+ * PID first in `pids`) and every process listed there, so no test leaks
+ * processes even when the group was not what it should be. Declare it after
+ * the `run` process: it must act before that is disposed, because a leftover
+ * holding run's stdout would keep the disposal waiting for the pipe.
+ */
+function cleanup(dir: string): Disposable {
+  return {
+    [Symbol.dispose]() {
+      const pids = (read(`${dir}/pids`) ?? "").split("\n").filter(Boolean)
+        .map(Number);
+      const targets = pids.length > 0 ? [-pids[0], ...pids] : [];
+      for (const pid of targets) {
+        try {
+          Deno.kill(pid, "SIGKILL");
+        } catch {
+          // already gone
+        }
+      }
+    },
+  };
+}
+
+/**
+ * The command of the loss tests: records its deadline, forks a grandchild
+ * that ignores SIGTERM (only SIGKILL stops it), and records when its own
+ * SIGTERM trap ran.
+ */
+const LOSS_SCRIPT = `echo $$ >> "$D/pids"
+(trap '' TERM; exec sleep 1000) &
+echo $! > "$D/grandchild"; echo $! >> "$D/pids"
+trap 'date +%s%3N > "$D/termed.tmp"; mv "$D/termed.tmp" "$D/termed"; exit 0' TERM
+sleep 1000 & echo $! >> "$D/pids"
+echo "$BERTH_LEASE_EXPIRES_AT" > "$D/expires.tmp"; mv "$D/expires.tmp" "$D/expires"
+wait $!
+`;
+
+/** Checks a loss test's records after `run` exited. */
+function assertStoppedBeforeDeadline(dir: string): void {
+  const expiresAt = Date.parse(read(`${dir}/expires`)!.trim());
+  assert.ok(Number.isFinite(expiresAt), read(`${dir}/expires`));
+  const termedAt = Number(read(`${dir}/termed`)!.trim());
+  assert.ok(
+    termedAt < expiresAt,
+    `SIGTERM reached the command at ${termedAt}, not before the lease deadline ${expiresAt} it was given`,
+  );
+  const grandchild = Number(read(`${dir}/grandchild`));
+  assert.ok(
+    dead(grandchild),
+    `the grandchild ${grandchild} outlived run: the process group was not stopped`,
+  );
+}
+
+Deno.test("run: the command gets token, holder and deadline (not the API key); its status is run's; the lease is released after it", async () => {
+  await using server = await startDevServer();
+  await using dir = await tempDir();
+  const state = `${dir.path}/state`;
+  Deno.mkdirSync(state);
+  const argv = script(
+    dir.path,
+    "env",
+    `printf '%s\\n%s\\n%s\\n%s\\n' "$BERTH_FENCING_TOKEN" "$BERTH_HOLDER" "$BERTH_LEASE_EXPIRES_AT" "\${BERTH_API_KEY-unset}" > "$D/env"
+cat "$D/state/token" > "$D/token-file"; test -f "$D/state/healthy" && echo yes > "$D/marker-seen"
+exit 3
+`,
+  );
+  const r = await runCli(["run", "--", ...argv], {
+    env: runEnv(server, "env", {
+      BERTH_API_KEY: "s3cret-key",
+      BERTH_STATE_DIR: state,
+    }),
+    signal: AbortSignal.timeout(60_000),
+  });
+  assert.equal(r.code, 3, r.stderr);
+  const [token, holder, expires, apiKey] = read(`${dir.path}/env`)!.split("\n");
+  const record = server.store.get("prod", "env")!;
+  assert.equal(token, String(record.fencingToken));
+  assert.equal(read(`${dir.path}/token-file`), token);
+  assert.equal(holder, HOLDER);
+  assert.match(expires, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
+  assert.equal(apiKey, "unset");
+  assert.equal(read(`${dir.path}/marker-seen`), "yes\n");
+  assert.ok(!r.stderr.includes("s3cret-key"));
+  // Released: the record is a tombstone, and the marker is gone.
+  assert.equal(record.holder, "");
+  assert.ok(!exists(`${state}/healthy`));
+});
+
+Deno.test("run: exit status table (config 78, not found 127, not executable 126, signalled 128+N, timeout 76)", async () => {
+  await using server = await startDevServer();
+  await using dir = await tempDir();
+  const notExecutable = `${dir.path}/plain-file`;
+  Deno.writeTextFileSync(notExecutable, "#!/bin/sh\n");
+  Deno.chmodSync(notExecutable, 0o644);
+  giveToOther(server, "timeout");
+  const ran = `${dir.path}/ran`;
+  const cases: Array<[string, string[], Record<string, string>, number]> = [
+    [
+      "no lease name",
+      ["run", "--", "true"],
+      { BERTH_LEASE_NAME: "" },
+      EXIT_CONFIG,
+    ],
+    ["no command", ["run", "--"], {}, EXIT_CONFIG],
+    ["no --", ["run", "true"], {}, EXIT_CONFIG],
+    ["bad flag", ["run", "--nope", "--", "true"], {}, EXIT_CONFIG],
+    [
+      "startup-gate",
+      ["run", "--", "true"],
+      { BERTH_MODE: "startup-gate" },
+      EXIT_CONFIG,
+    ],
+    ["not found", ["run", "--", `${dir.path}/missing`], {
+      BERTH_LEASE_NAME: "nf",
+    }, EXIT_COMMAND_NOT_FOUND],
+    [
+      "not executable",
+      ["run", "--", notExecutable],
+      { BERTH_LEASE_NAME: "nx" },
+      EXIT_CANNOT_EXECUTE,
+    ],
+    ["signalled", ["run", "--", "sh", "-c", "kill -USR1 $$"], {
+      BERTH_LEASE_NAME: "sig",
+    }, 128 + 10],
+    [
+      "acquire timeout",
+      ["run", "--acquire-timeout", "300ms", "--", "sh", "-c", `touch ${ran}`],
+      { BERTH_LEASE_NAME: "timeout" },
+      EXIT_ACQUIRE_TIMEOUT,
+    ],
+  ];
+  const results = await Promise.all(
+    cases.map(([, args, extra]) =>
+      runCli(args, {
+        env: runEnv(server, "codes", extra),
+        signal: AbortSignal.timeout(60_000),
+      })
+    ),
+  );
+  cases.forEach(([name, , , want], i) =>
+    assert.equal(results[i].code, want, `${name}: ${results[i].stderr}`)
+  );
+  assert.ok(!exists(ran), "the command ran without the lease");
+  // A command that could not start gave the lease back at once.
+  assert.equal(server.store.get("prod", "nf")?.holder, "");
+  assert.match(results[2].stderr, /put the command after --/);
+});
+
+Deno.test("run: a signal while waiting for the lease ends the wait (77); the command never runs", async () => {
+  await using server = await startDevServer();
+  await using dir = await tempDir();
+  giveToOther(server, "wait");
+  const ran = `${dir.path}/ran`;
+  await using waiting = new HelperProcess(
+    ["run", "--", "sh", "-c", `touch ${ran}`],
+    runEnv(server, "wait"),
+  );
+  await waiting.waitForLine(/lease held by another holder; waiting/);
+  waiting.kill("SIGQUIT");
+  assert.equal((await waiting.wait()).code, EXIT_CANCELLED, waiting.log);
+  assert.ok(!exists(ran));
+  assert.equal(server.store.get("prod", "wait")?.holder, OTHER);
+});
+
+Deno.test("run: renewal denied (another holder took it) -> whole group stopped before the deadline, exit 75, the other's lease untouched", async () => {
+  await using server = await startDevServer();
+  await using dir = await tempDir();
+  await using run = new HelperProcess(
+    ["run", "--", ...script(dir.path, "loss", LOSS_SCRIPT)],
+    runEnv(server, "deny"),
+  );
+  using _cleanup = cleanup(dir.path);
+  await waitFor(() => exists(`${dir.path}/expires`), {
+    timeoutMs: BOUND_MS,
+    what: "the command to start",
+  });
+  giveToOther(server, "deny");
+  const status = await run.wait(BOUND_MS);
+  assert.equal(status.code, EXIT_LEASE_LOST, run.log);
+  assertStoppedBeforeDeadline(dir.path);
+  assert.match(run.log, /lease lost/);
+  assert.match(run.log, /sending SIGKILL/);
+  assert.equal(server.store.get("prod", "deny")?.holder, OTHER);
+});
+
+Deno.test("run: the server hangs, then disappears -> group stopped before the deadline, exit 75", async () => {
+  await using server = await startDevServer();
+  await using dir = await tempDir();
+  await using run = new HelperProcess(
+    ["run", "--", ...script(dir.path, "loss", LOSS_SCRIPT)],
+    runEnv(server, "hang"),
+  );
+  using _cleanup = cleanup(dir.path);
+  await waitFor(() => exists(`${dir.path}/expires`), {
+    timeoutMs: BOUND_MS,
+    what: "the command to start",
+  });
+  server.faults.hangAll();
+  await waitFor(() => exists(`${dir.path}/termed`), {
+    timeoutMs: BOUND_MS,
+    what: "the command to be stopped",
+  });
+  await server.close();
+  const status = await run.wait(BOUND_MS);
+  assert.equal(status.code, EXIT_LEASE_LOST, run.log);
+  assertStoppedBeforeDeadline(dir.path);
+  assert.match(run.log, /not confirmed in time/);
+});
+
+Deno.test("run: SIGTERM is forwarded; the lease is released only after the command is gone", async () => {
+  await using server = await startDevServer();
+  await using dir = await tempDir();
+  const d = dir.path;
+  await using run = new HelperProcess(
+    [
+      "run",
+      "--",
+      ...script(
+        d,
+        "slow-exit",
+        `echo $$ >> "$D/pids"
+trap 'touch "$D/got-term"; i=0; while [ ! -e "$D/go" ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done; touch "$D/exited"; exit 7' TERM
+sleep 1000 & echo $! >> "$D/pids"
+touch "$D/ready"
+wait $!
+`,
+      ),
+    ],
+    runEnv(server, "fwd"),
+  );
+  using _cleanup = cleanup(d);
+  await waitFor(() => exists(`${d}/ready`), {
+    timeoutMs: BOUND_MS,
+    what: "the command to start",
+  });
+  run.kill("SIGTERM");
+  await waitFor(() => exists(`${d}/got-term`), {
+    timeoutMs: BOUND_MS,
+    what: "the command to get SIGTERM",
+  });
+  // The command still runs: the lease must still be ours.
+  assert.equal(server.store.get("prod", "fwd")?.holder, HOLDER);
+  assert.equal(run.exited, undefined);
+  Deno.writeTextFileSync(`${d}/go`, "");
+  const status = await run.wait(BOUND_MS);
+  assert.equal(status.code, 7, run.log);
+  assert.ok(exists(`${d}/exited`));
+  // Released: another holder gets it at once.
+  const grant = server.store.acquire("prod", "fwd", OTHER, 10, Date.now());
+  assert.equal(grant.acquired, true);
+});
+
+Deno.test("run: SIGHUP is forwarded to the command, which decides what it means", async () => {
+  await using server = await startDevServer();
+  await using dir = await tempDir();
+  const d = dir.path;
+  await using run = new HelperProcess(
+    [
+      "run",
+      "--",
+      ...script(
+        d,
+        "hup",
+        `echo $$ >> "$D/pids"
+trap 'touch "$D/got-hup"; exit 0' HUP
+sleep 1000 & echo $! >> "$D/pids"
+touch "$D/ready"
+wait $!
+`,
+      ),
+    ],
+    runEnv(server, "hup"),
+  );
+  using _cleanup = cleanup(d);
+  await waitFor(() => exists(`${d}/ready`), {
+    timeoutMs: BOUND_MS,
+    what: "the command to start",
+  });
+  run.kill("SIGHUP");
+  const status = await run.wait(BOUND_MS);
+  assert.equal(status.code, 0, run.log);
+  assert.ok(exists(`${d}/got-hup`));
+  assert.equal(server.store.get("prod", "hup")?.holder, "");
+});
+
+Deno.test("run --restart-on-reacquire: after a loss the command runs again, with the new token", async () => {
+  await using server = await startDevServer();
+  await using dir = await tempDir();
+  const d = dir.path;
+  const tokens = () => (read(`${d}/tokens`) ?? "").split("\n").filter(Boolean);
+  await using run = new HelperProcess(
+    [
+      "run",
+      "--restart-on-reacquire",
+      "--",
+      ...script(
+        d,
+        "restart",
+        `echo $$ >> "$D/pids"
+sleep 1000 & echo $! >> "$D/pids"
+echo "$BERTH_FENCING_TOKEN" >> "$D/tokens"
+wait $!
+`,
+      ),
+    ],
+    runEnv(server, "again"),
+  );
+  using _cleanup = cleanup(d);
+  await waitFor(() => tokens().length === 1, {
+    timeoutMs: BOUND_MS,
+    what: "the first start",
+  });
+  const otherToken = giveToOther(server, "again", 1);
+  await waitFor(() => tokens().length === 2, {
+    timeoutMs: BOUND_MS,
+    what: "the command to run again after the reacquire",
+  });
+  const [first, second] = tokens().map(Number);
+  assert.ok(first < otherToken && otherToken < second, tokens().join(","));
+  assert.equal(server.store.get("prod", "again")?.holder, HOLDER);
+  run.kill("SIGTERM");
+  const status = await run.wait(BOUND_MS);
+  assert.equal(status.code, 128 + 15, run.log);
+  assert.equal(server.store.get("prod", "again")?.holder, "");
+});
