@@ -129,6 +129,61 @@ export function handoffMarker(
   };
 }
 
+/** Options for {@linkcode handOver}. */
+export interface HandOverOptions {
+  /** The state directory to write. */
+  state: StateDir;
+  /** Mode, TTL, lead (for the marker), holder and state directory (for messages). */
+  config: Pick<
+    Config,
+    "mode" | "ttlSeconds" | "enforceLeadMs" | "holder" | "stateDir"
+  >;
+  /** The lease just acquired. */
+  lease: AcquiredLease;
+  /** To release the lease when the state cannot be written. */
+  client: LeaseClient;
+  /** Bounds that release. */
+  clock: Clock;
+  /** Reports a failure. */
+  logger: Logger;
+  /** Also copy the probe to `<state>/check` (the init container does; `run` does not). */
+  installCheck: boolean;
+}
+
+/**
+ * Writes holder, token and marker (and the probe) for the roles that come
+ * next. When the volume cannot be written the lease is released at once
+ * (bounded, 5 s), so the standby does not wait a whole TTL for a lease
+ * nobody will renew; returns false then.
+ */
+export async function handOver(o: HandOverOptions): Promise<boolean> {
+  const { state, config, lease, client, clock, logger } = o;
+  try {
+    await state.writeHolder(config.holder);
+    await state.writeToken(lease.token);
+    await state.writeMarker(handoffMarker(config, lease.sentAtBoot));
+    if (o.installCheck) await state.installCheck();
+    return true;
+  } catch (e) {
+    logger.error("cannot write the state volume; releasing the lease", {
+      error: e,
+      state_dir: config.stateDir,
+      fencing_token: lease.token,
+    });
+    const released = await client.release(
+      config.holder,
+      lease.token,
+      clock.timeout(5_000),
+    );
+    if (released.kind !== "released") {
+      logger.warn("release failed; the lease expires on its own", {
+        error: describeFailure(released),
+      });
+    }
+    return false;
+  }
+}
+
 /** `berth-acquire acquire`: see the usage text. */
 export async function main(args: string[]): Promise<number> {
   const started = start({ name: "acquire", usage: USAGE }, args);
@@ -173,27 +228,17 @@ export async function main(args: string[]): Promise<number> {
       );
       return EXIT_FAILURE;
     }
-    try {
-      await state.writeHolder(config.holder);
-      await state.writeToken(lease.token);
-      await state.writeMarker(handoffMarker(config, lease.sentAtBoot));
-      await state.installCheck();
-    } catch (e) {
-      logger.error("cannot write the state volume; releasing the lease", {
-        error: e,
-        state_dir: config.stateDir,
-        fencing_token: lease.token,
-      });
-      const released = await client.release(
-        config.holder,
-        lease.token,
-        clock.timeout(5_000),
-      );
-      if (released.kind !== "released") {
-        logger.warn("release failed; the lease expires on its own", {
-          error: describeFailure(released),
-        });
-      }
+    if (
+      !await handOver({
+        state,
+        config,
+        lease,
+        client,
+        clock,
+        logger,
+        installCheck: true,
+      })
+    ) {
       return EXIT_FAILURE;
     }
     logger.info("lease acquired", { fencing_token: lease.token });

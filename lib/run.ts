@@ -8,7 +8,7 @@
  *
  * @module
  */
-import { acquireLease, handoffMarker } from "./acquire.ts";
+import { acquireLease, handoffMarker, handOver } from "./acquire.ts";
 import {
   ChildEnforcer,
   type ChildExit,
@@ -36,7 +36,7 @@ import {
   type HealthServer,
   startHealthServer,
 } from "./health.ts";
-import { describeFailure, type LeaseClient } from "./lease.ts";
+import type { LeaseClient } from "./lease.ts";
 import type { Logger } from "./log.ts";
 import type { MarkerDeadlines } from "./marker.ts";
 import { LeaseMetrics } from "./metrics.ts";
@@ -537,28 +537,19 @@ async function runWith(o: RunOptions): Promise<number> {
     }
     logger.info("lease acquired", { fencing_token: lease.token });
     const marker = handoffMarker(config, lease.sentAtBoot);
-    if (state) {
-      try {
-        await state.writeHolder(config.holder);
-        await state.writeToken(lease.token);
-        await state.writeMarker(marker);
-      } catch (e) {
-        logger.error("cannot write the state directory; releasing the lease", {
-          error: e,
-          state_dir: config.stateDir,
-        });
-        const released = await client.release(
-          config.holder,
-          lease.token,
-          clock.timeout(5_000),
-        );
-        if (released.kind !== "released") {
-          logger.warn("release failed; the lease expires on its own", {
-            error: describeFailure(released),
-          });
-        }
-        return EXIT_CONFIG;
-      }
+    if (
+      state &&
+      !await handOver({
+        state,
+        config,
+        lease,
+        client,
+        clock,
+        logger,
+        installCheck: false,
+      })
+    ) {
+      return EXIT_CONFIG;
     }
     const enforcer = new ChildEnforcer({
       initiallyOpen: true,
