@@ -1,0 +1,560 @@
+/**
+ * A kubelet stand-in for one pod, the closest honest substitute for a
+ * Kubernetes node on one machine. For its pod it creates the `emptyDir`
+ * state volume (a directory), runs the init container `acquire` to
+ * completion, starts the native sidecar `renew` and then the main container
+ * (the journaling workload of sim/workload.ts), runs the exec liveness probe
+ * exactly as the webhook injects it (`<state>/check check <state>/healthy
+ * --max-age <TTL>s`) from the main container's side, kills and restarts the
+ * main container when the probe fails, with the kubelet's crash-loop
+ * back-off, and stops the pod the way the kubelet does (SIGTERM the main
+ * container, then the sidecar once the main container exited).
+ *
+ * It is test support: the demo, the chaos tests and the benchmarks use it.
+ * Everything it does is recorded as {@linkcode PodEvent}s.
+ *
+ * @module
+ */
+import { aborted } from "../lib/clock.ts";
+import type { EnforceMode } from "../lib/config.ts";
+import { holderIdentity } from "../lib/holder.ts";
+import { examineMarker } from "../lib/marker.ts";
+import { baseEnv, berthArgv } from "./cli.ts";
+import type { HostedProcess, ProcessExit, ProcessHost } from "./host.ts";
+import type { MainRun } from "./journal.ts";
+import { installWorkload, WORKLOAD_NAME } from "./workload.ts";
+
+/** The liveness probe's timing, as in a container spec. */
+export interface ProbeSettings {
+  /** `periodSeconds`, in ms. */
+  periodMs: number;
+  /** `timeoutSeconds`, in ms: a probe still running then has failed. */
+  timeoutMs: number;
+  /** The probe's `terminationGracePeriodSeconds`, in ms: SIGTERM to SIGKILL on a failure. */
+  terminationGraceMs: number;
+}
+
+/** What the webhook injects: period 2 s, timeout 1 s, and 1 s of termination grace. */
+export const WEBHOOK_PROBE: ProbeSettings = {
+  periodMs: 2000,
+  timeoutMs: 1000,
+  terminationGraceMs: 1000,
+};
+
+/** The kubelet's crash-loop back-off: the first delay after the immediate restart. */
+export const BACKOFF_INITIAL_MS = 10_000;
+/** The kubelet's crash-loop back-off cap. */
+export const BACKOFF_MAX_MS = 300_000;
+/** A container that ran this long before it exited starts its back-off afresh (the kubelet's 10 min). */
+export const BACKOFF_RESET_MS = 600_000;
+
+/**
+ * The delay before restarting a container that has already been restarted
+ * `restartsSoFar` times in this crash loop: at once the first time, then
+ * 10 s, 20 s, 40 s, ... capped at 300 s, as the kubelet does. Pure, so the
+ * schedule is tested without waiting for it.
+ */
+export function crashLoopDelayMs(restartsSoFar: number): number {
+  if (!(restartsSoFar >= 1)) return 0;
+  const exp = Math.min(restartsSoFar - 1, 30);
+  return Math.min(BACKOFF_INITIAL_MS * 2 ** exp, BACKOFF_MAX_MS);
+}
+
+/** The pod's containers: init container, native sidecar, main container. */
+export type ContainerName = "acquire" | "renew" | "main";
+
+/**
+ * Why a container process ended: killed by the kubelet after a failed
+ * liveness probe, stopped with the pod, killed by the test, or on its own
+ * account (it exited, or something else, such as the signal enforcer,
+ * killed it).
+ */
+export type ExitCause = "liveness" | "pod-stop" | "injected" | "own";
+
+/** One thing that happened in a pod, with the wall-clock ms it happened at. */
+export type PodEvent =
+  & { at: number; pod: string }
+  & (
+    | {
+      kind: "start";
+      container: ContainerName;
+      restart: number;
+      pid: number;
+      /** Main container only: whether the probe would have passed at its start (the pod held the lease). */
+      leased?: boolean;
+    }
+    | {
+      kind: "exit";
+      container: ContainerName;
+      restart: number;
+      code: number;
+      signal: string | null;
+      cause: ExitCause;
+    }
+    | { kind: "probe-failed"; restart: number; output: string }
+    | {
+      /** The first probe that passed in a run that started without the lease. */
+      kind: "probe-passed";
+      restart: number;
+    }
+    | { kind: "restart-scheduled"; container: ContainerName; delayMs: number }
+    | { kind: "log"; container: ContainerName; record: Record<string, unknown> }
+  );
+
+/** Options for {@linkcode Pod}. */
+export interface PodOptions {
+  /** Pod name (`POD_NAME`), also the name in journal lines. */
+  name: string;
+  /** Pod namespace (`POD_NAMESPACE`), also the lease's namespace. */
+  namespace: string;
+  /** Pod UID (`POD_UID`); default a random UUID, as every pod incarnation gets. */
+  uid?: string;
+  /** `BERTH_LEASE_NAME`. */
+  leaseName: string;
+  /** `BERTH_API_SERVER`: the server, or a fault proxy in front of it. */
+  apiServer: string;
+  /** `BERTH_ENFORCE`; signal mode needs a {@linkcode NamespaceHost}. */
+  enforce: EnforceMode;
+  /** `BERTH_TTL_SECONDS`. */
+  ttlSeconds: number;
+  /** `BERTH_HEARTBEAT_SECONDS`; default unset (TTL/3). */
+  heartbeatSeconds?: number;
+  /** `BERTH_ENFORCE_LEAD_SECONDS`; default unset (the helper's default). */
+  enforceLeadSeconds?: number;
+  /** The liveness probe; default {@linkcode WEBHOOK_PROBE}. */
+  probe?: ProbeSettings;
+  /** The journal the main container appends to. */
+  journalPath: string;
+  /** A directory of the pod's own: the state volume and the workload go in it. */
+  dir: string;
+  /** Where the containers run. */
+  host: ProcessHost;
+  /** Told about every event as it happens. */
+  onEvent?: (e: PodEvent) => void;
+  /** The pod's `terminationGracePeriodSeconds` in ms for a pod stop; default 10000. */
+  stopGraceMs?: number;
+  /** The workload's write interval in ms; default 25. */
+  writeIntervalMs?: number;
+  /** Extra env for the helper containers (e.g. `BERTH_ACQUIRE_TIMEOUT`). */
+  helperEnv?: Record<string, string>;
+}
+
+/** A running container process and what the kubelet did to it. */
+interface Run {
+  container: ContainerName;
+  restart: number;
+  proc: HostedProcess;
+  startedAt: number;
+  cause?: ExitCause;
+  /** Main container: whether it started with the lease. */
+  leased?: boolean;
+  /** Main container started without the lease: a probe passed since. */
+  regained?: boolean;
+  done: boolean;
+  exited: Promise<ProcessExit>;
+}
+
+/**
+ * One simulated pod; see the module doc. Call {@linkcode Pod.start} once and
+ * {@linkcode Pod.stop} once; the fault controls may be used in between.
+ */
+export class Pod {
+  /** The pod's name. */
+  readonly name: string;
+  /** The holder identity its helpers derive (namespace/pod:name:uid:uid). */
+  readonly holder: string;
+  /** The state volume (`BERTH_STATE_DIR`). */
+  readonly stateDir: string;
+  /** Everything that happened, in order. */
+  readonly events: PodEvent[] = [];
+  #o: PodOptions & { probe: ProbeSettings; uid: string };
+  #stopMain = new AbortController();
+  #stopSidecar = new AbortController();
+  #runs: Partial<Record<ContainerName, Run>> = {};
+  #sidecarHold: PromiseWithResolvers<void> | undefined;
+  #lifecycle: Promise<void> | undefined;
+  #stopped: Promise<void> | undefined;
+
+  /** Prepares nothing on disk yet; see {@linkcode PodOptions}. */
+  constructor(options: PodOptions) {
+    this.#o = {
+      ...options,
+      probe: options.probe ?? WEBHOOK_PROBE,
+      uid: options.uid ?? crypto.randomUUID(),
+    };
+    this.name = options.name;
+    this.stateDir = `${options.dir.replace(/\/+$/, "")}/state`;
+    this.holder = holderIdentity({
+      mode: "runtime-singleton",
+      explicit: "",
+      clusterId: "",
+      podNamespace: options.namespace,
+      workloadKind: "",
+      workloadName: "",
+      podName: options.name,
+      podUid: this.#o.uid,
+    });
+  }
+
+  /** The PID (inside the pod's host) of the running sidecar, if any. */
+  get sidecarPid(): number | undefined {
+    const r = this.#runs.renew;
+    return r && !r.done ? r.proc.pid : undefined;
+  }
+
+  /** Creates the volume and starts the pod's lifecycle in the background. */
+  async start(): Promise<void> {
+    if (this.#lifecycle) throw new Error(`pod ${this.name} already started`);
+    await Deno.mkdir(this.stateDir, { recursive: true });
+    const workload = await installWorkload(this.#o.dir);
+    this.#lifecycle = this.#run(workload);
+  }
+
+  /**
+   * Stops the pod as the kubelet does: the init container or the main
+   * container first (SIGTERM, SIGKILL after the grace), the sidecar after
+   * the main container exited; then closes the host. Idempotent.
+   */
+  stop(): Promise<void> {
+    this.#stopped ??= (async () => {
+      this.#stopMain.abort();
+      this.#sidecarHold?.resolve();
+      await this.#lifecycle;
+      await this.#o.host.close();
+    })();
+    return this.#stopped;
+  }
+
+  /**
+   * SIGKILLs the sidecar. With `holdRestart` the kubelet does not restart it
+   * until {@linkcode Pod.releaseSidecar} (a sidecar that stays down, as in a
+   * crash loop); otherwise it restarts it under the usual back-off.
+   */
+  killSidecar(options: { holdRestart: boolean }): void {
+    if (options.holdRestart) this.#sidecarHold ??= Promise.withResolvers();
+    const r = this.#runs.renew;
+    if (r && !r.done) {
+      r.cause ??= "injected";
+      r.proc.kill("SIGKILL");
+    }
+  }
+
+  /** Lets a sidecar held down by {@linkcode Pod.killSidecar} be restarted. */
+  releaseSidecar(): void {
+    this.#sidecarHold?.resolve();
+    this.#sidecarHold = undefined;
+  }
+
+  /** SIGKILLs the main container, as if it crashed; the kubelet restarts it. */
+  crashMain(): void {
+    const r = this.#runs.main;
+    if (r && !r.done) {
+      r.cause ??= "injected";
+      r.proc.kill("SIGKILL");
+    }
+  }
+
+  #emit(e: PodEvent): void {
+    this.events.push(e);
+    this.#o.onEvent?.(e);
+  }
+
+  #helperEnv(): Record<string, string> {
+    const o = this.#o;
+    const env: Record<string, string> = {
+      ...baseEnv(),
+      BERTH_LEASE_NAME: o.leaseName,
+      BERTH_MODE: "runtime-singleton",
+      BERTH_ENFORCE: o.enforce,
+      BERTH_TTL_SECONDS: String(o.ttlSeconds),
+      BERTH_STATE_DIR: this.stateDir,
+      BERTH_API_SERVER: o.apiServer,
+      BERTH_LOG_FORMAT: "json",
+      POD_NAMESPACE: o.namespace,
+      POD_NAME: o.name,
+      POD_UID: o.uid,
+      ...o.helperEnv,
+    };
+    if (o.enforce === "signal") env.BERTH_SIGNAL_TARGET = WORKLOAD_NAME;
+    if (o.heartbeatSeconds !== undefined) {
+      env.BERTH_HEARTBEAT_SECONDS = String(o.heartbeatSeconds);
+    }
+    if (o.enforceLeadSeconds !== undefined) {
+      env.BERTH_ENFORCE_LEAD_SECONDS = String(o.enforceLeadSeconds);
+    }
+    return env;
+  }
+
+  async #spawn(
+    container: ContainerName,
+    restart: number,
+    argv: string[],
+    env: Record<string, string>,
+  ): Promise<Run> {
+    const leased = container === "main"
+      ? examineMarker(`${this.stateDir}/healthy`, {
+        maxAgeMs: this.#o.ttlSeconds * 1000,
+      }).kind === "OK"
+      : undefined;
+    const proc = await this.#o.host.spawn({
+      argv,
+      env,
+      keepStdinOpen: container === "main",
+      onLine: container === "main" ? undefined : (_stream, line) => {
+        let record: Record<string, unknown>;
+        try {
+          record = JSON.parse(line);
+        } catch {
+          record = { msg: line };
+        }
+        this.#emit({
+          at: Date.now(),
+          pod: this.name,
+          kind: "log",
+          container,
+          record,
+        });
+      },
+    });
+    const run: Run = {
+      container,
+      restart,
+      proc,
+      startedAt: Date.now(),
+      leased,
+      done: false,
+      exited: proc.exited,
+    };
+    proc.exited.then(() => run.done = true);
+    this.#runs[container] = run;
+    this.#emit({
+      at: run.startedAt,
+      pod: this.name,
+      kind: "start",
+      container,
+      restart,
+      pid: proc.pid,
+      ...(leased === undefined ? {} : { leased }),
+    });
+    return run;
+  }
+
+  /** SIGTERM, then SIGKILL once `graceMs` passed; resolves when it exited. */
+  async #terminate(run: Run, cause: ExitCause, graceMs: number): Promise<void> {
+    run.cause ??= cause;
+    run.proc.kill("SIGTERM");
+    const grace = AbortSignal.timeout(graceMs);
+    await Promise.race([run.exited, aborted(grace)]);
+    if (!run.done) run.proc.kill("SIGKILL");
+    await run.exited;
+  }
+
+  /** Runs one container until it exits, or until `stop` aborts (then stops it). */
+  async #runOnce(
+    run: Run,
+    stop: AbortSignal,
+  ): Promise<ProcessExit> {
+    await Promise.race([run.exited, aborted(stop)]);
+    if (!run.done) {
+      await this.#terminate(run, "pod-stop", this.#o.stopGraceMs ?? 10_000);
+    }
+    const exit = await run.exited;
+    this.#emit({
+      at: exit.at,
+      pod: this.name,
+      kind: "exit",
+      container: run.container,
+      restart: run.restart,
+      code: exit.code,
+      signal: exit.signal,
+      cause: run.cause ?? "own",
+    });
+    return exit;
+  }
+
+  async #run(workloadPath: string): Promise<void> {
+    const stop = this.#stopMain.signal;
+    const env = this.#helperEnv();
+    // The init container, restarted with back-off until it succeeds.
+    for (let restart = 0;; restart++) {
+      if (stop.aborted) return;
+      const run = await this.#spawn(
+        "acquire",
+        restart,
+        berthArgv(["acquire"]),
+        env,
+      );
+      const exit = await this.#runOnce(run, stop);
+      if (exit.code === 0) break;
+      if (!(await this.#backoff("acquire", restart, stop))) return;
+    }
+    if (stop.aborted) return;
+    // Native sidecar first, then the main container; the probe runs with it.
+    const sidecar = this.#supervise(
+      "renew",
+      () => berthArgv(["renew"]),
+      () => env,
+      this.#stopSidecar.signal,
+    );
+    const main = this.#supervise(
+      "main",
+      () => [workloadPath],
+      (restart) => ({
+        PATH: baseEnv().PATH,
+        SIM_POD: this.name,
+        SIM_JOURNAL: this.#o.journalPath,
+        SIM_STATE_DIR: this.stateDir,
+        SIM_RESTART: String(restart),
+        SIM_INTERVAL: String((this.#o.writeIntervalMs ?? 25) / 1000),
+      }),
+      stop,
+    );
+    const probe = this.#probeLoop(stop);
+    await main;
+    await probe;
+    this.#stopSidecar.abort();
+    await sidecar;
+  }
+
+  /** Waits out the crash-loop delay; false when the pod stopped meanwhile. */
+  async #backoff(
+    container: ContainerName,
+    restartsSoFar: number,
+    stop: AbortSignal,
+  ): Promise<boolean> {
+    const delayMs = crashLoopDelayMs(restartsSoFar);
+    this.#emit({
+      at: Date.now(),
+      pod: this.name,
+      kind: "restart-scheduled",
+      container,
+      delayMs,
+    });
+    await aborted(AbortSignal.any([stop, AbortSignal.timeout(delayMs)]));
+    return !stop.aborted;
+  }
+
+  /** Keeps a container running (restartPolicy Always) until `stop` aborts. */
+  async #supervise(
+    container: "renew" | "main",
+    argv: () => string[],
+    env: (restart: number) => Record<string, string>,
+    stop: AbortSignal,
+  ): Promise<void> {
+    let loop = 0; // restarts in the current crash loop
+    for (let restart = 0;; restart++) {
+      if (container === "renew" && this.#sidecarHold) {
+        await Promise.race([this.#sidecarHold.promise, aborted(stop)]);
+      }
+      if (stop.aborted) return;
+      const run = await this.#spawn(container, restart, argv(), env(restart));
+      await this.#runOnce(run, stop);
+      if (stop.aborted) return;
+      if (Date.now() - run.startedAt >= BACKOFF_RESET_MS) loop = 0;
+      if (!(await this.#backoff(container, loop++, stop))) return;
+    }
+  }
+
+  /** The exec liveness probe on the main container, every period. */
+  async #probeLoop(stop: AbortSignal): Promise<void> {
+    const { periodMs, timeoutMs, terminationGraceMs } = this.#o.probe;
+    const argv = [
+      `${this.stateDir}/check`,
+      "check",
+      `${this.stateDir}/healthy`,
+      "--max-age",
+      `${this.#o.ttlSeconds}s`,
+    ];
+    while (!stop.aborted) {
+      const tick = performance.now();
+      const run = this.#runs.main;
+      if (run && !run.done && run.cause === undefined) {
+        const failure = await this.#probeOnce(argv, timeoutMs);
+        if (failure === undefined && run.leased === false && !run.regained) {
+          run.regained = true;
+          this.#emit({
+            at: Date.now(),
+            pod: this.name,
+            kind: "probe-passed",
+            restart: run.restart,
+          });
+        }
+        if (
+          failure !== undefined && !stop.aborted && !run.done &&
+          run.cause === undefined
+        ) {
+          this.#emit({
+            at: Date.now(),
+            pod: this.name,
+            kind: "probe-failed",
+            restart: run.restart,
+            output: failure,
+          });
+          await this.#terminate(run, "liveness", terminationGraceMs);
+        }
+      }
+      const wait = tick + periodMs - performance.now();
+      await aborted(
+        AbortSignal.any([stop, AbortSignal.timeout(Math.max(0, wait))]),
+      );
+    }
+  }
+
+  /** Runs the probe once; returns its output line on failure, undefined on success. */
+  async #probeOnce(
+    argv: string[],
+    timeoutMs: number,
+  ): Promise<string | undefined> {
+    const out: string[] = [];
+    let proc: HostedProcess;
+    try {
+      proc = await this.#o.host.spawn({
+        argv,
+        env: baseEnv(),
+        onLine: (stream, line) => {
+          if (stream === "stdout") out.push(line);
+        },
+      });
+    } catch (e) {
+      return `probe could not start: ${(e as Error).message}`;
+    }
+    const timeout = AbortSignal.timeout(timeoutMs);
+    let exit: ProcessExit | undefined;
+    proc.exited.then((x) => exit = x);
+    await Promise.race([proc.exited, aborted(timeout)]);
+    if (exit === undefined) {
+      proc.kill("SIGKILL");
+      await proc.exited;
+      return `probe timed out after ${timeoutMs} ms`;
+    }
+    return exit.code === 0
+      ? undefined
+      : out.join(" ") || `probe exited ${exit.code}`;
+  }
+}
+
+/**
+ * The main container's runs as the analysis needs them, from a pod's
+ * events: start, end, and whether the pod held the lease at the start.
+ */
+export function mainRunsOf(events: PodEvent[]): MainRun[] {
+  const runs = new Map<string, MainRun>();
+  for (const e of events) {
+    const id = `${e.pod}#${"restart" in e ? e.restart : ""}`;
+    if (e.kind === "start" && e.container === "main") {
+      runs.set(id, {
+        pod: e.pod,
+        restart: e.restart,
+        startedAt: e.at,
+        leased: e.leased ?? false,
+      });
+    } else if (e.kind === "exit" && e.container === "main") {
+      const r = runs.get(id);
+      if (r) r.endedAt = e.at;
+    } else if (e.kind === "probe-passed") {
+      const r = runs.get(id);
+      if (r && r.regainedAt === undefined) r.regainedAt = e.at;
+    }
+  }
+  return [...runs.values()];
+}
