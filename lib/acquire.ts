@@ -39,6 +39,12 @@ export interface AcquireLeaseOptions {
   ttlSeconds: number;
   /** Poll interval while another holder has the lease; also the cap of the error back-off. */
   heartbeatMs: number;
+  /**
+   * The enforcement lead (ms). An answer that arrives after its own gate
+   * closing time (send + TTL - lead) is of no use to the workload, so the
+   * lease is confirmed again at once instead of handed over expired. Default 0.
+   */
+  enforceLeadMs?: number;
   /** Bound on each RPC (ms); default 10000, the reference client's bound. */
   requestTimeoutMs?: number;
   /** Aborts the wait: SIGTERM/SIGINT, or `--acquire-timeout`. */
@@ -87,7 +93,20 @@ export async function acquireLease(
     let wait = heartbeatMs;
     switch (verdict.kind) {
       case "acquired":
-        return { token: verdict.token, sentAt, sentAtBoot };
+        if (
+          clock.now() <
+            gateClosesAt(deadlineFrom(sentAt, ttlSeconds), o.enforceLeadMs ?? 0)
+        ) {
+          return { token: verdict.token, sentAt, sentAtBoot };
+        }
+        // Acquire by the same live holder keeps the token and acts as a renew.
+        logger.warn(
+          "the lease was granted too late to use; confirming it again",
+          {
+            fencing_token: verdict.token,
+          },
+        );
+        continue;
       case "cancelled":
         return undefined;
       case "held":
@@ -214,6 +233,10 @@ export async function main(args: string[]): Promise<number> {
       holder: config.holder,
       ttlSeconds: config.ttlSeconds,
       heartbeatMs: config.heartbeatMs,
+      // Only a runtime-singleton workload is stopped at the lease's deadline.
+      enforceLeadMs: config.mode === "runtime-singleton"
+        ? config.enforceLeadMs
+        : 0,
       signal,
       clock,
       logger,

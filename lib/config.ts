@@ -121,16 +121,27 @@ export const SIGNAL_ENFORCE_LEAD_MARGIN_SECONDS = 1;
 export const MAX_TTL_SECONDS = 2147483647;
 
 /**
+ * The lead a signal sender needs on its own: SIGKILL goes out `grace`
+ * seconds after SIGTERM, plus a margin. `run`, which signals its own child
+ * and has no liveness probe behind it, uses exactly this.
+ */
+export function signalLeadSeconds(graceSeconds: number): number {
+  return graceSeconds + SIGNAL_ENFORCE_LEAD_MARGIN_SECONDS;
+}
+
+/**
  * The enforce lead used when none is configured, in seconds, so that the gate
  * closes early enough for the chosen enforcer to have stopped the workload by
- * the lease deadline.
+ * the lease deadline. In signal mode it is never shorter than the probe's
+ * lead: when the sidecar itself is dead nobody sends signals, and the liveness
+ * probe, reading the deadline in the marker, is what stops the workload.
  */
 export function defaultEnforceLeadSeconds(
   enforce: EnforceMode,
   graceSeconds: number,
 ): number {
   return enforce === "signal"
-    ? graceSeconds + SIGNAL_ENFORCE_LEAD_MARGIN_SECONDS
+    ? Math.max(signalLeadSeconds(graceSeconds), PROBE_ENFORCE_LEAD_SECONDS)
     : PROBE_ENFORCE_LEAD_SECONDS;
 }
 
@@ -222,7 +233,7 @@ export const CONFIG_SETTINGS = [
     env: "BERTH_ENFORCE_LEAD_SECONDS",
     kind: "integer",
     value: "N",
-    default: "probe: 4; signal: enforce grace + 1",
+    default: "probe: 4; signal: the larger of enforce grace + 1 and 4",
     help:
       "seconds before the local lease deadline at which the workload is stopped",
   },
@@ -801,9 +812,7 @@ function roomProblem(
     : `the enforce lead (${lead}s, the ${enforce} default: ${
       enforce === "probe"
         ? "probe period 2s + timeout 1s + termination grace 1s"
-        : `enforce grace ${
-          lead - SIGNAL_ENFORCE_LEAD_MARGIN_SECONDS
-        }s + ${SIGNAL_ENFORCE_LEAD_MARGIN_SECONDS}s`
+        : `the larger of enforce grace + ${SIGNAL_ENFORCE_LEAD_MARGIN_SECONDS}s and the probe's ${PROBE_ENFORCE_LEAD_SECONDS}s`
     })`;
   const maxHeartbeat = ttl - lead - 1;
   return `no room to renew: ${hb} plus ${leadText} must be less than the ttl (${ttl}s), ` +

@@ -23,10 +23,10 @@ import {
   type Config,
   ConfigError,
   type ConfigFlags,
-  defaultEnforceLeadSeconds,
   type ExtraFlag,
   parseCommandLine,
   parseInteger,
+  signalLeadSeconds,
 } from "./config.ts";
 import { ProbeEnforcer } from "./enforce.ts";
 import {
@@ -149,7 +149,7 @@ export function withRunDefaults(
   return {
     ...env,
     BERTH_ENFORCE_LEAD_SECONDS: String(
-      defaultEnforceLeadSeconds("signal", grace),
+      signalLeadSeconds(grace),
     ),
   };
 }
@@ -521,6 +521,7 @@ async function runWith(o: RunOptions): Promise<number> {
       holder: config.holder,
       ttlSeconds: config.ttlSeconds,
       heartbeatMs: config.heartbeatMs,
+      enforceLeadMs: config.enforceLeadMs,
       signal: bound,
       clock,
       logger,

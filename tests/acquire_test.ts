@@ -12,7 +12,7 @@ import {
   handoffMarker,
 } from "../lib/acquire.ts";
 import type { GrantOutcome } from "../lib/lease.ts";
-import type { LogFields, Logger } from "../lib/log.ts";
+import { createLogger, type LogFields, type Logger } from "../lib/log.ts";
 import { FakeClock, settle } from "./support/fake_clock.ts";
 import {
   record,
@@ -259,4 +259,37 @@ Deno.test("handoffMarker: runtime-singleton carries the acquisition's deadline a
     ),
     undefined,
   );
+});
+
+Deno.test("acquireLease: a grant that arrives after its own gate-closing time is confirmed again, not handed over", async () => {
+  const clock = new FakeClock();
+  const client = new ScriptedClient(() => clock.now());
+  const logs: string[] = [];
+  const t0 = clock.now();
+  const done = acquireLease({
+    client,
+    holder: "prod/pod:web-0:uid:1",
+    ttlSeconds: 10,
+    heartbeatMs: 3_000,
+    enforceLeadMs: 4_000,
+    signal: new AbortController().signal,
+    clock,
+    logger: createLogger({ format: "json", write: (l) => logs.push(l) }),
+  });
+  await settle();
+  const slow = client.pending()!;
+  // Answered 6 s after the send: its gate closed at send + 10 s - 4 s.
+  await clock.advanceTo(t0 + 6_000);
+  slow.answer({ kind: "acquired", lease: record("prod/pod:web-0:uid:1", 3) });
+  await settle();
+  const again = client.pending()!;
+  assert.equal(again.rpc, "acquire", "confirmed again at once");
+  assert.equal(again.at, t0 + 6_000);
+  again.answer({ kind: "acquired", lease: record("prod/pod:web-0:uid:1", 3) });
+  const lease = await done;
+  assert.deepEqual(lease && { token: lease.token, sentAt: lease.sentAt }, {
+    token: 3,
+    sentAt: t0 + 6_000,
+  });
+  assert.ok(logs.some((l) => l.includes("too late")));
 });

@@ -701,7 +701,14 @@ Deno.test("config: heartbeat must be positive and below the ttl", () => {
 Deno.test("config: enforce lead defaults to what the enforcer needs", () => {
   assert.equal(loadConfig(env(), []).enforceLeadMs, 4000);
   const signal = { BERTH_ENFORCE: "signal", BERTH_SIGNAL_TARGET: "nginx" };
-  assert.equal(loadConfig(env(signal), []).enforceLeadMs, 1000);
+  // grace + 1 s, but never less than the probe's 4 s: the probe is the
+  // backstop when the sidecar is dead.
+  assert.equal(loadConfig(env(signal), []).enforceLeadMs, 4000);
+  assert.equal(
+    loadConfig(env({ ...signal, BERTH_ENFORCE_GRACE_SECONDS: "3" }), [])
+      .enforceLeadMs,
+    4000,
+  );
   assert.equal(
     loadConfig(env({ ...signal, BERTH_ENFORCE_GRACE_SECONDS: "5" }), [])
       .enforceLeadMs,
