@@ -14,8 +14,17 @@ import {
   startupFailure,
 } from "./command.ts";
 import type { Config } from "./config.ts";
-import { classifyAcquire, deadlineFrom, gateClosesAt } from "./hold.ts";
-import { describeFailure, type LeaseClient } from "./lease.ts";
+import {
+  classifyAcquire,
+  deadlineFrom,
+  extendedExistingGrant,
+  gateClosesAt,
+} from "./hold.ts";
+import {
+  describeFailure,
+  type LeaseClient,
+  type LeaseFailure,
+} from "./lease.ts";
 import type { Logger } from "./log.ts";
 import type { MarkerDeadlines } from "./marker.ts";
 import { StateDir } from "./state.ts";
@@ -57,6 +66,12 @@ export interface AcquireLeaseOptions {
   random?: () => number;
 }
 
+/** Whether the server may have granted a request that ended this way. */
+function mayHaveBeenGranted(f: LeaseFailure): boolean {
+  return f.kind === "timeout" || f.kind === "transport-error" ||
+    f.kind === "bad-response" || (f.kind === "server-error" && f.status >= 500);
+}
+
 /** A lease the caller now holds. */
 export interface AcquiredLease {
   /** The fencing token the server granted. */
@@ -81,6 +96,10 @@ export async function acquireLease(
   const random = o.random ?? Math.random;
   const requestTimeoutMs = o.requestTimeoutMs ?? 10_000;
   let backoff = Math.min(500, heartbeatMs);
+  // Whether an earlier attempt may have been granted without our knowing
+  // (no answer, or an answer we did not use): then an extension of our own
+  // grant is expected and is not someone else's.
+  let mayHoldAlready = false;
   while (!signal.aborted) {
     const sentAt = clock.now();
     const sentAtBoot = clock.bootNow();
@@ -94,12 +113,30 @@ export async function acquireLease(
     switch (verdict.kind) {
       case "acquired":
         if (
+          !mayHoldAlready && extendedExistingGrant(verdict.lease, ttlSeconds)
+        ) {
+          // Another process or pod uses this holder identity and holds the
+          // lease. Polling would extend its lease for it, so wait until the
+          // lease we just extended can have expired, then ask again.
+          logger.warn(
+            "the lease is already held under this holder identity by another process or pod; " +
+              "waiting until it is released or expires (give every instance its own holder identity)",
+            {
+              current_fencing_token: verdict.token,
+              acquired_at: verdict.lease.acquiredAt,
+            },
+          );
+          wait = clock.now() - sentAt + ttlSeconds * 1000 + 1000;
+          break;
+        }
+        if (
           clock.now() <
             gateClosesAt(deadlineFrom(sentAt, ttlSeconds), o.enforceLeadMs ?? 0)
         ) {
           return { token: verdict.token, sentAt, sentAtBoot };
         }
         // Acquire by the same live holder keeps the token and acts as a renew.
+        mayHoldAlready = true;
         logger.warn(
           "the lease was granted too late to use; confirming it again",
           {
@@ -117,6 +154,7 @@ export async function acquireLease(
         });
         break;
       case "failed":
+        if (mayHaveBeenGranted(verdict.failure)) mayHoldAlready = true;
         wait = backoff * (0.5 + random() / 2);
         backoff = Math.min(backoff * 2, heartbeatMs);
         logger.warn("lease acquire failed; retrying", {

@@ -52,13 +52,34 @@ export function aborted(signal: AbortSignal): Promise<void> {
   );
 }
 
+/** The longest delay a single timer takes; longer ones would fire at once. */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
+/**
+ * `AbortSignal.timeout` for any length: timers take at most 2^31-1 ms (about
+ * 24.8 days) and fire at once beyond it, which would turn a TTL of months
+ * into a busy loop; longer waits are chained from shorter ones.
+ */
+function longTimeout(ms: number): AbortSignal {
+  const wait = Math.max(0, Math.ceil(ms));
+  if (wait <= MAX_TIMER_MS) return AbortSignal.timeout(wait);
+  const controller = new AbortController();
+  AbortSignal.timeout(MAX_TIMER_MS).addEventListener("abort", () => {
+    const rest = longTimeout(wait - MAX_TIMER_MS);
+    rest.addEventListener("abort", () => controller.abort(rest.reason), {
+      once: true,
+    });
+  }, { once: true });
+  return controller.signal;
+}
+
 /** The clocks of the running process: `performance.now()`, `/proc/uptime`, `AbortSignal.timeout`. */
 export const systemClock: Clock = {
   now: () => performance.now(),
   bootNow: () => readBootMillis(),
   sleep(ms, signal) {
-    const t = AbortSignal.timeout(Math.max(0, Math.ceil(ms)));
+    const t = longTimeout(ms);
     return aborted(signal ? AbortSignal.any([t, signal]) : t);
   },
-  timeout: (ms) => AbortSignal.timeout(Math.max(0, Math.ceil(ms))),
+  timeout: (ms) => longTimeout(ms),
 };

@@ -13,6 +13,7 @@ import {
   describeFailure,
   type GrantOutcome,
   type LeaseFailure,
+  type LeaseRecord,
 } from "./lease.ts";
 
 /** The lease deadline an answer confirms: send time plus the TTL, on the monotonic clock. */
@@ -95,8 +96,8 @@ export function classifyRenew(
 
 /** What an Acquire answer means for a caller that does not hold the lease. */
 export type AcquireVerdict =
-  /** Ours now, with this fencing token. */
-  | { kind: "acquired"; token: number }
+  /** Ours now, with this fencing token; `lease` is the server's record. */
+  | { kind: "acquired"; token: number; lease: LeaseRecord }
   /** Another live holder has it; poll again at the heartbeat. */
   | { kind: "held"; holder: string; token: number }
   /** No usable answer; retry. */
@@ -108,7 +109,11 @@ export type AcquireVerdict =
 export function classifyAcquire(outcome: GrantOutcome): AcquireVerdict {
   switch (outcome.kind) {
     case "acquired":
-      return { kind: "acquired", token: outcome.lease.fencingToken };
+      return {
+        kind: "acquired",
+        token: outcome.lease.fencingToken,
+        lease: outcome.lease,
+      };
     case "not-acquired":
       return {
         kind: "held",
@@ -124,4 +129,27 @@ export function classifyAcquire(outcome: GrantOutcome): AcquireVerdict {
         failure: outcome,
       };
   }
+}
+
+/**
+ * Whether an `acquired:true` answer extended a lease that this same holder
+ * identity already held, rather than granting it afresh. The server answers
+ * a live holder's Acquire like a Renew (same token, `acquiredAt` kept), so
+ * two processes that share one holder identity would both be told they hold
+ * the lease. A fresh grant has `acquiredAt` equal to the renewal time
+ * (`expiresAt` minus the TTL just sent); an extension has an older one. Both
+ * times are the server's, so clock skew does not matter. Unknown or zero
+ * times (old servers) answer false.
+ */
+export function extendedExistingGrant(
+  lease: LeaseRecord,
+  ttlSeconds: number,
+): boolean {
+  const acquiredAt = Date.parse(lease.acquiredAt);
+  const expiresAt = Date.parse(lease.expiresAt);
+  if (!Number.isFinite(acquiredAt) || !Number.isFinite(expiresAt)) return false;
+  if (acquiredAt <= 0 || expiresAt <= 0) return false; // year 1: unset
+  const renewedAt = expiresAt - ttlSeconds * 1000;
+  // A few milliseconds of tolerance for a server that reads its clock twice.
+  return renewedAt - acquiredAt > 5;
 }

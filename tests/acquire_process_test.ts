@@ -323,3 +323,30 @@ Deno.test("a configuration error (no TTL) exits 1 with the spec's message and to
   assert.equal(r.stderr.trim().split("\n").length, 1, r.stderr);
   assert.deepEqual(listDir(dir.path), []);
 });
+
+Deno.test("a second acquire under the same holder identity does not get a lease that is already held", async () => {
+  await using server = await startDevServer();
+  await using one = await tempDir();
+  await using two = await tempDir();
+  const env = (stateDir: string) =>
+    leaseEnv({
+      apiServer: server.url,
+      stateDir,
+      ttlSeconds: 30,
+      heartbeatSeconds: 1,
+    });
+  const first = await runCli(["acquire"], {
+    env: env(one.path),
+    signal: AbortSignal.timeout(RUN_BOUND_MS),
+  });
+  assert.equal(first.code, 0, first.stderr);
+  // The server answers a live holder's Acquire like a renew; the second
+  // process must notice that the grant is older than its request.
+  const second = await runCli(["acquire", "--acquire-timeout", "2s"], {
+    env: env(two.path),
+    signal: AbortSignal.timeout(RUN_BOUND_MS),
+  });
+  assert.equal(second.code, 1, second.stderr);
+  assert.match(second.stderr, /already held under this holder identity/);
+  assert.deepEqual(listDir(two.path), [], "nothing handed over");
+});

@@ -11,6 +11,7 @@ import {
   type AcquireLeaseOptions,
   handoffMarker,
 } from "../lib/acquire.ts";
+import { extendedExistingGrant } from "../lib/hold.ts";
 import type { GrantOutcome } from "../lib/lease.ts";
 import { createLogger, type LogFields, type Logger } from "../lib/log.ts";
 import { FakeClock, settle } from "./support/fake_clock.ts";
@@ -292,4 +293,61 @@ Deno.test("acquireLease: a grant that arrives after its own gate-closing time is
     sentAt: t0 + 6_000,
   });
   assert.ok(logs.some((l) => l.includes("too late")));
+});
+
+/** An answer that extended a grant this holder identity already had (acquiredAt older than the renewal). */
+const extended = (token: number): GrantOutcome => ({
+  kind: "acquired",
+  lease: record(HOLDER, token, {
+    acquiredAt: "2026-05-07T00:00:00Z",
+    expiresAt: "2026-05-07T00:05:10Z", // renewed at 00:05:00 with the 10 s TTL
+  }),
+});
+
+Deno.test("extendedExistingGrant tells a fresh grant from an extension of the same holder's, on the server's clock", () => {
+  const at = (acquiredAt: string, expiresAt: string) =>
+    extendedExistingGrant(record(HOLDER, 1, { acquiredAt, expiresAt }), 10);
+  assert.equal(at("2026-05-07T00:00:00Z", "2026-05-07T00:00:10Z"), false);
+  assert.equal(
+    at("2026-05-07T00:00:00.123456789Z", "2026-05-07T00:00:10.123456789Z"),
+    false,
+  );
+  assert.equal(
+    at("2026-05-07T05:30:00+05:30", "2026-05-07T00:00:10Z"),
+    false,
+    "offsets",
+  );
+  assert.equal(at("2026-05-07T00:00:00Z", "2026-05-07T00:00:11Z"), true);
+  assert.equal(
+    at("0001-01-01T00:00:00Z", "0001-01-01T00:00:00Z"),
+    false,
+    "unset: cannot tell",
+  );
+  assert.equal(at("garbage", "2026-05-07T00:00:10Z"), false);
+});
+
+Deno.test("acquireLease does not take a lease another process holds under the same holder identity: it lets it expire first", async () => {
+  const t = setup();
+  const first = await t.pending();
+  first.answer(extended(3));
+  // Polling would extend the other process's lease; the next try waits one TTL + 1 s.
+  const second = await t.expectNextAfter(10_000 + 1_000);
+  second.answer(acquired(4));
+  await t.done;
+  assert.equal((t.result() as AcquiredLease).token, 4);
+  const warn = t.logs.find((l) =>
+    l.msg.includes("same") || l.msg.includes("this holder identity")
+  );
+  assert.equal(warn?.level, "WARN");
+});
+
+Deno.test("acquireLease accepts an extension of its own grant whose answer was lost", async () => {
+  const t = setup();
+  const first = await t.pending();
+  first.answer({ kind: "timeout", message: "no answer" });
+  await t.clock.advance(1_000);
+  const second = await t.pending();
+  second.answer(extended(3));
+  await t.done;
+  assert.equal((t.result() as AcquiredLease).token, 3);
 });

@@ -28,7 +28,7 @@ export interface ScriptedCall {
   answer(outcome: GrantOutcome | ReleaseOutcome): void;
 }
 
-/** A lease record for answers; fields default to a live lease of `holder`. */
+/** A lease record for answers; fields default to a fresh 10 s grant to `holder`. */
 export function record(
   holder: string,
   fencingToken: number,
@@ -37,7 +37,8 @@ export function record(
   return {
     holder,
     fencingToken,
-    expiresAt: "2026-05-07T00:00:30Z",
+    // A fresh 10 s grant: acquiredAt is the renewal time (expiresAt - TTL).
+    expiresAt: "2026-05-07T00:00:10Z",
     acquiredAt: "2026-05-07T00:00:00Z",
     ...over,
   };
