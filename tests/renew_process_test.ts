@@ -374,6 +374,38 @@ Deno.test("SIGTERM releases the lease and exits 0; the next holder gets the next
   );
 });
 
+Deno.test("a second SIGTERM during the release does not cut it short", async () => {
+  await using server = await startDevServer();
+  await using dir = await tempDir();
+  const { sidecar } = await startSidecar(server, env(server, dir.path));
+  await using _ = sidecar;
+  server.faults.hangAll(); // the release will hang until the fault is cleared
+  sidecar.kill("SIGTERM");
+  await waitFor(
+    () => server.faults.hanging > 0 && server.rpcCount("release") > 0,
+    {
+      timeoutMs: 10_000,
+      what: "the release request reaching the server",
+    },
+  );
+  sidecar.kill("SIGTERM");
+  await sidecar.waitForLine(/signal received again; still finishing/);
+  assert.equal(
+    sidecar.exited,
+    undefined,
+    "still running after the second signal",
+  );
+  server.faults.clear(); // the hung release is now served
+  const status = await sidecar.wait();
+  assert.equal(status.code, 0, sidecar.log);
+  assert.match(sidecar.log, /msg="lease released"/);
+  assert.equal(
+    server.store.get("prod", "web")?.holder,
+    "",
+    "released on the server",
+  );
+});
+
 Deno.test("SIGTERM with release-on-shutdown=false exits 0 and keeps the lease", async () => {
   await using server = await startDevServer();
   await using dir = await tempDir();
