@@ -311,15 +311,17 @@ export interface ChildEnforcerOptions {
 /**
  * The `run` enforcer: closing the gate stops the attached command's process
  * group. It also tracks the gate as the renewer applied it (calls arrive in
- * decision order), and a command is only started while that gate is open,
- * so a close decided before the start can never be applied to the new
- * command by mistake, nor can a command start after a close.
+ * decision order, asynchronously), and a command is only started while that
+ * gate is open AND the renewer's own, synchronous decision is open too: the
+ * applied gate lags the decision, so a close already decided but still
+ * queued would otherwise let a command start without the lease.
  */
 export class ChildEnforcer implements Enforcer {
   #o: ChildEnforcerOptions;
   #open: boolean;
   #child: ProcessGroup | undefined;
   #opened = new AbortController();
+  #closed = new AbortController();
   #stops = new Set<Promise<void>>();
 
   /** See {@linkcode ChildEnforcerOptions}. */
@@ -327,6 +329,7 @@ export class ChildEnforcer implements Enforcer {
     this.#o = options;
     this.#open = options.initiallyOpen;
     if (this.#open) this.#opened.abort();
+    else this.#closed.abort();
   }
 
   /** Whether the gate is open as last applied. */
@@ -340,12 +343,26 @@ export class ChildEnforcer implements Enforcer {
   }
 
   /**
-   * Starts a command with `spawn` and attaches it, if and only if the gate
-   * is open now; returns undefined otherwise. Synchronous, so no gate
-   * change can come between the check and the start.
+   * Aborts when the gate is closed as applied (at once if it is now), so a
+   * caller that saw it open while the renewer had decided to close can wait
+   * for that close to be applied.
    */
-  startIfOpen(spawn: () => ProcessGroup): ProcessGroup | undefined {
-    if (!this.#open) return undefined;
+  get closed(): AbortSignal {
+    return this.#closed.signal;
+  }
+
+  /**
+   * Starts a command with `spawn` and attaches it, if and only if the gate
+   * is open now, both as applied and as decided (`decidedOpen`: the
+   * renewer's `status().gateOpen`, read just before); returns undefined
+   * otherwise. Synchronous, so no gate change can come between the check
+   * and the start.
+   */
+  startIfOpen(
+    decidedOpen: boolean,
+    spawn: () => ProcessGroup,
+  ): ProcessGroup | undefined {
+    if (!this.#open || !decidedOpen) return undefined;
     this.#child = spawn();
     return this.#child;
   }
@@ -360,6 +377,7 @@ export class ChildEnforcer implements Enforcer {
     if (!this.#open) {
       this.#open = true;
       this.#opened.abort();
+      this.#closed = new AbortController();
     }
   }
 
@@ -367,6 +385,7 @@ export class ChildEnforcer implements Enforcer {
     if (this.#open) {
       this.#open = false;
       this.#opened = new AbortController();
+      this.#closed.abort();
     }
     const child = this.#child;
     if (child) {

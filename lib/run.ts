@@ -215,6 +215,18 @@ class RunHandoff implements HandoffStore {
 }
 
 /**
+ * Where `run` hears the stop signals. `Deno` itself in production; its own
+ * interface so a test can deliver a signal at an exact point (during the
+ * hand-over, say) without signalling the test process.
+ */
+export interface SignalSource {
+  /** Calls `handler` whenever `signal` arrives. */
+  addSignalListener(signal: Deno.Signal, handler: () => void): void;
+  /** Stops calling `handler` for `signal`. */
+  removeSignalListener(signal: Deno.Signal, handler: () => void): void;
+}
+
+/**
  * Routes the four stop signals: while no command runs they cancel the wait
  * (once); while one runs they are forwarded to its process group.
  */
@@ -224,10 +236,10 @@ class SignalRouter {
   #stopForwarded = false;
   #handlers: [Deno.Signal, () => void][];
 
-  constructor(private logger: Logger) {
+  constructor(private logger: Logger, private source: SignalSource) {
     this.#handlers = FORWARDED_SIGNALS.map((name) => {
       const handler = () => this.#on(name);
-      Deno.addSignalListener(name, handler);
+      source.addSignalListener(name, handler);
       return [name, handler];
     });
   }
@@ -254,7 +266,7 @@ class SignalRouter {
   }
 
   dispose(): void {
-    for (const [n, h] of this.#handlers) Deno.removeSignalListener(n, h);
+    for (const [n, h] of this.#handlers) this.source.removeSignalListener(n, h);
   }
 
   #on(name: Deno.Signal): void {
@@ -307,6 +319,48 @@ interface Supervision {
 }
 
 /**
+ * Waits until the command may start: the gate is open both as the renewer
+ * decided it (its status, which changes synchronously) and as the enforcer
+ * applied it (which lags, through the renewer's enforcement queue). Either
+ * alone is not enough: a close decided but still queued leaves the enforcer
+ * open, and a command started then would run without the lease. Returns
+ * undefined when the command may start now (the caller must start it
+ * without awaiting anything first), else `run`'s exit status: cancelled by
+ * a signal (checked first, so a signal that arrived just before the start,
+ * during the hand-over say, is not lost), the renewer failed, or
+ * `--acquire-timeout` passed.
+ */
+async function gateReady(s: Supervision): Promise<number | undefined> {
+  const { config, clock, logger, renewer, enforcer, signals } = s;
+  let bound: AbortSignal | undefined;
+  for (;;) {
+    if (signals.cancelled.aborted) {
+      logger.info("stopped before the command started");
+      return EXIT_CANCELLED;
+    }
+    if (s.renewerFailed.aborted) return EXIT_LEASE_LOST;
+    const applied = enforcer.isOpen;
+    if (applied && renewer.status().gateOpen) return undefined;
+    if (bound === undefined) {
+      logger.info(
+        "waiting for the lease to be confirmed before running the command",
+      );
+      bound = waitBound(config, clock, signals.cancelled, s.renewerFailed);
+    } else if (isTimeout(bound)) {
+      logger.error(
+        "gave up waiting to reacquire the lease: --acquire-timeout reached",
+      );
+      return EXIT_ACQUIRE_TIMEOUT;
+    }
+    // Open as applied but closed as decided: the close is queued; wait for
+    // it to be applied, then for the next open.
+    await aborted(
+      AbortSignal.any([applied ? enforcer.closed : enforcer.opened, bound]),
+    );
+  }
+}
+
+/**
  * Runs the command while the gate is open, again after each reacquire with
  * `--restart-on-reacquire`, and returns `run`'s exit status. Returns only
  * once no process of the command is left.
@@ -315,34 +369,14 @@ async function supervise(s: Supervision): Promise<number> {
   const { config, command, clock, logger, renewer, enforcer, signals } = s;
   const base = Deno.env.toObject();
   for (;;) {
-    if (!enforcer.isOpen) {
-      logger.info(
-        "waiting to reacquire the lease before running the command again",
-      );
-      const bound = waitBound(
-        config,
-        clock,
-        signals.cancelled,
-        s.renewerFailed,
-      );
-      await aborted(AbortSignal.any([enforcer.opened, bound]));
-      if (!enforcer.isOpen) {
-        if (s.renewerFailed.aborted) return EXIT_LEASE_LOST;
-        if (isTimeout(bound)) {
-          logger.error(
-            "gave up waiting to reacquire the lease: --acquire-timeout reached",
-          );
-          return EXIT_ACQUIRE_TIMEOUT;
-        }
-        return EXIT_CANCELLED;
-      }
-    }
+    const stop = await gateReady(s);
+    if (stop !== undefined) return stop;
+    // From here to the start nothing is awaited: the gate cannot change.
+    const status = renewer.status();
     let child: ProcessGroup | undefined;
-    let status: RenewerStatus | undefined;
     try {
-      child = enforcer.startIfOpen(() => {
-        status = renewer.status();
-        return ProcessGroup.spawn({
+      child = enforcer.startIfOpen(status.gateOpen, () =>
+        ProcessGroup.spawn({
           argv: command,
           env: childEnv(base, {
             holder: config.holder,
@@ -357,8 +391,7 @@ async function supervise(s: Supervision): Promise<number> {
             s.metrics.countEnforcement(
               sig === "SIGTERM" ? "sigterm" : "sigkill",
             ),
-        });
-      });
+        }));
     } catch (e) {
       if (!(e instanceof SpawnError)) throw e;
       logger.error("cannot run the command", { error: e.message });
@@ -368,7 +401,7 @@ async function supervise(s: Supervision): Promise<number> {
     logger.info("running the command", {
       command: command[0],
       pid: child.pid,
-      fencing_token: status?.token,
+      fencing_token: status.token,
     });
     signals.forwardTo(child);
     let exit: ChildExit;
@@ -463,17 +496,38 @@ export async function main(args: string[]): Promise<number> {
   });
 }
 
-interface RunOptions {
+/**
+ * Everything {@linkcode runWith} needs, resolved. Its own type so that a
+ * test can run `run` in-process with a scripted server, a fake clock and
+ * fake signals, and stop it at points a real process cannot be stopped at.
+ */
+export interface RunOptions {
+  /** The resolved configuration (runtime-singleton mode). */
   config: Config;
+  /** The command and its arguments, run directly (no shell). */
   command: string[];
+  /** `--restart-on-reacquire`: run the command again after a reacquire instead of exiting 75. */
   restart: boolean;
+  /** Where to serve /healthz and /metrics; undefined: not served. */
   healthAddr: HealthAddr | undefined;
+  /** The state directory, when one was configured; undefined: nothing is written. */
   state: StateDir | undefined;
+  /** Receives every record. */
   logger: Logger;
+  /** Monotonic and boot-time clocks and waits. */
   clock: Clock;
+  /** The lease RPCs; default: the client the configuration describes. */
+  client?: LeaseClient;
+  /** Where the stop signals come from; default `Deno` (the process's own). */
+  signalSource?: SignalSource;
 }
 
-async function runWith(o: RunOptions): Promise<number> {
+/**
+ * `run` once its configuration is resolved: acquire, hand over, supervise
+ * the command, release. Returns the exit status (see the usage text).
+ * Exported so tests can drive it in-process; the CLI calls {@linkcode main}.
+ */
+export async function runWith(o: RunOptions): Promise<number> {
   const { config, logger, clock, state } = o;
   let renewer: Renewer | undefined;
   let stopping = false;
@@ -492,7 +546,9 @@ async function runWith(o: RunOptions): Promise<number> {
   let health: HealthServer | undefined;
   try {
     await state?.cleanStaleTemps();
-    client = metrics.instrumentClient(await clientFor(config, logger, clock));
+    client = metrics.instrumentClient(
+      o.client ?? await clientFor(config, logger, clock),
+    );
     if (o.healthAddr) {
       health = startHealthServer({
         ...o.healthAddr,
@@ -508,7 +564,7 @@ async function runWith(o: RunOptions): Promise<number> {
     });
     return EXIT_CONFIG;
   }
-  const signals = new SignalRouter(logger);
+  const signals = new SignalRouter(logger, o.signalSource ?? Deno);
   try {
     logger.info("acquiring lease", {
       ttl_seconds: config.ttlSeconds,

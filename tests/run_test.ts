@@ -3,15 +3,24 @@
  * shell commands, against a development lease server on 127.0.0.1.
  *
  * No test measures elapsed time. "Stopped before the deadline" is asserted
- * as an ordering of two instants the command itself recorded: the
- * `BERTH_LEASE_EXPIRES_AT` it was given, and the moment its SIGTERM trap
- * ran (same wall clock, same machine). Every wait is a bounded poll.
- * TTL 4 s with a 1 s grace gives run's default lead of 2 s.
+ * as an ordering of two wall-clock instants on the same machine: the moment
+ * the command's SIGTERM trap ran, and the last renewal the server granted
+ * plus the TTL (the server receives a request after `run` sent it, so that
+ * bound is never earlier than `run`'s own deadline). Every wait is a
+ * bounded poll. TTL 4 s with a 1 s grace gives run's default lead of 2 s.
+ *
+ * The start-up races (a gate closed while its close is still queued, a
+ * signal during the hand-over) cannot be hit on purpose from outside, so
+ * those tests run `run` in-process with a scripted server, a fake clock,
+ * fake signals and a state directory that pauses at chosen writes.
  *
  * @module
  */
 import assert from "node:assert/strict";
+import { resolveConfig } from "../lib/config.ts";
 import { type DevServer, startDevServer } from "../lib/dev_server.ts";
+import { createLogger } from "../lib/log.ts";
+import type { MarkerDeadlines } from "../lib/marker.ts";
 import {
   EXIT_ACQUIRE_TIMEOUT,
   EXIT_CANCELLED,
@@ -19,8 +28,13 @@ import {
   EXIT_COMMAND_NOT_FOUND,
   EXIT_CONFIG,
   EXIT_LEASE_LOST,
+  runWith,
+  type SignalSource,
 } from "../lib/run.ts";
+import { StateDir } from "../lib/state.ts";
 import { runCli } from "./support/cli.ts";
+import { FakeClock } from "./support/fake_clock.ts";
+import { record, ScriptedClient } from "./support/scripted_client.ts";
 import { HelperProcess, tempDir, waitFor } from "./support/lease_env.ts";
 
 const HOLDER = "prod/run-test";
@@ -133,14 +147,31 @@ echo "$BERTH_LEASE_EXPIRES_AT" > "$D/expires.tmp"; mv "$D/expires.tmp" "$D/expir
 wait $!
 `;
 
-/** Checks a loss test's records after `run` exited. */
-function assertStoppedBeforeDeadline(dir: string): void {
-  const expiresAt = Date.parse(read(`${dir}/expires`)!.trim());
-  assert.ok(Number.isFinite(expiresAt), read(`${dir}/expires`));
+/**
+ * The latest deadline `run` can have for `lease`: the wall-clock time the
+ * server last granted it a renewal (or the acquisition), plus the TTL. `run`
+ * sent that request earlier and counts its deadline from the send, so its
+ * own deadline is at or before this. Read it before another holder takes
+ * the lease (that rewrites the record).
+ */
+function serverDeadline(server: DevServer, lease: string): number {
+  const renewedAt = server.store.get("prod", lease)?.renewedAt;
+  assert.ok(renewedAt, `the server never granted ${lease}`);
+  return renewedAt + 4_000;
+}
+
+/**
+ * Checks a loss test's records after `run` exited: SIGTERM reached the
+ * command before `deadline` (from {@linkcode serverDeadline}, taken when
+ * no renewal could succeed any more), and the group is gone.
+ */
+function assertStoppedBeforeDeadline(dir: string, deadline: number): void {
+  const given = Date.parse(read(`${dir}/expires`)!.trim());
+  assert.ok(Number.isFinite(given), read(`${dir}/expires`));
   const termedAt = Number(read(`${dir}/termed`)!.trim());
   assert.ok(
-    termedAt < expiresAt,
-    `SIGTERM reached the command at ${termedAt}, not before the lease deadline ${expiresAt} it was given`,
+    termedAt < deadline,
+    `SIGTERM reached the command at ${termedAt}, not before the deadline ${deadline} of the last renewal the server granted`,
   );
   const grandchild = Number(read(`${dir}/grandchild`));
   assert.ok(
@@ -272,10 +303,12 @@ Deno.test("run: renewal denied (another holder took it) -> whole group stopped b
     timeoutMs: BOUND_MS,
     what: "the command to start",
   });
+  // No renewal can succeed after this (the server runs in this process).
+  const deadline = serverDeadline(server, "deny");
   giveToOther(server, "deny");
   const status = await run.wait(BOUND_MS);
   assert.equal(status.code, EXIT_LEASE_LOST, run.log);
-  assertStoppedBeforeDeadline(dir.path);
+  assertStoppedBeforeDeadline(dir.path, deadline);
   assert.match(run.log, /lease lost/);
   assert.match(run.log, /sending SIGKILL/);
   assert.equal(server.store.get("prod", "deny")?.holder, OTHER);
@@ -298,10 +331,14 @@ Deno.test("run: the server hangs, then disappears -> group stopped before the de
     timeoutMs: BOUND_MS,
     what: "the command to be stopped",
   });
+  // Read now, not at hangAll(): a renewal already past the fault switch may
+  // still have been granted after it, and every grant run counted before
+  // stopping the command was made by now.
+  const deadline = serverDeadline(server, "hang");
   await server.close();
   const status = await run.wait(BOUND_MS);
   assert.equal(status.code, EXIT_LEASE_LOST, run.log);
-  assertStoppedBeforeDeadline(dir.path);
+  assertStoppedBeforeDeadline(dir.path, deadline);
   assert.match(run.log, /not confirmed in time/);
 });
 
@@ -420,4 +457,262 @@ wait $!
   const status = await run.wait(BOUND_MS);
   assert.equal(status.code, 128 + 15, run.log);
   assert.equal(server.store.get("prod", "again")?.holder, "");
+});
+
+/** Signals delivered by the test, so one can arrive at an exact point. */
+class FakeSignals implements SignalSource {
+  #handlers = new Map<Deno.Signal, Set<() => void>>();
+  addSignalListener(signal: Deno.Signal, handler: () => void): void {
+    const set = this.#handlers.get(signal) ?? new Set();
+    set.add(handler);
+    this.#handlers.set(signal, set);
+  }
+  removeSignalListener(signal: Deno.Signal, handler: () => void): void {
+    this.#handlers.get(signal)?.delete(handler);
+  }
+  send(signal: Deno.Signal): void {
+    for (const h of [...this.#handlers.get(signal) ?? []]) h();
+  }
+}
+
+/**
+ * A state directory whose marker writes the test can intercept: `afterHandOver`
+ * runs once, right after the first marker write (the hand-over's), and
+ * {@linkcode HookedState.holdNextMarkerWrite} parks the next one.
+ */
+class HookedState extends StateDir {
+  afterHandOver: (() => Promise<void> | void) | undefined;
+  /** How many times the marker was removed (a close applied). */
+  removals = 0;
+  #held: Promise<void> | undefined;
+  /** True once a parked write is waiting. */
+  parked = false;
+
+  override async writeMarker(d: MarkerDeadlines | undefined): Promise<void> {
+    const held = this.#held;
+    if (held) {
+      this.#held = undefined;
+      this.parked = true;
+      await held;
+    }
+    await super.writeMarker(d);
+    const hook = this.afterHandOver;
+    this.afterHandOver = undefined;
+    await hook?.();
+  }
+
+  override async removeMarker(): Promise<void> {
+    await super.removeMarker();
+    this.removals++;
+  }
+
+  /** Parks the next marker write until the returned function is called. */
+  holdNextMarkerWrite(): () => void {
+    const { promise, resolve } = Promise.withResolvers<void>();
+    this.#held = promise;
+    return resolve;
+  }
+}
+
+/** `run` started in-process, and what the test drives it with. */
+interface InProcessRun {
+  clock: FakeClock;
+  client: ScriptedClient;
+  signals: FakeSignals;
+  state: HookedState;
+  /** Log lines so far. */
+  lines: string[];
+  /** run's exit status. */
+  result: Promise<number>;
+  /** How many times the command was started so far. */
+  starts(): number;
+}
+
+/**
+ * Starts `run` in-process (TTL 4 s, lead 2 s, state directory `<dir>/state`)
+ * against a scripted server whose first Acquire grants token 5.
+ */
+function startInProcess(
+  dir: string,
+  command: string[],
+  o: {
+    restart?: boolean;
+    afterHandOver?: (r: InProcessRun) => Promise<void> | void;
+  } = {},
+): InProcessRun {
+  Deno.mkdirSync(`${dir}/state`);
+  const clock = new FakeClock();
+  const client = new ScriptedClient(() => clock.now());
+  client.queue.push({ kind: "acquired", lease: fresh(5) });
+  const lines: string[] = [];
+  const config = resolveConfig({
+    BERTH_API_SERVER: "http://127.0.0.1:9",
+    BERTH_LEASE_NAME: "inproc",
+    BERTH_LEASE_NAMESPACE: "prod",
+    BERTH_HOLDER_IDENTITY: HOLDER,
+    BERTH_TTL_SECONDS: "4",
+    BERTH_ENFORCE_GRACE_SECONDS: "1",
+    BERTH_ENFORCE_LEAD_SECONDS: "2",
+    BERTH_STATE_DIR: `${dir}/state`,
+  }, {});
+  const state = new HookedState(config.stateDir);
+  const signals = new FakeSignals();
+  const r: InProcessRun = {
+    clock,
+    client,
+    signals,
+    state,
+    lines,
+    result: Promise.resolve(0),
+    starts: () =>
+      lines.filter((l) => l.includes('msg="running the command"')).length,
+  };
+  if (o.afterHandOver) state.afterHandOver = () => o.afterHandOver!(r);
+  r.result = runWith({
+    config,
+    command,
+    restart: o.restart ?? false,
+    healthAddr: undefined,
+    state,
+    logger: createLogger({ level: "DEBUG", write: (l) => lines.push(l) }),
+    clock,
+    client,
+    signalSource: signals,
+  });
+  return r;
+}
+
+/** A fresh grant of `token` to HOLDER, as the server answers it. */
+function fresh(token: number) {
+  return record(HOLDER, token, {
+    acquiredAt: "2026-05-07T00:00:00Z",
+    expiresAt: "2026-05-07T00:00:04Z",
+  });
+}
+
+/**
+ * The call of kind `rpc` still waiting for an answer, polled for (bounded);
+ * with `tick`, the fake clock moves on in small steps meanwhile (the
+ * renewer waits a heartbeat between calls).
+ */
+function pendingCall(
+  r: InProcessRun,
+  rpc: "acquire" | "renew" | "release",
+  tick = false,
+) {
+  return waitFor(async () => {
+    const call = r.client.calls.findLast((c) => c.rpc === rpc && !c.done);
+    if (!call && tick) await r.clock.advance(50);
+    return call;
+  }, { timeoutMs: BOUND_MS, what: `a pending ${rpc} call` });
+}
+
+/**
+ * Waits (bounded) for `run` to return, answering its shutdown Release and,
+ * with `tick`, moving the fake clock on in small steps (the command's stop
+ * polls on it).
+ */
+async function finish(r: InProcessRun, tick = false): Promise<number> {
+  let code: number | undefined;
+  let error: unknown;
+  r.result.then((c) => code = c, (e) => error = e);
+  await waitFor(async () => {
+    if (error) throw error;
+    for (const c of r.client.calls) {
+      if (c.rpc === "release" && !c.done) c.answer({ kind: "released" });
+    }
+    if (code === undefined && tick) await r.clock.advance(50);
+    return code !== undefined;
+  }, { timeoutMs: BOUND_MS, what: "run to return" });
+  return code!;
+}
+
+Deno.test("run: a handed-over lease whose gate closed during the hand-over is confirmed before the command starts", async () => {
+  await using dir = await tempDir();
+  const r = startInProcess(
+    dir.path,
+    script(dir.path, "start", `echo "$BERTH_FENCING_TOKEN" > "$D/started"`),
+    // The state volume was slow: the gate-closing time (send + 4 s - 2 s)
+    // passed while the hand-over wrote it.
+    { afterHandOver: (r) => r.clock.advance(2_500) },
+  );
+  const renew = await pendingCall(r, "renew");
+  assert.equal(r.starts(), 0, r.lines.join(""));
+  renew.answer({ kind: "acquired", lease: fresh(5) });
+  assert.equal(await finish(r), 0, r.lines.join(""));
+  assert.equal(read(`${dir.path}/started`), "5\n");
+  const renewed = r.lines.findIndex((l) => /msg="?renewed\b/.test(l));
+  assert.ok(
+    renewed >= 0 &&
+      renewed <
+        r.lines.findIndex((l) => l.includes('msg="running the command"')),
+    r.lines.join(""),
+  );
+  assert.equal(r.client.of("release")[0]?.token, 5);
+});
+
+Deno.test("run --restart-on-reacquire: a close decided while the reopen is still being applied keeps the command stopped", async () => {
+  await using dir = await tempDir();
+  const d = dir.path;
+  const r = startInProcess(
+    d,
+    script(
+      d,
+      "restart",
+      `echo $$ >> "$D/pids"
+echo "$BERTH_FENCING_TOKEN" >> "$D/tokens"
+exec sleep 1000
+`,
+    ),
+    { restart: true },
+  );
+  using _cleanup = cleanup(d);
+  await waitFor(() => read(`${d}/tokens`) === "5\n", {
+    timeoutMs: BOUND_MS,
+    what: "the first start",
+  });
+  (await pendingCall(r, "renew")).answer({
+    kind: "conflict",
+    message: "held by another identity",
+  });
+  // The stop polls the group on the fake clock.
+  await waitFor(async () => {
+    await r.clock.advance(50);
+    return r.lines.some((l) => l.includes("the command was stopped"));
+  }, { timeoutMs: BOUND_MS, what: "the command to be stopped" });
+  // Reacquire, with the reopen parked at its marker write; meanwhile the new
+  // grant's gate-closing time passes and the renewer decides to close.
+  const release = r.state.holdNextMarkerWrite();
+  const acquire = await pendingCall(r, "acquire", true);
+  acquire.answer({ kind: "acquired", lease: fresh(6) });
+  await waitFor(() => r.state.parked, {
+    timeoutMs: BOUND_MS,
+    what: "the reopen to reach its marker write",
+  });
+  await r.clock.advanceTo(acquire.at! + 2_000);
+  const removals = r.state.removals;
+  release();
+  await waitFor(() => r.state.removals > removals, {
+    timeoutMs: BOUND_MS,
+    what: "the queued close to be applied",
+  });
+  assert.equal(r.starts(), 1, r.lines.join(""));
+  r.signals.send("SIGTERM");
+  assert.equal(await finish(r, true), EXIT_CANCELLED, r.lines.join(""));
+  assert.equal(read(`${d}/tokens`), "5\n");
+  assert.equal(r.client.of("release")[0]?.token, 6);
+});
+
+Deno.test("run: a signal during the hand-over is not lost: the command never starts, the lease is released, exit 77", async () => {
+  await using dir = await tempDir();
+  const r = startInProcess(
+    dir.path,
+    script(dir.path, "start", `touch "$D/started"`),
+    { afterHandOver: (r) => r.signals.send("SIGTERM") },
+  );
+  assert.equal(await finish(r), EXIT_CANCELLED, r.lines.join(""));
+  assert.equal(r.starts(), 0, r.lines.join(""));
+  assert.ok(!exists(`${dir.path}/started`), "the command ran");
+  assert.equal(r.client.of("release")[0]?.token, 5);
+  assert.ok(!exists(`${dir.path}/state/healthy`));
 });
