@@ -80,6 +80,8 @@ export interface AcquiredLease {
   sentAt: number;
   /** Boot-time ms at the same moment, to write the deadline into the marker. */
   sentAtBoot: number;
+  /** Wall-clock ms at the same moment, for the marker's second copy of the deadline. */
+  sentAtWall: number;
 }
 
 /**
@@ -103,6 +105,7 @@ export async function acquireLease(
   while (!signal.aborted) {
     const sentAt = clock.now();
     const sentAtBoot = clock.bootNow();
+    const sentAtWall = clock.wallNow();
     const outcome = await client.acquire(
       holder,
       ttlSeconds,
@@ -133,7 +136,7 @@ export async function acquireLease(
           clock.now() <
             gateClosesAt(deadlineFrom(sentAt, ttlSeconds), o.enforceLeadMs ?? 0)
         ) {
-          return { token: verdict.token, sentAt, sentAtBoot };
+          return { token: verdict.token, sentAt, sentAtBoot, sentAtWall };
         }
         // Acquire by the same live holder keeps the token and acts as a renew.
         mayHoldAlready = true;
@@ -176,13 +179,16 @@ export async function acquireLease(
  */
 export function handoffMarker(
   config: Pick<Config, "mode" | "ttlSeconds" | "enforceLeadMs">,
-  sentAtBoot: number,
+  sent: Pick<AcquiredLease, "sentAtBoot" | "sentAtWall">,
 ): MarkerDeadlines | undefined {
   if (config.mode === "startup-gate") return undefined;
-  const leaseDeadlineBootMs = deadlineFrom(sentAtBoot, config.ttlSeconds);
+  const leaseDeadlineBootMs = deadlineFrom(sent.sentAtBoot, config.ttlSeconds);
+  const leaseDeadlineWallMs = deadlineFrom(sent.sentAtWall, config.ttlSeconds);
   return {
     leaseDeadlineBootMs,
     gateClosesBootMs: gateClosesAt(leaseDeadlineBootMs, config.enforceLeadMs),
+    leaseDeadlineWallMs,
+    gateClosesWallMs: gateClosesAt(leaseDeadlineWallMs, config.enforceLeadMs),
   };
 }
 
@@ -218,7 +224,7 @@ export async function handOver(o: HandOverOptions): Promise<boolean> {
   try {
     await state.writeHolder(config.holder);
     await state.writeToken(lease.token);
-    await state.writeMarker(handoffMarker(config, lease.sentAtBoot));
+    await state.writeMarker(handoffMarker(config, lease));
     if (o.installCheck) await state.installCheck();
     return true;
   } catch (e) {

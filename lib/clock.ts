@@ -20,6 +20,12 @@ export interface Clock {
   /** Milliseconds since the node booted, the same in every container of the node. */
   bootNow(): number;
   /**
+   * Wall-clock milliseconds since the epoch. Never used alone for a
+   * deadline (it can jump); the marker carries it as a second copy, in case
+   * the boot-time clock is not shared after all.
+   */
+  wallNow(): number;
+  /**
    * Resolves after `ms` milliseconds, or as soon as `signal` aborts (check
    * `signal.aborted` afterwards). Never rejects.
    */
@@ -77,6 +83,7 @@ function longTimeout(ms: number): AbortSignal {
 export const systemClock: Clock = {
   now: () => performance.now(),
   bootNow: () => readBootMillis(),
+  wallNow: () => Date.now(),
   sleep(ms, signal) {
     const t = longTimeout(ms);
     return aborted(signal ? AbortSignal.any([t, signal]) : t);

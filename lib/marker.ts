@@ -20,12 +20,21 @@
 import { readBootMillis } from "./clock.ts";
 import { formatDurationMs } from "./duration.ts";
 
-/** The deadlines a marker carries, on the boot-time clock (milliseconds since boot). */
+/**
+ * The deadlines a marker carries. The boot-time clock is the one to trust (it
+ * never jumps); the wall-clock copies guard against a boot clock that is not
+ * shared after all (LXCFS gives each container its own `/proc/uptime`). The
+ * probe fails when either has passed.
+ */
 export interface MarkerDeadlines {
-  /** When the workload must be stopped: the local lease deadline minus the enforcement lead. */
+  /** When the workload must be stopped (the lease deadline minus the enforcement lead), ms since boot. */
   gateClosesBootMs: number;
-  /** The local lease deadline itself (last confirmed send + TTL). */
+  /** The local lease deadline itself (last confirmed send + TTL), ms since boot. */
   leaseDeadlineBootMs: number;
+  /** The same moment as `gateClosesBootMs` on the wall clock (ms since the epoch), when written. */
+  gateClosesWallMs?: number;
+  /** The same moment as `leaseDeadlineBootMs` on the wall clock, when written. */
+  leaseDeadlineWallMs?: number;
 }
 
 const HEADER = "berth-acquire health marker v1";
@@ -37,10 +46,16 @@ const HEADER = "berth-acquire health marker v1";
  */
 export function formatMarker(d: MarkerDeadlines | undefined): string {
   if (d === undefined) return `${HEADER}\n`;
-  return `${HEADER}\ngate_closes_boottime_ms=${
-    Math.floor(d.gateClosesBootMs)
-  }\n` +
+  let out =
+    `${HEADER}\ngate_closes_boottime_ms=${Math.floor(d.gateClosesBootMs)}\n` +
     `lease_deadline_boottime_ms=${Math.floor(d.leaseDeadlineBootMs)}\n`;
+  if (d.gateClosesWallMs !== undefined) {
+    out += `gate_closes_wall_ms=${Math.floor(d.gateClosesWallMs)}\n`;
+  }
+  if (d.leaseDeadlineWallMs !== undefined) {
+    out += `lease_deadline_wall_ms=${Math.floor(d.leaseDeadlineWallMs)}\n`;
+  }
+  return out;
 }
 
 /**
@@ -70,10 +85,17 @@ export function parseMarker(text: string): MarkerDeadlines | undefined {
     }
     return Number(v);
   };
-  return {
+  const d: MarkerDeadlines = {
     gateClosesBootMs: num("gate_closes_boottime_ms"),
     leaseDeadlineBootMs: num("lease_deadline_boottime_ms"),
   };
+  if (fields.has("gate_closes_wall_ms")) {
+    d.gateClosesWallMs = num("gate_closes_wall_ms");
+  }
+  if (fields.has("lease_deadline_wall_ms")) {
+    d.leaseDeadlineWallMs = num("lease_deadline_wall_ms");
+  }
+  return d;
 }
 
 // ---------------------------------------------------------------------------
@@ -289,7 +311,9 @@ function shownMs(ms: number): string {
  *
  * The order of the checks: absent; cannot be examined or not a regular file
  * (Indeterminate); the mtime bound (Stale); malformed content that claims to
- * be ours (Indeterminate); the gate deadline in the content (Stale). The
+ * be ours (Indeterminate); the gate deadline in the content, on the
+ * boot-time clock and then, when the marker has it, on the wall clock
+ * (Stale). The
  * content can only make the verdict stricter: content that is not ours is
  * judged by the mtime alone. When the mtime bound already fails, the verdict
  * reports only that (the line upstream printed) and the boot-time clock is
@@ -349,6 +373,12 @@ export function judgeMarker(
     );
   }
   if (deadlines === undefined) return { kind: "OK" };
+  const stale = (late: number, field: string): Verdict => ({
+    kind: "Stale",
+    reason: `health marker stale: ${path} gate deadline passed ${
+      shownMs(late)
+    } ago (${field} in the marker); the lease sidecar has not confirmed the lease`,
+  });
   let boot: number;
   try {
     boot = opts.bootNowMs();
@@ -356,13 +386,10 @@ export function judgeMarker(
     return indeterminate((e as Error).message);
   }
   const late = boot - deadlines.gateClosesBootMs;
-  if (late > 0) {
-    return {
-      kind: "Stale",
-      reason: `health marker stale: ${path} gate deadline passed ${
-        shownMs(late)
-      } ago (gate_closes_boottime_ms in the marker); the lease sidecar has not confirmed the lease`,
-    };
+  if (late > 0) return stale(late, "gate_closes_boottime_ms");
+  if (deadlines.gateClosesWallMs !== undefined) {
+    const lateWall = opts.wallNowMs - deadlines.gateClosesWallMs;
+    if (lateWall > 0) return stale(lateWall, "gate_closes_wall_ms");
   }
   return { kind: "OK" };
 }

@@ -220,7 +220,13 @@ export class Renewer {
       // The marker's deadline is on the boot-time clock that every container
       // of the node shares, so it survives a sidecar restart. Trust it only
       // while it lies in the future and no further than one TTL away.
-      const left = marker.leaseDeadlineBootMs - clock.bootNow();
+      // The wall-clock copy, when present, can only shorten it.
+      const left = Math.min(
+        marker.leaseDeadlineBootMs - clock.bootNow(),
+        marker.leaseDeadlineWallMs === undefined
+          ? Infinity
+          : marker.leaseDeadlineWallMs - clock.wallNow(),
+      );
       if (left > 0 && left <= ttlSeconds * 1000) {
         this.#deadline = clock.now() + left;
         if (clock.now() < gateClosesAt(this.#deadline, this.#o.enforceLeadMs)) {
@@ -364,9 +370,13 @@ export class Renewer {
     this.#gateOpen = true;
     this.#reason = undefined;
     const boot = clock.bootNow();
+    const wall = clock.wallNow();
+    const closes = gateClosesAt(deadline, enforceLeadMs);
     const marker: MarkerDeadlines = {
       leaseDeadlineBootMs: boot + (deadline - now),
-      gateClosesBootMs: boot + (gateClosesAt(deadline, enforceLeadMs) - now),
+      gateClosesBootMs: boot + (closes - now),
+      leaseDeadlineWallMs: wall + (deadline - now),
+      gateClosesWallMs: wall + (closes - now),
     };
     this.#enforce((e) => e.open(marker));
     if (!wasOpen) logger.info(what, { fencing_token: this.#token });

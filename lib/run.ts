@@ -593,7 +593,7 @@ export async function runWith(o: RunOptions): Promise<number> {
       return EXIT_CANCELLED;
     }
     logger.info("lease acquired", { fencing_token: lease.token });
-    const marker = handoffMarker(config, lease.sentAtBoot);
+    const marker = handoffMarker(config, lease);
     if (
       state &&
       !await handOver({

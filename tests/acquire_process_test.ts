@@ -27,7 +27,7 @@ const OTHER = "prod/pod:web-1:uid:0000-other";
 /** Bounds a whole CLI run, so a wedged child fails the test instead of hanging it. */
 const RUN_BOUND_MS = 60_000;
 const MARKER_RE =
-  /^berth-acquire health marker v1\ngate_closes_boottime_ms=(\d+)\nlease_deadline_boottime_ms=(\d+)\n$/;
+  /^berth-acquire health marker v1\ngate_closes_boottime_ms=(\d+)\nlease_deadline_boottime_ms=(\d+)\ngate_closes_wall_ms=(\d+)\nlease_deadline_wall_ms=(\d+)\n$/;
 
 Deno.test({
   name:
@@ -43,11 +43,13 @@ Deno.test({
     const tls = ["--ca-bundle-file", pki.caCert, "--server-name", "berth.test"];
 
     const bootBefore = bootNowMs();
+    const wallBefore = Date.now();
     const r = await runCli(["acquire", ...tls], {
       env: leaseEnv({ apiServer: url, stateDir: dir.path, ttlSeconds: 8 }),
       signal: AbortSignal.timeout(RUN_BOUND_MS),
     });
     const bootAfter = bootNowMs();
+    const wallAfter = Date.now();
     assert.equal(r.code, 0, r.stderr);
     assert.match(r.stderr, /msg="lease acquired" .*fencing_token=1(\s|$)/);
 
@@ -67,6 +69,12 @@ Deno.test({
     assert.ok(
       deadline <= bootAfter + 8_000 + 10,
       `${deadline} vs ${bootAfter}`,
+    );
+    // The wall-clock copy of the same two moments.
+    const [gateWall, deadlineWall] = [Number(m[3]), Number(m[4])];
+    assert.equal(deadlineWall - gateWall, 4_000);
+    assert.ok(
+      deadlineWall >= wallBefore + 8_000 && deadlineWall <= wallAfter + 8_000,
     );
     assert.equal((await Deno.stat(`${d}/check`)).mode! & 0o777, 0o755);
     for (const f of ["holder", "token", "healthy"]) {

@@ -122,6 +122,7 @@ Deno.test("acquireLease polls a lease held by another at the heartbeat, logging 
     token: 5,
     sentAt: third.at,
     sentAtBoot: third.at! + 50_000_000,
+    sentAtWall: third.at! + 1_700_000_000_000,
   });
   const waits = t.logs.filter((l) => l.msg.includes("held by another"));
   assert.equal(waits.length, 2);
@@ -242,21 +243,31 @@ Deno.test("handoffMarker: runtime-singleton carries the acquisition's deadline a
   assert.deepEqual(
     handoffMarker(
       { mode: "runtime-singleton", ttlSeconds: 8, enforceLeadMs: 4_000 },
-      50_000,
+      { sentAtBoot: 50_000, sentAtWall: 1_700_000_000_000 },
     ),
-    { leaseDeadlineBootMs: 58_000, gateClosesBootMs: 54_000 },
+    {
+      leaseDeadlineBootMs: 58_000,
+      gateClosesBootMs: 54_000,
+      leaseDeadlineWallMs: 1_700_000_008_000,
+      gateClosesWallMs: 1_700_000_004_000,
+    },
   );
   assert.deepEqual(
     handoffMarker(
       { mode: "runtime-singleton", ttlSeconds: 30, enforceLeadMs: 2_000 },
-      1_234,
+      { sentAtBoot: 1_234, sentAtWall: 2_000 },
     ),
-    { leaseDeadlineBootMs: 31_234, gateClosesBootMs: 29_234 },
+    {
+      leaseDeadlineBootMs: 31_234,
+      gateClosesBootMs: 29_234,
+      leaseDeadlineWallMs: 32_000,
+      gateClosesWallMs: 30_000,
+    },
   );
   assert.equal(
     handoffMarker(
       { mode: "startup-gate", ttlSeconds: 8, enforceLeadMs: 4_000 },
-      50_000,
+      { sentAtBoot: 50_000, sentAtWall: 1_700_000_000_000 },
     ),
     undefined,
   );

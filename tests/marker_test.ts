@@ -330,3 +330,30 @@ Deno.test("readSmallFileNoFollow: absent is not an error; content is returned ex
     Deno.removeSync(dir, { recursive: true });
   }
 });
+
+Deno.test("the wall-clock copy of the gate deadline fails the probe even when the boot clock says there is time", () => {
+  // A boot clock that is not shared (LXCFS gives each container its own
+  // /proc/uptime) would let the marker live too long; the wall copy stops it.
+  const content = formatMarker({
+    gateClosesBootMs: BOOT + 60_000,
+    leaseDeadlineBootMs: BOOT + 64_000,
+    gateClosesWallMs: NOW - 1_500,
+    leaseDeadlineWallMs: NOW + 2_500,
+  });
+  const { verdict } = judge({ stat: file(0), content }, 30_000);
+  deepEqual(verdict, {
+    kind: "Stale",
+    reason:
+      "health marker stale: /berth/healthy gate deadline passed 1.5s ago (gate_closes_wall_ms in the marker); the lease sidecar has not confirmed the lease",
+  });
+  const fresh = formatMarker({
+    gateClosesBootMs: BOOT + 60_000,
+    leaseDeadlineBootMs: BOOT + 64_000,
+    gateClosesWallMs: NOW + 1_500,
+    leaseDeadlineWallMs: NOW + 5_500,
+  });
+  deepEqual(
+    judge({ stat: file(0), content: fresh }, 30_000).verdict.kind,
+    "OK",
+  );
+});

@@ -170,6 +170,29 @@ Deno.test("a restarted sidecar never lets the workload run past the last confirm
   await stop(h);
 });
 
+Deno.test("a restarted sidecar adopts the earlier of the marker's boot-clock and wall-clock deadlines", async () => {
+  // The boot clock says 9 s are left, the wall copy only 5 s (the boot clock
+  // was not shared): the gate closes 1 s after start, by the wall copy.
+  const h = start((store, clock) => {
+    store.holder = HOLDER;
+    store.token = 7;
+    store.marker = {
+      leaseDeadlineBootMs: clock.bootNow() + 9_000,
+      gateClosesBootMs: clock.bootNow() + 5_000,
+      leaseDeadlineWallMs: clock.wallNow() + 5_000,
+      gateClosesWallMs: clock.wallNow() + 1_000,
+    };
+  });
+  const t0 = h.clock.now();
+  await settle();
+  assert.equal(h.enforcer.firstClose(), undefined);
+  await h.clock.advanceTo(t0 + 999);
+  assert.equal(h.enforcer.firstClose(), undefined);
+  await h.clock.advanceTo(t0 + 1_000);
+  assert.equal(h.enforcer.firstClose()?.at, t0 + 1_000);
+  await stop(h);
+});
+
 Deno.test("a handoff without a marker deadline gates first, then confirms with an immediate renew", async () => {
   const h = start(handoff(3));
   await settle();
@@ -306,9 +329,12 @@ Deno.test("the deadline counts from the send time; a server clock an hour off ch
     await settle();
     const open = h.enforcer.events.findLast((e) => e.op === "open")!;
     const boot0 = h.clock.bootNow() - 1_000;
+    const wall0 = h.clock.wallNow() - 1_000;
     assert.deepEqual(open.marker, {
       leaseDeadlineBootMs: boot0 + 10_000,
       gateClosesBootMs: boot0 + 6_000,
+      leaseDeadlineWallMs: wall0 + 10_000,
+      gateClosesWallMs: wall0 + 6_000,
     });
     // Server errors from now on: the gate closes at send + TTL - lead.
     h.client.queue.push(

@@ -38,6 +38,11 @@ export class FakeClock implements Clock {
     return this.#now + this.#bootOffset;
   }
 
+  /** The wall clock moves with the monotonic one, from a fixed epoch offset. */
+  wallNow(): number {
+    return this.#now + 1_700_000_000_000;
+  }
+
   sleep(ms: number, signal?: AbortSignal): Promise<void> {
     if (signal?.aborted) return Promise.resolve();
     return new Promise((resolve) => {
