@@ -21,7 +21,7 @@
  */
 import { readBootMillis } from "../lib/clock.ts";
 import { StateDir } from "../lib/state.ts";
-import { baseEnv, berthArgv, REPO_ROOT } from "../sim/cli.ts";
+import { baseEnv, berthArgv, denoRunArgv, REPO_ROOT } from "../sim/cli.ts";
 import { FailoverDriver } from "../sim/failover.ts";
 import { median } from "../sim/journal.ts";
 import { Lab } from "../sim/lab.ts";
@@ -212,16 +212,9 @@ async function benchSidecar(dir: string): Promise<void> {
     `${dir}/idle.ts`,
     "setInterval(() => {}, 10_000);\n",
   );
-  const idle = new Deno.Command(Deno.execPath(), {
-    args: [
-      "run",
-      "-q",
-      "--no-prompt",
-      "-P=berth-acquire",
-      "--config",
-      `${REPO_ROOT}/deno.json`,
-      `${dir}/idle.ts`,
-    ],
+  const [idleExe, ...idleArgs] = denoRunArgv(`${dir}/idle.ts`);
+  const idle = new Deno.Command(idleExe, {
+    args: idleArgs,
     env: baseEnv(),
     clearEnv: true,
     stdout: "null",
@@ -369,19 +362,7 @@ async function benchAcquire(dir: string): Promise<void> {
   const floor: number[] = [];
   for (let i = 0; i < n; i++) {
     floor.push(
-      (await measure(
-        [
-          Deno.execPath(),
-          "run",
-          "-q",
-          "--no-prompt",
-          "-P=berth-acquire",
-          "--config",
-          `${REPO_ROOT}/deno.json`,
-          `${dir}/empty2.ts`,
-        ],
-        baseEnv(),
-      )).wallMs,
+      (await measure(denoRunArgv(`${dir}/empty2.ts`), baseEnv())).wallMs,
     );
   }
   const a = stats(times);

@@ -1,8 +1,8 @@
 /**
- * How the simulator starts the real CLI: the same argv the tests use
- * (`deno run -q -P=berth-acquire --config <repo>/deno.json <repo>/main.ts
- * ...`), repeated here because simulator code is shipped with the demo and
- * must not import test support.
+ * How the simulator, the benchmarks and the tests start the real CLI:
+ * `deno run -q -P=berth-acquire --config <repo>/deno.json <repo>/main.ts
+ * ...`. It lives here rather than in tests/support because the demo uses it
+ * and must not import test support; the tests import it from here.
  *
  * @module
  */
@@ -17,11 +17,11 @@ export const REPO_ROOT: string = decodeURIComponent(
 ).replace(/\/+$/, "");
 
 /**
- * The argv that runs `berth-acquire ...args` exactly as the init container
- * and the sidecar run it under `deno run`: the deno.json permission set and
- * no prompts.
+ * The argv that runs a Deno program with the permissions the compiled binary
+ * gets (the deno.json permission set, no prompts), so a benchmark floor is
+ * started exactly the way the helper is.
  */
-export function berthArgv(args: string[]): string[] {
+export function denoRunArgv(script: string, args: string[] = []): string[] {
   return [
     Deno.execPath(),
     "run",
@@ -30,9 +30,17 @@ export function berthArgv(args: string[]): string[] {
     "-P=berth-acquire",
     "--config",
     `${REPO_ROOT}/deno.json`,
-    `${REPO_ROOT}/main.ts`,
+    script,
     ...args,
   ];
+}
+
+/**
+ * The argv that runs `berth-acquire ...args` exactly as the init container
+ * and the sidecar run it under `deno run`.
+ */
+export function berthArgv(args: string[]): string[] {
+  return denoRunArgv(`${REPO_ROOT}/main.ts`, args);
 }
 
 /**

@@ -8,10 +8,9 @@
  * @module
  */
 
-/** The checkout's root (the directory holding deno.json and main.ts), as a path. */
-export const REPO_ROOT: string = decodeURIComponent(
-  new URL("../..", import.meta.url).pathname,
-).replace(/\/+$/, "");
+import { berthArgv, REPO_ROOT } from "../../sim/cli.ts";
+
+export { REPO_ROOT };
 
 /** Options for {@linkcode runCli} and {@linkcode spawnCli}. */
 export interface CliOptions {
@@ -41,19 +40,8 @@ export interface CliResult {
   stderr: string;
 }
 
-/** The argv that runs the CLI with `args`: `[deno, "run", ...]`. */
-export function cliArgv(args: string[]): string[] {
-  return [
-    Deno.execPath(),
-    "run",
-    "-q",
-    "-P=berth-acquire",
-    "--config",
-    `${REPO_ROOT}/deno.json`,
-    `${REPO_ROOT}/main.ts`,
-    ...args,
-  ];
-}
+/** The argv that runs the CLI with `args`: `[deno, "run", ...]`, shared with the simulator. */
+export const cliArgv: (args: string[]) => string[] = berthArgv;
 
 function command(
   argv: string[],
