@@ -51,3 +51,26 @@ Deno.test("acquire and renew name the first configuration problem and exit 1", a
     assert.match(r.stderr, /lease name is required/);
   }
 });
+
+Deno.test("the probe loads only what it needs: check, marker, duration and clock, and no node: module", async () => {
+  // main.ts loads the subcommand's module on demand, so what `check` pays for
+  // at every start is exactly lib/check.ts and its static imports.
+  const out = await new Deno.Command(Deno.execPath(), {
+    args: ["info", "--json", `${REPO_ROOT}/lib/check.ts`],
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  assert.equal(out.code, 0, new TextDecoder().decode(out.stderr));
+  const info = JSON.parse(new TextDecoder().decode(out.stdout));
+  const modules = (info.modules as { specifier: string }[])
+    .map((m) => m.specifier.replace(`file://${REPO_ROOT}/`, ""))
+    .sort();
+  assert.deepEqual(modules, [
+    "lib/check.ts",
+    "lib/clock.ts",
+    "lib/duration.ts",
+    "lib/marker.ts",
+  ]);
+  const main = await Deno.readTextFile(`${REPO_ROOT}/main.ts`);
+  assert.doesNotMatch(main, /^import /m, "main.ts imports nothing statically");
+});

@@ -225,7 +225,10 @@ Deno.test("a server that stops answering gets the marker removed at the gate dea
   );
   assert.match(closed, /not confirmed in time/);
   // Each renewal was bounded, so the sidecar kept trying meanwhile.
-  assert.ok(server.faults.hanging >= 2, `hanging: ${server.faults.hanging}`);
+  await waitFor(() => server.faults.hanging >= 2, {
+    timeoutMs: 10_000,
+    what: "a second bounded renewal attempt",
+  });
   const r = await probe(dir.path);
   assert.equal(r.code, 1);
   assert.match(r.stdout, /^health marker absent: /);
@@ -468,7 +471,7 @@ const POD_SCRIPT = `work=$1; shift
 w=$!
 "$@" &
 wait "$w"
-echo "$?" > "$work/workload.status"
+echo "$?" > "$work/workload.status.tmp" && mv "$work/workload.status.tmp" "$work/workload.status"
 wait
 `;
 

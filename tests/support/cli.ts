@@ -104,7 +104,7 @@ export function runCli(
 
 /**
  * Starts `berth-acquire ...args` for a long-running command (renew,
- * dev-server) and returns the child: stdin is piped (close it when unused),
+ * dev-server) and returns the child: stdin is closed,
  * stdout and stderr are piped and must be consumed or cancelled by the test,
  * and the test must end it (`kill` then `await status`) or pass a `signal`.
  */
