@@ -385,9 +385,13 @@ export class Renewer {
   }
 
   /** Closes (or re-applies the closed) gate; logs only on the transition. */
-  #close(reason: string): void {
+  #close(reason: string, shutdown = false): void {
     if (this.#gateOpen || this.#reason !== reason) {
-      if (this.#gateOpen) {
+      if (this.#gateOpen && shutdown) {
+        this.#o.logger.info("gate closed for the release at shutdown", {
+          reason,
+        });
+      } else if (this.#gateOpen) {
         this.#o.logger.warn("gate closed: stopping the workload", { reason });
       }
       this.#gateOpen = false;
@@ -448,7 +452,7 @@ export class Renewer {
     // Native sidecars stop after the main containers, so the workload is gone
     // by now; closing the gate first still keeps it from running on a lease
     // we are about to give away if this sidecar was stopped on its own.
-    this.#close("the lease is being released at shutdown");
+    this.#close("the lease is being released at shutdown", true);
     await this.#enforcing;
     // Deliberately not tied to the shutdown signal: a second SIGTERM must not cut it short.
     const outcome = await client.release(
