@@ -19,6 +19,7 @@ import {
   deadlineFrom,
   extendedExistingGrant,
   gateClosesAt,
+  mayHaveBeenGranted,
 } from "./hold.ts";
 import {
   describeFailure,
@@ -64,12 +65,6 @@ export interface AcquireLeaseOptions {
   logger: Logger;
   /** Jitter source in [0, 1); injectable so tests are exact. Default `Math.random`. */
   random?: () => number;
-}
-
-/** Whether the server may have granted a request that ended this way. */
-function mayHaveBeenGranted(f: LeaseFailure): boolean {
-  return f.kind === "timeout" || f.kind === "transport-error" ||
-    f.kind === "bad-response" || (f.kind === "server-error" && f.status >= 500);
 }
 
 /** A lease the caller now holds. */

@@ -153,3 +153,13 @@ export function extendedExistingGrant(
   // A few milliseconds of tolerance for a server that reads its clock twice.
   return renewedAt - acquiredAt > 5;
 }
+
+/**
+ * Whether the server may have granted a request that ended this way (no
+ * answer, or one we could not use), so that an extension of our own grant
+ * seen next is not mistaken for another process's.
+ */
+export function mayHaveBeenGranted(f: LeaseFailure): boolean {
+  return f.kind === "timeout" || f.kind === "transport-error" ||
+    f.kind === "bad-response" || (f.kind === "server-error" && f.status >= 500);
+}

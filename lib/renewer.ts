@@ -21,7 +21,9 @@ import {
   classifyAcquire,
   classifyRenew,
   deadlineFrom,
+  extendedExistingGrant,
   gateClosesAt,
+  mayHaveBeenGranted,
   renewBound,
 } from "./hold.ts";
 import type { LeaseClient } from "./lease.ts";
@@ -126,6 +128,14 @@ export class Renewer {
   #reason: string | undefined = "starting";
   /** Aborted and replaced whenever the deadline moves, to re-arm the gate timer. */
   #rearm = new AbortController();
+  /**
+   * Set when another process holds the lease under this same holder
+   * identity: until then no Acquire is sent, because each one would extend
+   * that process's lease for it.
+   */
+  #quietUntil: number | undefined;
+  /** Whether the last Acquire may have been granted without our learning the token. */
+  #maybeGranted = false;
   /** Serialises enforcer calls so they apply in the order they were decided. */
   #enforcing: Promise<void> = Promise.resolve();
 
@@ -298,6 +308,9 @@ export class Renewer {
       this.#o;
     // Re-apply first: the kubelet may have restarted the container since the last tick.
     this.#close(this.#reason ?? "lease not held");
+    if (this.#quietUntil !== undefined && clock.now() < this.#quietUntil) {
+      return;
+    }
     const sentAt = clock.now();
     const outcome = await client.acquire(
       holder,
@@ -306,8 +319,27 @@ export class Renewer {
     );
     this.#o.observer?.rpc?.("acquire", outcome.kind, clock.now() - sentAt);
     const verdict = classifyAcquire(outcome);
+    const maybeGranted = this.#maybeGranted;
+    this.#maybeGranted = verdict.kind === "failed" &&
+      mayHaveBeenGranted(verdict.failure);
     switch (verdict.kind) {
       case "acquired": {
+        if (
+          verdict.token !== this.#token && !maybeGranted &&
+          extendedExistingGrant(verdict.lease, ttlSeconds)
+        ) {
+          // Not our grant: another process or pod uses this holder identity.
+          logger.warn(
+            "the lease is already held under this holder identity by another process or pod; " +
+              "waiting until it is released or expires (give every instance its own holder identity)",
+            {
+              current_fencing_token: verdict.token,
+              acquired_at: verdict.lease.acquiredAt,
+            },
+          );
+          this.#quietUntil = clock.now() + ttlSeconds * 1000 + 1000;
+          return;
+        }
         const previous = this.#token;
         this.#token = verdict.token;
         this.#lost = undefined;

@@ -243,6 +243,56 @@ for (
   });
 }
 
+Deno.test("the sidecar does not take a lease another pod holds under the same holder identity", async () => {
+  const h = start(() => {}); // nothing handed over: acquire as itself
+  const t0 = h.clock.now();
+  await settle();
+  const first = h.client.pending()!;
+  assert.equal(first.rpc, "acquire");
+  // acquiredAt older than the renewal this answer reports: an extension of
+  // someone else's grant under our identity, not a grant to us.
+  first.answer({
+    kind: "acquired",
+    lease: record(HOLDER, 5, {
+      acquiredAt: "2026-05-07T00:00:00Z",
+      expiresAt: "2026-05-07T00:05:10Z",
+    }),
+  });
+  await settle();
+  assert.equal(h.enforcer.open_, false, "the workload stays stopped");
+  assert.ok(
+    h.logs.some((l) => l.includes("already held under this holder identity")),
+  );
+  // No Acquire for a TTL + 1 s: each one would keep the other pod's lease alive.
+  await h.clock.advanceTo(t0 + 11_000 - 1);
+  assert.equal(h.client.of("acquire").length, 1);
+  await h.clock.advanceTo(t0 + 11_000 + HB);
+  const again = h.client.pending()!;
+  assert.equal(again.rpc, "acquire");
+  again.answer({ kind: "acquired", lease: record(HOLDER, 6) });
+  await settle();
+  assert.ok(h.enforcer.open_, "a fresh grant opens the gate");
+  assert.deepEqual(h.store.writes, ["holder=" + HOLDER, "token=6"]);
+  await stop(h);
+});
+
+Deno.test("after an Acquire without an answer, an extension of that grant is taken as ours", async () => {
+  const h = start(() => {});
+  await settle();
+  h.client.pending()!.answer({ kind: "timeout", message: "no answer" });
+  await h.clock.advance(HB + 1);
+  h.client.pending()!.answer({
+    kind: "acquired",
+    lease: record(HOLDER, 5, {
+      acquiredAt: "2026-05-07T00:00:00Z",
+      expiresAt: "2026-05-07T00:00:13Z",
+    }),
+  });
+  await settle();
+  assert.ok(h.enforcer.open_);
+  await stop(h);
+});
+
 Deno.test("renews at the heartbeat and closes the gate exactly at the deadline minus the lead, between heartbeats", async () => {
   const h = start(handoff(4, 10_000));
   const t0 = h.clock.now();
