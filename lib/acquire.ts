@@ -21,11 +21,7 @@ import {
   gateClosesAt,
   mayHaveBeenGranted,
 } from "./hold.ts";
-import {
-  describeFailure,
-  type LeaseClient,
-  type LeaseFailure,
-} from "./lease.ts";
+import { describeFailure, type LeaseClient } from "./lease.ts";
 import type { Logger } from "./log.ts";
 import type { MarkerDeadlines } from "./marker.ts";
 import { StateDir } from "./state.ts";
