@@ -20,6 +20,8 @@ import {
   extendedExistingGrant,
   gateClosesAt,
   mayHaveBeenGranted,
+  SHARED_HOLDER_MESSAGE,
+  sharedHolderQuietMs,
 } from "./hold.ts";
 import { describeFailure, type LeaseClient } from "./lease.ts";
 import type { Logger } from "./log.ts";
@@ -112,15 +114,11 @@ export async function acquireLease(
           // Another process or pod uses this holder identity and holds the
           // lease. Polling would extend its lease for it, so wait until the
           // lease we just extended can have expired, then ask again.
-          logger.warn(
-            "the lease is already held under this holder identity by another process or pod; " +
-              "waiting until it is released or expires (give every instance its own holder identity)",
-            {
-              current_fencing_token: verdict.token,
-              acquired_at: verdict.lease.acquiredAt,
-            },
-          );
-          wait = clock.now() - sentAt + ttlSeconds * 1000 + 1000;
+          logger.warn(SHARED_HOLDER_MESSAGE, {
+            current_fencing_token: verdict.token,
+            acquired_at: verdict.lease.acquiredAt,
+          });
+          wait = clock.now() - sentAt + sharedHolderQuietMs(ttlSeconds);
           break;
         }
         if (

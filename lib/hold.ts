@@ -163,3 +163,22 @@ export function mayHaveBeenGranted(f: LeaseFailure): boolean {
   return f.kind === "timeout" || f.kind === "transport-error" ||
     f.kind === "bad-response" || (f.kind === "server-error" && f.status >= 500);
 }
+
+/**
+ * What `acquire`, `run` and the sidecar log when another process holds the
+ * lease under their holder identity (see {@linkcode extendedExistingGrant}),
+ * one text so operators can search for one line.
+ */
+export const SHARED_HOLDER_MESSAGE =
+  "the lease is already held under this holder identity by another process or pod; " +
+  "waiting until it is released or expires (give every instance its own holder identity)";
+
+/**
+ * How long to send no Acquire after such an answer: every Acquire would
+ * extend the other process's lease for it, and after one TTL (plus a second
+ * for the server's clock to pass it) that lease has expired unless its
+ * holder renewed it itself.
+ */
+export function sharedHolderQuietMs(ttlSeconds: number): number {
+  return ttlSeconds * 1000 + 1000;
+}

@@ -25,6 +25,8 @@ import {
   gateClosesAt,
   mayHaveBeenGranted,
   renewBound,
+  SHARED_HOLDER_MESSAGE,
+  sharedHolderQuietMs,
 } from "./hold.ts";
 import type { LeaseClient } from "./lease.ts";
 import { describeFailure } from "./lease.ts";
@@ -329,15 +331,11 @@ export class Renewer {
           extendedExistingGrant(verdict.lease, ttlSeconds)
         ) {
           // Not our grant: another process or pod uses this holder identity.
-          logger.warn(
-            "the lease is already held under this holder identity by another process or pod; " +
-              "waiting until it is released or expires (give every instance its own holder identity)",
-            {
-              current_fencing_token: verdict.token,
-              acquired_at: verdict.lease.acquiredAt,
-            },
-          );
-          this.#quietUntil = clock.now() + ttlSeconds * 1000 + 1000;
+          logger.warn(SHARED_HOLDER_MESSAGE, {
+            current_fencing_token: verdict.token,
+            acquired_at: verdict.lease.acquiredAt,
+          });
+          this.#quietUntil = clock.now() + sharedHolderQuietMs(ttlSeconds);
           return;
         }
         const previous = this.#token;
