@@ -27,6 +27,7 @@ import {
   tempDir,
   waitFor,
 } from "./support/lease_env.ts";
+import { namespaceUnavailable } from "../sim/host.ts";
 
 const KEY = { namespace: "prod", name: "web" };
 const OTHER = "prod/pod:web-1:uid:0000-other";
@@ -436,27 +437,7 @@ Deno.test("SIGTERM with release-on-shutdown=false exits 0 and keeps the lease", 
 // ---------------------------------------------------------------------------
 // Signal mode, end to end, in a private PID namespace.
 
-function signalModeUnavailable(): string | undefined {
-  if (Deno.build.os !== "linux") return "needs Linux";
-  if (Deno.uid() !== 0) return "needs root for unshare --pid";
-  try {
-    const out = new Deno.Command("unshare", {
-      args: ["--pid", "--fork", "--kill-child", "--mount-proc", "true"],
-      stdout: "null",
-      stderr: "piped",
-    }).outputSync();
-    if (!out.success) {
-      return `unshare --pid --mount-proc fails here: ${
-        new TextDecoder().decode(out.stderr).trim()
-      }`;
-    }
-  } catch (e) {
-    return `cannot run unshare: ${(e as Error).message}`;
-  }
-  return undefined;
-}
-
-const noSignalMode = signalModeUnavailable();
+const noSignalMode = await namespaceUnavailable();
 if (noSignalMode) {
   console.log(`skipped: renew signal mode end to end: ${noSignalMode}`);
 }

@@ -5,6 +5,7 @@
  * and asserts on its JSON report.
  */
 import assert from "node:assert/strict";
+import { namespaceUnavailable } from "../sim/host.ts";
 
 interface Summary {
   pid: number;
@@ -26,27 +27,7 @@ interface Event {
 const driver = new URL("./support/signal_ns_driver.ts", import.meta.url)
   .pathname;
 
-async function whyNot(): Promise<string | undefined> {
-  if (Deno.build.os !== "linux") return "needs Linux";
-  if (Deno.uid() !== 0) return "needs root (unshare, setpriv)";
-  try {
-    const probe = await new Deno.Command("unshare", {
-      args: ["--pid", "--fork", "--kill-child", "--mount-proc", "true"],
-      stdout: "null",
-      stderr: "piped",
-    }).output();
-    if (!probe.success) {
-      return `unshare --pid --mount-proc fails here: ${
-        new TextDecoder().decode(probe.stderr).trim()
-      }`;
-    }
-  } catch (e) {
-    return `cannot run unshare: ${e instanceof Error ? e.message : e}`;
-  }
-  return undefined;
-}
-
-const skip = await whyNot();
+const skip = await namespaceUnavailable();
 if (skip) console.log(`skipped: signal_ns_test: ${skip}`);
 
 Deno.test({
