@@ -11,11 +11,11 @@ const COMMANDS: Record<
   string,
   () => Promise<{ main(args: string[]): Promise<number> }>
 > = {
-  check: () => import("./lib/check.ts"),
-  acquire: () => import("./lib/acquire.ts"),
-  renew: () => import("./lib/renew.ts"),
-  run: () => import("./lib/run.ts"),
-  "dev-server": () => import("./lib/dev_server.ts"),
+  check: () => import("./lib/cmd/check.ts"),
+  acquire: () => import("./lib/cmd/acquire.ts"),
+  renew: () => import("./lib/cmd/renew.ts"),
+  run: () => import("./lib/cmd/run.ts"),
+  "dev-server": () => import("./lib/devserver/server.ts"),
 };
 
 const USAGE = `berth-acquire: hold a Berth lease for a Kubernetes workload

@@ -19,8 +19,8 @@
  *
  * @module
  */
-import { readBootMillis } from "../lib/clock.ts";
-import { StateDir } from "../lib/state.ts";
+import { readBootMillis } from "../lib/state/clock.ts";
+import { StateDir } from "../lib/state/state_dir.ts";
 import { baseEnv, berthArgv, denoRunArgv, REPO_ROOT } from "../sim/cli.ts";
 import { FailoverDriver } from "../sim/failover.ts";
 import { median } from "../sim/journal.ts";

@@ -8,7 +8,7 @@
  *
  * @module
  */
-import { aborted } from "../lib/clock.ts";
+import { aborted } from "../lib/state/clock.ts";
 
 /** How one container process ended. */
 export interface ProcessExit {

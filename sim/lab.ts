@@ -6,8 +6,8 @@
  *
  * @module
  */
-import { aborted } from "../lib/clock.ts";
-import type { EnforceMode } from "../lib/config.ts";
+import { aborted } from "../lib/state/clock.ts";
+import type { EnforceMode } from "../lib/config/config.ts";
 import { DirectHost, NamespaceHost, type ProcessHost } from "./host.ts";
 import { type Analysis, type AnalysisInput, analyze } from "./journal.ts";
 import { mainRunsOf, Pod, type PodEvent, type ProbeSettings } from "./pod.ts";

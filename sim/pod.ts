@@ -15,10 +15,10 @@
  *
  * @module
  */
-import { aborted } from "../lib/clock.ts";
-import type { EnforceMode } from "../lib/config.ts";
-import { holderIdentity } from "../lib/holder.ts";
-import { examineMarker } from "../lib/marker.ts";
+import { aborted } from "../lib/state/clock.ts";
+import type { EnforceMode } from "../lib/config/config.ts";
+import { holderIdentity } from "../lib/config/holder.ts";
+import { examineMarker } from "../lib/state/marker.ts";
 import { baseEnv, berthArgv } from "./cli.ts";
 import type { HostedProcess, ProcessExit, ProcessHost } from "./host.ts";
 import type { MainRun } from "./journal.ts";

@@ -18,7 +18,7 @@
  *
  * @module
  */
-import { aborted } from "../lib/clock.ts";
+import { aborted } from "../lib/state/clock.ts";
 
 /** The proxy's behaviour; see the module doc. */
 export type ProxyMode =

@@ -8,8 +8,8 @@
  *
  * @module
  */
-import { createLogger } from "../lib/log.ts";
-import { type DevServer, startDevServer } from "../lib/dev_server.ts";
+import { createLogger } from "../lib/obs/log.ts";
+import { type DevServer, startDevServer } from "../lib/devserver/server.ts";
 
 /** What the server did for a holder. */
 export interface LeaseEvent {

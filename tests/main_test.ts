@@ -54,9 +54,9 @@ Deno.test("acquire and renew name the first configuration problem and exit 1", a
 
 Deno.test("the probe loads only what it needs: check, marker, duration and clock, and no node: module", async () => {
   // main.ts loads the subcommand's module on demand, so what `check` pays for
-  // at every start is exactly lib/check.ts and its static imports.
+  // at every start is exactly lib/cmd/check.ts and its static imports.
   const out = await new Deno.Command(Deno.execPath(), {
-    args: ["info", "--json", `${REPO_ROOT}/lib/check.ts`],
+    args: ["info", "--json", `${REPO_ROOT}/lib/cmd/check.ts`],
     stdout: "piped",
     stderr: "piped",
   }).output();
@@ -66,10 +66,10 @@ Deno.test("the probe loads only what it needs: check, marker, duration and clock
     .map((m) => m.specifier.replace(`file://${REPO_ROOT}/`, ""))
     .sort();
   assert.deepEqual(modules, [
-    "lib/check.ts",
-    "lib/clock.ts",
-    "lib/duration.ts",
-    "lib/marker.ts",
+    "lib/cmd/check.ts",
+    "lib/config/duration.ts",
+    "lib/state/clock.ts",
+    "lib/state/marker.ts",
   ]);
   const main = await Deno.readTextFile(`${REPO_ROOT}/main.ts`);
   assert.doesNotMatch(main, /^import /m, "main.ts imports nothing statically");

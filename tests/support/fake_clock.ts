@@ -4,7 +4,7 @@
  *
  * @module
  */
-import type { Clock } from "../../lib/clock.ts";
+import type { Clock } from "../../lib/state/clock.ts";
 
 interface Waiter {
   at: number;

@@ -7,8 +7,8 @@
  *
  * @module
  */
-import { readBootMillis } from "../../lib/clock.ts";
-import { type MarkerDeadlines, parseMarker } from "../../lib/marker.ts";
+import { readBootMillis } from "../../lib/state/clock.ts";
+import { type MarkerDeadlines, parseMarker } from "../../lib/state/marker.ts";
 import { spawnCli } from "./cli.ts";
 
 /** Options for {@linkcode leaseEnv}; each field has a test-friendly default. */
@@ -74,48 +74,8 @@ export function leaseEnv(o: LeaseEnvOptions): Record<string, string> {
   return { ...env, ...o.extra };
 }
 
-/** Options for {@linkcode waitFor}. */
-export interface WaitForOptions {
-  /** Give up (throw) after this many milliseconds. */
-  timeoutMs: number;
-  /** What is awaited, for the error message: "the marker to disappear". */
-  what: string;
-  /** Pause between polls (ms); default 25. */
-  intervalMs?: number;
-}
-
-/**
- * Polls `cond` until it returns something other than `undefined`, `false`
- * or `null`, and returns that value. Throws naming `what` once `timeoutMs`
- * has passed, so a condition that never comes fails the test instead of
- * hanging it. The bound is a failure limit, not a timing assertion: keep it
- * generous.
- */
-export async function waitFor<T>(
-  cond: () =>
-    | T
-    | undefined
-    | null
-    | false
-    | Promise<T | undefined | null | false>,
-  o: WaitForOptions,
-): Promise<T> {
-  const limit = AbortSignal.timeout(o.timeoutMs);
-  const interval = o.intervalMs ?? 25;
-  for (;;) {
-    const v = await cond();
-    if (v !== undefined && v !== null && v !== false) return v;
-    if (limit.aborted) {
-      throw new Error(
-        `timed out after ${o.timeoutMs} ms waiting for ${o.what}`,
-      );
-    }
-    await new Promise<void>((resolve) => {
-      const t = AbortSignal.any([AbortSignal.timeout(interval), limit]);
-      t.addEventListener("abort", () => resolve(), { once: true });
-    });
-  }
-}
+import { waitFor } from "./wait.ts";
+export { waitFor, type WaitForOptions } from "./wait.ts";
 
 /** The node's boot-time clock in ms, as the probe and the marker read it (10 ms resolution). */
 export function bootNowMs(): number {

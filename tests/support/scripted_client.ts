@@ -11,7 +11,7 @@ import type {
   LeaseClient,
   LeaseRecord,
   ReleaseOutcome,
-} from "../../lib/lease.ts";
+} from "../../lib/lease/rpc.ts";
 
 /** One RPC the code under test made. */
 export interface ScriptedCall {

@@ -1,6 +1,6 @@
 /**
  * Runs real signal enforcement against real processes, inside a private PID
- * namespace made by `tests/signal_ns_test.ts` (`unshare --pid --fork
+ * namespace made by `tests/enforce/signal_ns_test.ts` (`unshare --pid --fork
  * --mount-proc`), where this script is PID 1 and nothing else on the machine
  * can be signalled by mistake. It prints one JSON report on stdout that the
  * test asserts on.
@@ -13,11 +13,15 @@
  *
  * @module
  */
-import { type MarkerStore, SignalEnforcer } from "../../lib/enforce.ts";
-import { systemClock } from "../../lib/clock.ts";
-import { createLogger } from "../../lib/log.ts";
-import { LinuxProcessTable } from "../../lib/proc.ts";
-import type { MarkerDeadlines } from "../../lib/marker.ts";
+import { waitFor as waitForCondition } from "./wait.ts";
+import {
+  type MarkerStore,
+  SignalEnforcer,
+} from "../../lib/enforce/enforcer.ts";
+import { systemClock } from "../../lib/state/clock.ts";
+import { createLogger } from "../../lib/obs/log.ts";
+import { LinuxProcessTable } from "../../lib/enforce/proc.ts";
+import type { MarkerDeadlines } from "../../lib/state/marker.ts";
 
 /** What the enforcer did, in order, with monotonic times. */
 interface Event {
@@ -48,16 +52,12 @@ class CountingTable extends LinuxProcessTable {
   }
 }
 
-async function waitFor(
+function waitFor(
   what: string,
   cond: () => boolean | Promise<boolean>,
   timeoutMs = 30_000,
-): Promise<void> {
-  const deadline = AbortSignal.timeout(timeoutMs);
-  while (!(await cond())) {
-    if (deadline.aborted) throw new Error(`timed out waiting for ${what}`);
-    await systemClock.sleep(20, deadline);
-  }
+): Promise<boolean> {
+  return waitForCondition(cond, { what, timeoutMs, intervalMs: 20 });
 }
 
 async function readComm(pid: number): Promise<string | undefined> {

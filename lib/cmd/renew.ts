@@ -1,0 +1,168 @@
+/**
+ * `berth-acquire renew`, the native sidecar of a runtime-singleton pod: it
+ * wires the configuration to a {@linkcode Renewer} with the chosen enforcer
+ * and runs it until SIGTERM/SIGINT.
+ *
+ * @module
+ */
+import { systemClock } from "../state/clock.ts";
+import {
+  clientFor,
+  EXIT_FAILURE,
+  shutdownSignal,
+  start,
+  startupFailure,
+} from "./startup.ts";
+import { type Config, ConfigError } from "../config/config.ts";
+import {
+  type Enforcer,
+  type MarkerStore,
+  ProbeEnforcer,
+  SignalEnforcer,
+} from "../enforce/enforcer.ts";
+import {
+  HEALTH_ADDR_ENV,
+  type HealthAddr,
+  healthAddrFrom,
+  type HealthServer,
+  startHealthServer,
+} from "../obs/health.ts";
+import type { Logger } from "../obs/log.ts";
+import { type EnforcementWrappers, LeaseMetrics } from "../obs/metrics.ts";
+import { LinuxProcessTable } from "../enforce/proc.ts";
+import { Renewer } from "../hold/renewer.ts";
+import { StateDir } from "../state/state_dir.ts";
+
+const USAGE = `Usage: berth-acquire renew [flags]
+
+Sidecar (runtime-singleton mode only): adopts the lease the init container
+acquired, renews it every heartbeat against a local deadline, and stops the
+workload before that deadline when the lease cannot be confirmed: by removing
+the health marker (enforce=probe) or also by signalling the workload through
+a shared PID namespace (enforce=signal). Reacquires when it can, and releases
+the lease on SIGTERM/SIGINT when configured to. Exits 0 after a shutdown, 1 on
+a configuration error.
+
+With --health-addr (env ${HEALTH_ADDR_ENV}) it also serves GET /healthz (200
+"ok", or 503 and the reason line: the verdict check would give) and GET
+/metrics (Prometheus text format), e.g. for an httpGet liveness probe in an
+image that cannot run the copied check. In a pod use :8471 (all
+interfaces): the kubelet probes the pod IP, not 127.0.0.1.
+`;
+
+const RENEW_FLAGS = {
+  "health-addr": {
+    type: "string",
+    value: "HOST:PORT",
+    help:
+      `serve GET /healthz and /metrics on this address (env ${HEALTH_ADDR_ENV}); default: off`,
+  },
+} as const;
+
+/**
+ * The enforcer `config` asks for, writing the marker through `state`. Shared
+ * with `run`, which stops its child by process group instead. `wrap`, when
+ * given, instruments the marker store and the process table (metrics).
+ */
+export function enforcerFor(
+  config: Config,
+  state: StateDir,
+  logger: Logger,
+  wrap?: EnforcementWrappers,
+): Enforcer {
+  const stateMarker: MarkerStore = {
+    write: (d) => state.writeMarker(d),
+    remove: () => state.removeMarker(),
+  };
+  const marker = wrap ? wrap.markerStore(stateMarker) : stateMarker;
+  const processTable = new LinuxProcessTable();
+  if (config.enforce === "probe") return new ProbeEnforcer({ marker, logger });
+  return new SignalEnforcer({
+    target: config.signalTarget,
+    graceMs: config.enforceGraceSeconds * 1000,
+    clock: systemClock,
+    logger,
+    processTable: wrap ? wrap.processTable(processTable) : processTable,
+    marker,
+  });
+}
+
+/** `berth-acquire renew`: see the usage text. */
+export async function main(args: string[]): Promise<number> {
+  const started = start(
+    { name: "renew", usage: USAGE, flags: RENEW_FLAGS },
+    args,
+  );
+  if (typeof started === "number") return started;
+  const { config, extra, logger } = started;
+  let healthAddr: HealthAddr | undefined;
+  try {
+    healthAddr = healthAddrFrom(
+      extra["health-addr"],
+      Deno.env.get(HEALTH_ADDR_ENV),
+    );
+  } catch (e) {
+    if (!(e instanceof ConfigError)) throw e;
+    console.error(`berth-acquire renew: ${e.message}`);
+    return EXIT_FAILURE;
+  }
+  if (config.mode !== "runtime-singleton") {
+    logger.error(
+      "renew runs only in runtime-singleton mode: a startup-gate lease is not kept after the pod starts; remove the sidecar or set BERTH_MODE=runtime-singleton",
+    );
+    return EXIT_FAILURE;
+  }
+  const clock = systemClock;
+  const state = new StateDir(config.stateDir);
+  let renewer: Renewer | undefined;
+  let stopping = false;
+  const metrics = new LeaseMetrics({
+    status: () => renewer?.status(),
+    clock,
+    isStopping: () => stopping,
+  });
+  let health: HealthServer | undefined;
+  try {
+    await state.cleanStaleTemps();
+    const r = new Renewer({
+      client: metrics.instrumentClient(await clientFor(config, logger, clock)),
+      holder: config.holder,
+      ttlSeconds: config.ttlSeconds,
+      heartbeatMs: config.heartbeatMs,
+      enforceLeadMs: config.enforceLeadMs,
+      enforcer: enforcerFor(config, state, logger, metrics),
+      store: state,
+      clock,
+      logger,
+      releaseOnShutdown: config.releaseOnShutdown,
+      observer: metrics.observer(),
+    });
+    renewer = r;
+    if (healthAddr) {
+      health = startHealthServer({
+        ...healthAddr,
+        status: () => r.status(),
+        clock,
+        metrics: () => metrics.render(),
+        logger,
+      });
+    }
+  } catch (e) {
+    return startupFailure(logger, "cannot start", e);
+  }
+  const shutdown = shutdownSignal(logger);
+  shutdown.signal.addEventListener("abort", () => stopping = true);
+  try {
+    logger.info("renewing lease", {
+      enforce: config.enforce,
+      ttl_seconds: config.ttlSeconds,
+      heartbeat_ms: Math.round(config.heartbeatMs),
+      enforce_lead_ms: config.enforceLeadMs,
+    });
+    await renewer.run(shutdown.signal);
+    return 0;
+  } finally {
+    shutdown.dispose();
+    await health?.close();
+  }
+}

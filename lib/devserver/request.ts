@@ -1,0 +1,319 @@
+/**
+ * Request bodies of the development server, decoded the way the real
+ * server's Go decoder does (first value only, unknown fields refused, int32
+ * range, case-insensitive field names, the first error wins), so the
+ * development server answers malformed requests with the real server's 400
+ * messages.
+ *
+ * @module
+ */
+import { MAX_FENCING_TOKEN } from "./store.ts";
+
+/** The three lease RPCs, as they appear in the path. */
+export type Rpc = "acquire" | "renew" | "release";
+
+const MIN_INT32 = -2147483648;
+
+type JsonValue =
+  | { type: "object"; members: [string, JsonValue][] }
+  | { type: "array" }
+  | { type: "string"; value: string }
+  | { type: "number"; raw: string }
+  | { type: "bool" }
+  | { type: "null" };
+
+class JsonSyntaxError extends Error {}
+
+class JsonReader {
+  pos = 0;
+  constructor(readonly text: string) {}
+
+  skipSpace(): void {
+    while (
+      this.pos < this.text.length && " \t\n\r".includes(this.text[this.pos])
+    ) {
+      this.pos++;
+    }
+  }
+
+  atEnd(): boolean {
+    return this.pos >= this.text.length;
+  }
+
+  fail(context: string): never {
+    if (this.atEnd()) throw new JsonSyntaxError("unexpected EOF");
+    const c = this.text[this.pos];
+    throw new JsonSyntaxError(
+      `invalid character ${quoteChar(c)} ${context}`,
+    );
+  }
+
+  value(): JsonValue {
+    this.skipSpace();
+    const c = this.text[this.pos];
+    if (c === "{") return this.object();
+    if (c === "[") return this.array();
+    if (c === '"') return { type: "string", value: this.string() };
+    if (c === "-" || (c >= "0" && c <= "9")) return this.number();
+    if (c === "t") return this.literal("true", { type: "bool" });
+    if (c === "f") return this.literal("false", { type: "bool" });
+    if (c === "n") return this.literal("null", { type: "null" });
+    return this.fail("looking for beginning of value");
+  }
+
+  object(): JsonValue {
+    this.pos++;
+    const members: [string, JsonValue][] = [];
+    this.skipSpace();
+    if (this.text[this.pos] === "}") {
+      this.pos++;
+      return { type: "object", members };
+    }
+    for (;;) {
+      this.skipSpace();
+      if (this.text[this.pos] !== '"') {
+        this.fail("looking for beginning of object key string");
+      }
+      const key = this.string();
+      this.skipSpace();
+      if (this.text[this.pos] !== ":") this.fail("after object key");
+      this.pos++;
+      members.push([key, this.value()]);
+      this.skipSpace();
+      const c = this.text[this.pos];
+      if (c === ",") {
+        this.pos++;
+        continue;
+      }
+      if (c === "}") {
+        this.pos++;
+        return { type: "object", members };
+      }
+      this.fail("after object key:value pair");
+    }
+  }
+
+  array(): JsonValue {
+    this.pos++;
+    this.skipSpace();
+    if (this.text[this.pos] === "]") {
+      this.pos++;
+      return { type: "array" };
+    }
+    for (;;) {
+      this.value();
+      this.skipSpace();
+      const c = this.text[this.pos];
+      if (c === ",") {
+        this.pos++;
+        continue;
+      }
+      if (c === "]") {
+        this.pos++;
+        return { type: "array" };
+      }
+      this.fail("after array element");
+    }
+  }
+
+  string(): string {
+    this.pos++;
+    let out = "";
+    for (;;) {
+      if (this.atEnd()) this.fail("in string literal");
+      const c = this.text[this.pos];
+      if (c === '"') {
+        this.pos++;
+        return out;
+      }
+      if (c < " ") this.fail("in string literal");
+      if (c !== "\\") {
+        out += c;
+        this.pos++;
+        continue;
+      }
+      this.pos++;
+      const e = this.text[this.pos];
+      const simple: Record<string, string> = {
+        '"': '"',
+        "\\": "\\",
+        "/": "/",
+        b: "\b",
+        f: "\f",
+        n: "\n",
+        r: "\r",
+        t: "\t",
+      };
+      if (e !== undefined && e in simple) {
+        out += simple[e];
+        this.pos++;
+        continue;
+      }
+      if (e !== "u") this.fail("in string escape code");
+      this.pos++;
+      const unit = this.hex4();
+      if (unit >= 0xd800 && unit < 0xdc00) {
+        // A high surrogate must be followed by an escaped low one; Go
+        // replaces anything else with U+FFFD.
+        if (this.text.startsWith("\\u", this.pos)) {
+          const save = this.pos;
+          this.pos += 2;
+          const low = this.hex4();
+          if (low >= 0xdc00 && low < 0xe000) {
+            out += String.fromCharCode(unit, low);
+            continue;
+          }
+          this.pos = save;
+        }
+        out += "\ufffd";
+      } else if (unit >= 0xdc00 && unit < 0xe000) {
+        out += "\ufffd";
+      } else {
+        out += String.fromCharCode(unit);
+      }
+    }
+  }
+
+  hex4(): number {
+    for (let i = 0; i < 4; i++) {
+      if (!/[0-9a-fA-F]/.test(this.text[this.pos + i] ?? "")) {
+        this.pos += i;
+        this.fail("in \\u hexadecimal character escape");
+      }
+    }
+    const v = parseInt(this.text.slice(this.pos, this.pos + 4), 16);
+    this.pos += 4;
+    return v;
+  }
+
+  number(): JsonValue {
+    const m = /^-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?/.exec(
+      this.text.slice(this.pos),
+    );
+    if (!m) {
+      this.pos++;
+      this.fail("in numeric literal");
+    }
+    this.pos += m[0].length;
+    return { type: "number", raw: m[0] };
+  }
+
+  literal(word: string, v: JsonValue): JsonValue {
+    for (let i = 0; i < word.length; i++) {
+      if (this.text[this.pos] !== word[i]) {
+        this.fail(`in literal ${word} (expecting ${quoteChar(word[i])})`);
+      }
+      this.pos++;
+    }
+    return v;
+  }
+}
+
+function quoteChar(c: string): string {
+  return c === "'" ? "'\\''" : `'${c}'`;
+}
+
+/** Field names and Go types of one RPC's request. */
+type FieldSpec = Record<string, "string" | "int32">;
+
+const FIELDS: Record<Rpc, FieldSpec> = {
+  acquire: { holder: "string", ttlSeconds: "int32" },
+  renew: { holder: "string", fencingToken: "int32", ttlSeconds: "int32" },
+  release: { holder: "string", fencingToken: "int32" },
+};
+
+/** A decoded request body; fields absent from the body are 0 / "". */
+export interface LeaseRequest {
+  holder: string;
+  fencingToken: number;
+  ttlSeconds: number;
+}
+
+/** The decoder's answer: a request, or the exact 400 message. */
+export type Decoded =
+  | { ok: true; request: LeaseRequest }
+  | { ok: false; message: string };
+
+/**
+ * Decodes one request body the way the real server's Go decoder does: a
+ * syntax error in the first value wins, then the first type or unknown-field
+ * error, then data after the first value. Field names match
+ * case-insensitively and `null` leaves a field unset, as in Go.
+ */
+export function decodeRequest(rpc: Rpc, text: string): Decoded {
+  const reader = new JsonReader(text);
+  reader.skipSpace();
+  if (reader.atEnd()) return { ok: false, message: "invalid json body: EOF" };
+  let value: JsonValue;
+  try {
+    value = reader.value();
+  } catch (e) {
+    if (e instanceof JsonSyntaxError) {
+      return { ok: false, message: `invalid json body: ${e.message}` };
+    }
+    throw e;
+  }
+  const request: LeaseRequest = { holder: "", fencingToken: 0, ttlSeconds: 0 };
+  const error = assignFields(FIELDS[rpc], value, request);
+  if (error) return { ok: false, message: `invalid json body: json: ${error}` };
+  reader.skipSpace();
+  if (!reader.atEnd()) {
+    return { ok: false, message: "request body must contain one JSON object" };
+  }
+  return { ok: true, request };
+}
+
+function assignFields(
+  spec: FieldSpec,
+  value: JsonValue,
+  out: LeaseRequest,
+): string | undefined {
+  if (value.type === "null") return undefined;
+  if (value.type !== "object") {
+    return `cannot unmarshal ${value.type} into a request object`;
+  }
+  let first: string | undefined;
+  const names = Object.keys(spec);
+  for (const [key, v] of value.members) {
+    const field = names.find((n) => n === key) ??
+      names.find((n) => n.toLowerCase() === key.toLowerCase());
+    let err: string | undefined;
+    if (field === undefined) {
+      err = `unknown field ${JSON.stringify(key)}`;
+    } else if (v.type !== "null") {
+      err = spec[field] === "string"
+        ? assignString(field, v, out)
+        : assignInt32(field as "fencingToken" | "ttlSeconds", v, out);
+    }
+    first ??= err;
+  }
+  return first;
+}
+
+function assignString(
+  field: string,
+  v: JsonValue,
+  out: LeaseRequest,
+): string | undefined {
+  if (v.type !== "string") {
+    return `cannot unmarshal ${v.type} into field ${field} of type string`;
+  }
+  out.holder = v.value;
+  return undefined;
+}
+
+function assignInt32(
+  field: "fencingToken" | "ttlSeconds",
+  v: JsonValue,
+  out: LeaseRequest,
+): string | undefined {
+  if (v.type !== "number") {
+    return `cannot unmarshal ${v.type} into field ${field} of type int32`;
+  }
+  const n = /^-?\d+$/.test(v.raw) ? Number(v.raw) : NaN;
+  if (!Number.isInteger(n) || n < MIN_INT32 || n > MAX_FENCING_TOKEN) {
+    return `cannot unmarshal number ${v.raw} into field ${field} of type int32`;
+  }
+  out[field] = n === 0 ? 0 : n; // no -0
+  return undefined;
+}

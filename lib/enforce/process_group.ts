@@ -1,0 +1,403 @@
+/**
+ * The command `run` supervises, as a process group, and the
+ * {@linkcode Enforcer} that stops it when the renewer closes the gate.
+ *
+ * The command is started in a session and process group of its own, so it
+ * can be stopped whole: a shell that forked a worker, or a worker pool, is
+ * sent SIGTERM as one group and SIGKILL after the grace. "Stopped" means no
+ * live process is left in the group (zombies waiting for a parent that does
+ * not reap them count as gone), and only then may the lease be given away.
+ *
+ * @module
+ */
+import type { Clock } from "../state/clock.ts";
+import type { Enforcer } from "./enforcer.ts";
+import type { Logger } from "../obs/log.ts";
+import type { MarkerDeadlines } from "../state/marker.ts";
+import { parseProcStat } from "./proc.ts";
+
+/** Exit status of a command that cannot be executed (permission denied, a directory), as shells report it. */
+export const EXIT_CANNOT_EXECUTE = 126;
+/** Exit status of a command that was not found, as shells report it. */
+export const EXIT_COMMAND_NOT_FOUND = 127;
+
+/** How long the group may take to disappear after SIGKILL before the caller moves on regardless. */
+const KILL_WAIT_MS = 10_000;
+
+/**
+ * The command could not be started. It carries the exit status a shell
+ * would give (126 or 127), because `run` must exit with it.
+ */
+export class SpawnError extends Error {
+  /** Wraps the cause; `exitCode` is 127 for not found, else 126. */
+  constructor(
+    readonly command: string,
+    readonly exitCode: number,
+    cause: Error,
+  ) {
+    super(
+      `cannot start ${JSON.stringify(command)}: ${cause.message}` +
+        (exitCode === EXIT_COMMAND_NOT_FOUND
+          ? " (give a path, or a name found in PATH; the command is run directly, without a shell)"
+          : " (is it an executable file?)"),
+    );
+    this.name = "SpawnError";
+  }
+}
+
+/**
+ * The live (not zombie) processes of process group `pgid`, read from
+ * procfs. Its own function because "the group is gone" must ignore zombies:
+ * outside a proper init (a container whose PID 1 does not reap), orphans
+ * stay zombies for good and would otherwise hold `run` forever.
+ */
+export async function liveGroupMembers(
+  pgid: number,
+  procRoot = "/proc",
+): Promise<number[]> {
+  const out: number[] = [];
+  for await (const entry of Deno.readDir(procRoot)) {
+    if (!/^[1-9]\d*$/.test(entry.name)) continue;
+    let text: string;
+    try {
+      text = await Deno.readTextFile(`${procRoot}/${entry.name}/stat`);
+    } catch {
+      continue; // exited meanwhile
+    }
+    const g = statGroup(text);
+    if (g && g.pgrp === pgid && g.state !== "Z" && g.state !== "X") {
+      out.push(Number(entry.name));
+    }
+  }
+  return out;
+}
+
+/** State and process group (field 5) of a `/proc/PID/stat` line; undefined when malformed. */
+export function statGroup(
+  text: string,
+): { state: string; pgrp: number } | undefined {
+  try {
+    const { state } = parseProcStat(text);
+    // Fields after the last ")": state ppid pgrp ...
+    const pgrp = Number(text.slice(text.lastIndexOf(")") + 2).split(" ")[2]);
+    return Number.isInteger(pgrp) ? { state, pgrp } : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** How the command ended. */
+export interface ChildExit {
+  /** Its exit status; 128 + the signal number when a signal ended it, as shells report it. */
+  code: number;
+  /** The signal that ended it, if one did. */
+  signal?: Deno.Signal;
+  /** Set when {@linkcode ProcessGroup.stop} had been called before it exited: why. */
+  stopReason?: string;
+}
+
+/** Options for {@linkcode ProcessGroup.spawn}. */
+export interface ProcessGroupOptions {
+  /** The command and its arguments; started directly, no shell. */
+  argv: string[];
+  /** Its complete environment (nothing else is inherited). */
+  env: Record<string, string>;
+  /** SIGTERM -> SIGKILL grace when stopping, ms. */
+  graceMs: number;
+  /** Times the grace and the polls. */
+  clock: Clock;
+  /** Receives the stop and signal records. */
+  logger: Logger;
+  /** Told about every stop signal actually sent (for metrics). */
+  onStopSignal?: (signal: "SIGTERM" | "SIGKILL") => void;
+  /** How often the group is looked at while it is being stopped, ms; default 50. */
+  pollMs?: number;
+  /** Lists the group's live processes; default {@linkcode liveGroupMembers}. */
+  members?: (pgid: number) => Promise<number[]>;
+}
+
+/**
+ * A running command in its own session and process group (its PID is the
+ * group id). stdin, stdout and stderr are inherited.
+ */
+export class ProcessGroup {
+  /** The leader's PID, which is also the process group id. */
+  readonly pid: number;
+  #o: Required<Omit<ProcessGroupOptions, "onStopSignal">> & {
+    onStopSignal?: ProcessGroupOptions["onStopSignal"];
+  };
+  #child: Deno.ChildProcess;
+  #leaderExit: Promise<ChildExit>;
+  #stopReason: string | undefined;
+  #stopping: Promise<void> | undefined;
+  #listFailureReported = false;
+  #leaderExited = false;
+
+  private constructor(child: Deno.ChildProcess, o: ProcessGroupOptions) {
+    this.#child = child;
+    this.pid = child.pid;
+    this.#o = {
+      pollMs: 50,
+      members: (pgid) => liveGroupMembers(pgid),
+      ...o,
+    };
+    this.#leaderExit = child.status.then((s) => {
+      this.#leaderExited = true;
+      return {
+        code: s.code,
+        ...(s.signal ? { signal: s.signal } : {}),
+        ...(this.#stopReason !== undefined
+          ? { stopReason: this.#stopReason }
+          : {}),
+      };
+    });
+  }
+
+  /**
+   * Starts the command. Throws a {@linkcode SpawnError} (exit status 126 or
+   * 127) when it cannot be executed.
+   */
+  static spawn(o: ProcessGroupOptions): ProcessGroup {
+    if (o.argv.length === 0) throw new Error("no command to run");
+    let child: Deno.ChildProcess;
+    try {
+      child = new Deno.Command(o.argv[0], {
+        args: o.argv.slice(1),
+        env: o.env,
+        clearEnv: true,
+        // setsid(): a session and process group of its own.
+        detached: true,
+        stdin: "inherit",
+        stdout: "inherit",
+        stderr: "inherit",
+      }).spawn();
+    } catch (e) {
+      const err = e instanceof Error ? e : new Error(String(e));
+      throw new SpawnError(
+        o.argv[0],
+        e instanceof Deno.errors.NotFound
+          ? EXIT_COMMAND_NOT_FOUND
+          : EXIT_CANNOT_EXECUTE,
+        err,
+      );
+    }
+    return new ProcessGroup(child, o);
+  }
+
+  /** Why the group is being stopped, once {@linkcode stop} was called. */
+  get stopReason(): string | undefined {
+    return this.#stopReason;
+  }
+
+  /**
+   * Sends `signal` to the whole group (a forwarded SIGHUP, say). A group
+   * that is already gone is not an error.
+   */
+  signal(signal: Deno.Signal): void {
+    this.#kill(signal);
+  }
+
+  /**
+   * Stops the group: SIGTERM (and SIGCONT, so a stopped process can act on
+   * it), then SIGKILL once the grace has passed while anything is left.
+   * Resolves when no live process is left in the group (or, if SIGKILL
+   * cannot get rid of one, after a bounded wait and an error log).
+   * Idempotent: later calls return the first stop.
+   */
+  stop(reason: string): Promise<void> {
+    if (this.#stopping) return this.#stopping;
+    this.#stopReason = reason;
+    this.#stopping = this.#stopSequence(reason);
+    return this.#stopping;
+  }
+
+  /**
+   * Resolves once the command has exited and its group is empty. Processes
+   * the command left behind in its group are stopped first (they would
+   * otherwise keep working without the lease); the exit is the leader's.
+   */
+  async finished(): Promise<ChildExit> {
+    const exit = await this.#leaderExit;
+    if (this.#stopping) {
+      await this.#stopping;
+    } else if ((await this.#live()).length > 0) {
+      this.#o.logger.warn(
+        "the command exited but left processes in its process group; stopping them before the lease is released",
+        { pgid: this.pid },
+      );
+      await this.stop("the command exited, leaving processes behind");
+    }
+    return exit;
+  }
+
+  async #stopSequence(reason: string): Promise<void> {
+    const { clock, graceMs, logger, onStopSignal } = this.#o;
+    logger.warn("stopping the command", {
+      reason,
+      pgid: this.pid,
+      grace_ms: graceMs,
+    });
+    if (this.#kill("SIGTERM")) onStopSignal?.("SIGTERM");
+    this.#kill("SIGCONT");
+    if (await this.#waitEmpty(clock.timeout(graceMs))) return;
+    logger.warn("the command outlived the grace; sending SIGKILL", {
+      pgid: this.pid,
+    });
+    if (this.#kill("SIGKILL")) onStopSignal?.("SIGKILL");
+    if (await this.#waitEmpty(clock.timeout(KILL_WAIT_MS))) return;
+    logger.error(
+      "processes of the command survive SIGKILL (uninterruptible sleep?); carrying on without them",
+      { pgid: this.pid, pids: (await this.#live()).join(",") },
+    );
+  }
+
+  /** True once the group is empty; false when `bound` aborted first. */
+  async #waitEmpty(bound: AbortSignal): Promise<boolean> {
+    for (;;) {
+      if ((await this.#live()).length === 0) return true;
+      if (bound.aborted) return false;
+      await this.#o.clock.sleep(this.#o.pollMs, bound);
+    }
+  }
+
+  async #live(): Promise<number[]> {
+    try {
+      const live = await this.#o.members(this.pid);
+      // The leader counts until it is reaped, whatever procfs says.
+      return this.#leaderExited || live.includes(this.pid)
+        ? live
+        : [this.pid, ...live];
+    } catch (e) {
+      if (!this.#listFailureReported) {
+        this.#listFailureReported = true;
+        this.#o.logger.warn(
+          "cannot read the process table; only the command itself is waited for",
+          { error: e },
+        );
+      }
+      // Without procfs, the leader's exit is all that can be known.
+      return this.#leaderExited ? [] : [this.pid];
+    }
+  }
+
+  /** Signals the group; false when it is already gone. */
+  #kill(signal: Deno.Signal): boolean {
+    try {
+      Deno.kill(-this.pid, signal);
+      return true;
+    } catch (e) {
+      if (e instanceof Deno.errors.NotFound) return false;
+      this.#o.logger.error("cannot signal the command's process group", {
+        pgid: this.pid,
+        signal,
+        error: e,
+      });
+      return false;
+    }
+  }
+}
+
+/** Options for {@linkcode ChildEnforcer}. */
+export interface ChildEnforcerOptions {
+  /**
+   * Keeps the health marker when a state directory is configured (a
+   * `ProbeEnforcer`); absent: no marker.
+   */
+  marker?: Enforcer;
+  /** The gate's state before the renewer says anything: open right after an acquisition. */
+  initiallyOpen: boolean;
+}
+
+/**
+ * The `run` enforcer: closing the gate stops the attached command's process
+ * group. It also tracks the gate as the renewer applied it (calls arrive in
+ * decision order, asynchronously), and a command is only started while that
+ * gate is open AND the renewer's own, synchronous decision is open too: the
+ * applied gate lags the decision, so a close already decided but still
+ * queued would otherwise let a command start without the lease.
+ */
+export class ChildEnforcer implements Enforcer {
+  #o: ChildEnforcerOptions;
+  #open: boolean;
+  #child: ProcessGroup | undefined;
+  #opened = new AbortController();
+  #closed = new AbortController();
+  #stops = new Set<Promise<void>>();
+
+  /** See {@linkcode ChildEnforcerOptions}. */
+  constructor(options: ChildEnforcerOptions) {
+    this.#o = options;
+    this.#open = options.initiallyOpen;
+    if (this.#open) this.#opened.abort();
+    else this.#closed.abort();
+  }
+
+  /** Whether the gate is open as last applied. */
+  get isOpen(): boolean {
+    return this.#open;
+  }
+
+  /** Aborts when the gate is open (at once if it is now). */
+  get opened(): AbortSignal {
+    return this.#opened.signal;
+  }
+
+  /**
+   * Aborts when the gate is closed as applied (at once if it is now), so a
+   * caller that saw it open while the renewer had decided to close can wait
+   * for that close to be applied.
+   */
+  get closed(): AbortSignal {
+    return this.#closed.signal;
+  }
+
+  /**
+   * Starts a command with `spawn` and attaches it, if and only if the gate
+   * is open now, both as applied and as decided (`decidedOpen`: the
+   * renewer's `status().gateOpen`, read just before); returns undefined
+   * otherwise. Synchronous, so no gate change can come between the check
+   * and the start.
+   */
+  startIfOpen(
+    decidedOpen: boolean,
+    spawn: () => ProcessGroup,
+  ): ProcessGroup | undefined {
+    if (!this.#open || !decidedOpen) return undefined;
+    this.#child = spawn();
+    return this.#child;
+  }
+
+  /** Forgets the command once it is gone. */
+  detach(child: ProcessGroup): void {
+    if (this.#child === child) this.#child = undefined;
+  }
+
+  async open(d: MarkerDeadlines): Promise<void> {
+    await this.#o.marker?.open(d);
+    if (!this.#open) {
+      this.#open = true;
+      this.#opened.abort();
+      this.#closed = new AbortController();
+    }
+  }
+
+  async close(reason: string): Promise<void> {
+    if (this.#open) {
+      this.#open = false;
+      this.#opened = new AbortController();
+      this.#closed.abort();
+    }
+    const child = this.#child;
+    if (child) {
+      const stop = child.stop(reason);
+      this.#stops.add(stop);
+      stop.finally(() => this.#stops.delete(stop));
+    }
+    await this.#o.marker?.close(reason);
+  }
+
+  async dispose(): Promise<void> {
+    await Promise.all([...this.#stops]);
+    await this.#o.marker?.dispose();
+  }
+}

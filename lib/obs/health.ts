@@ -1,0 +1,205 @@
+/**
+ * The HTTP listener of `renew --health-addr` (and `run --health-addr`):
+ * `GET /healthz` gives the probe's verdict computed from the renewer's own
+ * state, for pods whose main image cannot run the copied `check` (no glibc:
+ * distroless/static, scratch, Alpine) and so need an `httpGet` liveness
+ * probe; `GET /metrics` serves the Prometheus metrics.
+ *
+ * @module
+ */
+import type { Clock } from "../state/clock.ts";
+import { ConfigError } from "../config/config.ts";
+import { formatDurationMs } from "../config/duration.ts";
+import type { Logger } from "./log.ts";
+import type { Verdict } from "../state/marker.ts";
+import { METRICS_CONTENT_TYPE } from "./metrics.ts";
+import type { RenewerStatus } from "../hold/renewer.ts";
+
+/** The env variable that sets the listener's address when `--health-addr` is not given. */
+export const HEALTH_ADDR_ENV = "BERTH_HEALTH_ADDR";
+
+/** Where the listener binds. */
+export interface HealthAddr {
+  /** Interface address; `0.0.0.0` for `:PORT`. */
+  hostname: string;
+  /** TCP port; 0 picks a free one (logged at start). */
+  port: number;
+}
+
+/**
+ * Parses `HOST:PORT`, `[V6]:PORT` or `:PORT` (all interfaces, as Go reads
+ * it). Its own function because the value comes from env or a flag and a
+ * typo must be a start-up error naming where it came from.
+ */
+export function parseHealthAddr(value: string, source: string): HealthAddr {
+  const m = /^(?:\[([^\]]+)\]|([^:\[\]]*)):(\d{1,5})$/.exec(value);
+  const port = m ? Number(m[3]) : NaN;
+  if (!m || port > 65535) {
+    throw new ConfigError(
+      `${source}=${
+        JSON.stringify(value)
+      }: want HOST:PORT with a port 0-65535, e.g. 127.0.0.1:8471, or :8471 for all interfaces (what a Kubernetes httpGet probe needs)`,
+    );
+  }
+  const hostname = m[1] ?? m[2];
+  return { hostname: hostname === "" ? "0.0.0.0" : hostname, port };
+}
+
+/**
+ * The listener's address from the `--health-addr` flag (when given, even
+ * empty: empty turns the listener off) or else `BERTH_HEALTH_ADDR` (unset or
+ * empty: off). Throws a {@linkcode ConfigError} for a malformed value.
+ */
+export function healthAddrFrom(
+  flag: string | boolean | undefined,
+  env: string | undefined,
+): HealthAddr | undefined {
+  if (typeof flag === "string") {
+    return flag === "" ? undefined : parseHealthAddr(flag, "--health-addr");
+  }
+  if (env === undefined || env === "") return undefined;
+  return parseHealthAddr(env, HEALTH_ADDR_ENV);
+}
+
+/** Ages are shown truncated to 100 ms, as the probe shows them. */
+function shownMs(ms: number): string {
+  const t = Math.floor(ms / 100) * 100;
+  return formatDurationMs(t > 0 ? t : Math.max(0, Math.floor(ms)));
+}
+
+/**
+ * The probe's verdict from the renewer's state at monotonic time `now`,
+ * matching what `check` would say about the marker the same renewer keeps:
+ * gate closed is `Absent` (the renewer stopped the workload itself: lease
+ * lost, not confirmed, not yet acquired), gate open past its closing time is
+ * `Stale` (the renewer did not act on time: an incident), else `OK`.
+ */
+export function healthVerdict(status: RenewerStatus, now: number): Verdict {
+  if (!status.gateOpen) {
+    return {
+      kind: "Absent",
+      reason: `lease gate closed: ${status.reason ?? "the lease is not held"}`,
+    };
+  }
+  if (status.gateClosesAt === undefined) {
+    return {
+      kind: "Stale",
+      reason:
+        "lease stale: the gate is open without a confirmed deadline; the renewer is not working",
+    };
+  }
+  const late = now - status.gateClosesAt;
+  if (late > 0) {
+    return {
+      kind: "Stale",
+      reason: `lease stale: gate deadline passed ${
+        shownMs(late)
+      } ago; the renewer has not confirmed the lease and has not stopped the workload`,
+    };
+  }
+  return { kind: "OK" };
+}
+
+/** Options for {@linkcode healthHandler} and {@linkcode startHealthServer}. */
+export interface HealthHandlerOptions {
+  /** The lease state now. */
+  status: () => RenewerStatus;
+  /** The clock the status's deadlines are on. */
+  clock: Pick<Clock, "now">;
+  /** The `/metrics` body; without it `/metrics` answers 404. */
+  metrics?: () => string;
+}
+
+const TEXT = "text/plain; charset=utf-8";
+
+function text(
+  status: number,
+  body: string,
+  head: boolean,
+  extra: Record<string, string> = {},
+  type = TEXT,
+): Response {
+  return new Response(head ? null : body, {
+    status,
+    headers: { "content-type": type, "cache-control": "no-store", ...extra },
+  });
+}
+
+/**
+ * The request handler, apart from the socket so tests call it directly:
+ * `GET`/`HEAD /healthz` answers `200 ok` or `503 <reason line>`; `GET`/`HEAD
+ * /metrics` the exposition; other paths 404, other methods 405.
+ */
+export function healthHandler(
+  o: HealthHandlerOptions,
+): (req: Request) => Response {
+  return (req) => {
+    const path = new URL(req.url).pathname;
+    if (path !== "/healthz" && !(path === "/metrics" && o.metrics)) {
+      return text(404, "404 page not found\n", false);
+    }
+    if (req.method !== "GET" && req.method !== "HEAD") {
+      return text(405, "Method Not Allowed\n", false, {
+        allow: "GET, HEAD",
+      });
+    }
+    const head = req.method === "HEAD";
+    if (path === "/metrics") {
+      return text(200, o.metrics!(), head, {}, METRICS_CONTENT_TYPE);
+    }
+    const verdict = healthVerdict(o.status(), o.clock.now());
+    return verdict.kind === "OK"
+      ? text(200, "ok\n", head)
+      : text(503, `${verdict.reason}\n`, head);
+  };
+}
+
+/** Options for {@linkcode startHealthServer}. */
+export interface HealthServerOptions extends HealthHandlerOptions, HealthAddr {
+  /** Where the listening address is logged. */
+  logger: Logger;
+}
+
+/** A running listener. */
+export interface HealthServer {
+  /** Base URL, e.g. `http://127.0.0.1:8471`. */
+  url: string;
+  /** The port bound (useful with port 0). */
+  port: number;
+  /** Stops listening; in-flight requests finish. */
+  close(): Promise<void>;
+}
+
+/**
+ * Starts the listener. Throws when the address cannot be bound (in use, not
+ * an address of this host), so the caller fails at start-up with the address
+ * in the message rather than running without the probe it was asked for.
+ */
+export function startHealthServer(o: HealthServerOptions): HealthServer {
+  let server: Deno.HttpServer<Deno.NetAddr>;
+  try {
+    server = Deno.serve({
+      hostname: o.hostname,
+      port: o.port,
+      onListen: () => {},
+    }, healthHandler(o));
+  } catch (e) {
+    throw new Error(
+      `cannot listen on ${o.hostname}:${o.port} for the health endpoint: ${
+        (e as Error).message
+      }; choose another --health-addr / ${HEALTH_ADDR_ENV}`,
+    );
+  }
+  const addr = server.addr;
+  const host = addr.hostname.includes(":")
+    ? `[${addr.hostname}]`
+    : addr.hostname;
+  const url = `http://${host}:${addr.port}`;
+  o.logger.info("serving /healthz and /metrics", { url });
+  let closed: Promise<void> | undefined;
+  return {
+    url,
+    port: addr.port,
+    close: () => closed ??= server.shutdown(),
+  };
+}

@@ -1,0 +1,436 @@
+/**
+ * The health marker: the file whose presence and freshness tell the main
+ * container's liveness probe that its pod holds the lease.
+ *
+ * The marker's mtime is what upstream's probe checks. This project also
+ * writes, inside the marker, the moment the gate closes on the node's
+ * boot-time clock (which the probe in the main container reads the same way,
+ * through `/proc/uptime`), so the probe fails on time even when the sidecar is
+ * dead or wedged and nobody removes the marker. The content can only make the
+ * verdict stricter: a marker without it (for example one written by the Go
+ * helper) is judged by its mtime alone.
+ *
+ * This module holds everything the probe needs, so that `check` loads it and
+ * nothing else heavy: the content format, the verdict ({@linkcode judgeMarker},
+ * pure; {@linkcode examineMarker}, its I/O) and the hardened small-file read
+ * that the state directory (lib/state.ts) shares with it.
+ *
+ * @module
+ */
+import { readBootMillis } from "./clock.ts";
+import { formatDurationMs } from "../config/duration.ts";
+
+/**
+ * The deadlines a marker carries. The boot-time clock is the one to trust (it
+ * never jumps); the wall-clock copies guard against a boot clock that is not
+ * shared after all (LXCFS gives each container its own `/proc/uptime`). The
+ * probe fails when either has passed.
+ */
+export interface MarkerDeadlines {
+  /** When the workload must be stopped (the lease deadline minus the enforcement lead), ms since boot. */
+  gateClosesBootMs: number;
+  /** The local lease deadline itself (last confirmed send + TTL), ms since boot. */
+  leaseDeadlineBootMs: number;
+  /** The same moment as `gateClosesBootMs` on the wall clock (ms since the epoch), when written. */
+  gateClosesWallMs?: number;
+  /** The same moment as `leaseDeadlineBootMs` on the wall clock, when written. */
+  leaseDeadlineWallMs?: number;
+}
+
+const HEADER = "berth-acquire health marker v1";
+
+/**
+ * The marker's file content for `d`; small, line-oriented, readable with
+ * `cat`. Without deadlines (startup-gate mode, where nobody renews and the
+ * workload may run for good) it is the header alone.
+ */
+export function formatMarker(d: MarkerDeadlines | undefined): string {
+  if (d === undefined) return `${HEADER}\n`;
+  let out =
+    `${HEADER}\ngate_closes_boottime_ms=${Math.floor(d.gateClosesBootMs)}\n` +
+    `lease_deadline_boottime_ms=${Math.floor(d.leaseDeadlineBootMs)}\n`;
+  if (d.gateClosesWallMs !== undefined) {
+    out += `gate_closes_wall_ms=${Math.floor(d.gateClosesWallMs)}\n`;
+  }
+  if (d.leaseDeadlineWallMs !== undefined) {
+    out += `lease_deadline_wall_ms=${Math.floor(d.leaseDeadlineWallMs)}\n`;
+  }
+  return out;
+}
+
+/**
+ * Reads the deadlines back. Returns `undefined` for content that is not ours
+ * (an empty marker, or one written by the Go helper) and for our header
+ * without fields (startup-gate): such a marker is judged by its mtime only. Throws when the content claims to be ours but is
+ * malformed, so the probe fails closed.
+ */
+export function parseMarker(text: string): MarkerDeadlines | undefined {
+  if (!text.startsWith(HEADER + "\n")) return undefined;
+  const fields = new Map<string, string>();
+  for (const line of text.slice(HEADER.length + 1).split("\n")) {
+    if (line === "") continue;
+    const eq = line.indexOf("=");
+    if (eq <= 0) {
+      throw new Error(`malformed marker line ${JSON.stringify(line)}`);
+    }
+    fields.set(line.slice(0, eq), line.slice(eq + 1));
+  }
+  if (fields.size === 0) return undefined;
+  const num = (k: string): number => {
+    const v = fields.get(k);
+    if (v === undefined || !/^\d{1,16}$/.test(v)) {
+      throw new Error(
+        `marker field ${k} is missing or not a whole number of milliseconds`,
+      );
+    }
+    return Number(v);
+  };
+  const d: MarkerDeadlines = {
+    gateClosesBootMs: num("gate_closes_boottime_ms"),
+    leaseDeadlineBootMs: num("lease_deadline_boottime_ms"),
+  };
+  if (fields.has("gate_closes_wall_ms")) {
+    d.gateClosesWallMs = num("gate_closes_wall_ms");
+  }
+  if (fields.has("lease_deadline_wall_ms")) {
+    d.leaseDeadlineWallMs = num("lease_deadline_wall_ms");
+  }
+  return d;
+}
+
+// ---------------------------------------------------------------------------
+// Reading a small file without following symlinks.
+//
+// This lives here, rather than in state.ts, because the probe may load only
+// this module: state.ts reuses it for `holder` and `token`.
+
+/** Why a state file was refused or could not be read; `detail` omits the path. */
+export class StateFileError extends Error {
+  /**
+   * Carries the path and the bare reason separately so that the probe's
+   * one-line verdict can name the path once while logs get the whole story.
+   */
+  constructor(readonly path: string, readonly detail: string) {
+    super(`${path}: ${detail}`);
+    this.name = "StateFileError";
+  }
+}
+
+/** The file-type bits of an lstat result that {@linkcode describeNonRegular} looks at. */
+export interface FileKind {
+  /** A regular file. */
+  isFile: boolean;
+  /** A directory. */
+  isDirectory: boolean;
+  /** A symbolic link (lstat result: never followed). */
+  isSymlink: boolean;
+  /** A named pipe; `null` where the platform does not say. */
+  isFifo?: boolean | null;
+  /** A Unix socket; `null` where the platform does not say. */
+  isSocket?: boolean | null;
+  /** A character device; `null` where the platform does not say. */
+  isCharDevice?: boolean | null;
+  /** A block device; `null` where the platform does not say. */
+  isBlockDevice?: boolean | null;
+}
+
+/**
+ * Says what a state file is instead of a regular file and what to do about
+ * it, because every refusal (by the probe or by the sidecar) must tell the
+ * operator why a file they can see was not accepted.
+ */
+export function describeNonRegular(info: FileKind): string {
+  const fix =
+    "only berth-acquire writes the state volume; remove it and let the helper rewrite it";
+  if (info.isSymlink) {
+    return `is a symbolic link, which is never followed (${fix})`;
+  }
+  if (info.isDirectory) return `is a directory, not a regular file (${fix})`;
+  if (info.isFifo) return `is a named pipe, not a regular file (${fix})`;
+  if (info.isSocket) return `is a socket, not a regular file (${fix})`;
+  if (info.isCharDevice || info.isBlockDevice) {
+    return `is a device, not a regular file (${fix})`;
+  }
+  return `is not a regular file (${fix})`;
+}
+
+/** What {@linkcode readSmallFileNoFollow} found at a path. */
+export type NoFollowRead =
+  | { kind: "absent" }
+  | { kind: "not-regular"; info: Deno.FileInfo }
+  | { kind: "file"; info: Deno.FileInfo; bytes: Uint8Array };
+
+/** How often a path that is replaced between lstat and open is looked at again. */
+const OPEN_ATTEMPTS = 3;
+
+/**
+ * Reads a small regular file without ever following a symlink or blocking on
+ * a FIFO: the path is lstat-ed first (only a regular file is opened), then
+ * the opened file's device and inode are compared with the lstat result, so a
+ * path swapped in between is detected rather than trusted. The state files
+ * are replaced by atomic renames while they are read, so a mismatch is looked
+ * at again ({@linkcode OPEN_ATTEMPTS} times) before it is reported.
+ *
+ * A missing file (also one removed during the read) is `absent`, not an
+ * error. Throws a {@linkcode StateFileError} for anything else that is wrong:
+ * a file larger than `maxBytes`, an open or read error, a path that keeps
+ * changing. Deno offers no `O_NOFOLLOW`, hence the compare; the remaining
+ * window (a regular file replaced by a FIFO between lstat and open) can only
+ * make `open` block, which the probe's timeout turns into a failure.
+ *
+ * Synchronous on purpose: the files are a few KiB on a local volume, and the
+ * probe, which shares this code, pays less without promises.
+ */
+export function readSmallFileNoFollow(
+  path: string,
+  maxBytes: number,
+  what: string,
+): NoFollowRead {
+  for (let attempt = 1;; attempt++) {
+    let linfo: Deno.FileInfo;
+    try {
+      linfo = Deno.lstatSync(path);
+    } catch (e) {
+      if (e instanceof Deno.errors.NotFound) return { kind: "absent" };
+      throw new StateFileError(
+        path,
+        `cannot examine the ${what}: ${(e as Error).message}`,
+      );
+    }
+    if (!linfo.isFile) return { kind: "not-regular", info: linfo };
+    let file: Deno.FsFile;
+    try {
+      file = Deno.openSync(path, { read: true });
+    } catch (e) {
+      if (e instanceof Deno.errors.NotFound) return { kind: "absent" };
+      throw new StateFileError(
+        path,
+        `cannot open the ${what}: ${(e as Error).message}`,
+      );
+    }
+    try {
+      const info = file.statSync();
+      if (info.dev !== linfo.dev || info.ino !== linfo.ino) {
+        if (attempt < OPEN_ATTEMPTS) continue;
+        throw new StateFileError(
+          path,
+          `kept changing while it was opened (${OPEN_ATTEMPTS} attempts); another process is replacing the ${what}`,
+        );
+      }
+      if (info.size > maxBytes) {
+        throw new StateFileError(path, tooLarge(info.size, maxBytes, what));
+      }
+      // Read one byte more than allowed, so a file that grew since fstat is caught too.
+      const buf = new Uint8Array(maxBytes + 1);
+      let n = 0;
+      while (n < buf.length) {
+        const got = file.readSync(buf.subarray(n));
+        if (got === null || got === 0) break;
+        n += got;
+      }
+      if (n > maxBytes) {
+        throw new StateFileError(path, tooLarge(n, maxBytes, what));
+      }
+      return { kind: "file", info, bytes: buf.slice(0, n) };
+    } catch (e) {
+      if (e instanceof StateFileError) throw e;
+      throw new StateFileError(
+        path,
+        `cannot read the ${what}: ${(e as Error).message}`,
+      );
+    } finally {
+      file.close();
+    }
+  }
+}
+
+function tooLarge(size: number, max: number, what: string): string {
+  return `is ${size} bytes or more, larger than any ${what} berth-acquire writes (limit ${max} bytes); remove it and let the helper rewrite it`;
+}
+
+// ---------------------------------------------------------------------------
+// The probe's verdict.
+
+/** The largest marker the probe reads; ours is under 100 bytes. */
+export const MARKER_MAX_BYTES = 4096;
+
+/**
+ * The four outcomes of the probe, kept apart because each means something
+ * different to the operator reading the pod's events: `Absent` is an expected
+ * failover (the sidecar removed the marker), `Stale` is an incident (nobody
+ * refreshed it), `Indeterminate` means the marker could not be examined (the
+ * probe fails closed).
+ */
+export type VerdictKind = "OK" | "Absent" | "Stale" | "Indeterminate";
+
+/** A verdict and, unless it is `OK`, the one line the probe prints. */
+export type Verdict =
+  | { kind: "OK" }
+  | { kind: Exclude<VerdictKind, "OK">; reason: string };
+
+/** The lstat-like facts about the marker that {@linkcode judgeMarker} needs. */
+export interface MarkerStat extends FileKind {
+  /** Last modification time; `null` where the platform cannot say (judged Indeterminate). */
+  mtime: Date | null;
+}
+
+/** What examining the marker found: the input of {@linkcode judgeMarker}. */
+export interface MarkerObservation {
+  /** The lstat-like result for the path, or why it could not be examined (`NotFound`: absent). */
+  stat: MarkerStat | Error;
+  /** The content of a regular file; `null` when it was not read (not a regular file). */
+  content: string | null;
+}
+
+/** The clocks and the limit {@linkcode judgeMarker} judges by. */
+export interface JudgeOptions {
+  /** The marker path, as printed in the reason line. */
+  path: string;
+  /** The wall clock now, ms since the epoch (the same kernel clock that stamped the mtime). */
+  wallNowMs: number;
+  /** The boot-time clock in ms; called only when the marker carries a deadline. May throw. */
+  bootNowMs: () => number;
+  /** The largest accepted age in ms; 0 means presence only (no mtime limit). */
+  maxAgeMs: number;
+}
+
+/**
+ * Ages in reason lines are truncated to 100 ms, so that 16.04 s prints as
+ * `16s` and 15.43 s as `15.4s`; below 100 ms the whole milliseconds are kept
+ * so that a short limit never prints a misleading `0s`.
+ */
+function shownMs(ms: number): string {
+  const t = Math.floor(ms / 100) * 100;
+  return formatDurationMs(t > 0 ? t : Math.floor(ms));
+}
+
+/**
+ * Decides the probe's verdict from what was observed, with no I/O of its own
+ * (the boot-time clock is a getter, read only when the marker carries a
+ * deadline), so every case is testable without files or sleeping.
+ *
+ * The order of the checks: absent; cannot be examined or not a regular file
+ * (Indeterminate); the mtime bound (Stale); malformed content that claims to
+ * be ours (Indeterminate); the gate deadline in the content, on the
+ * boot-time clock and then, when the marker has it, on the wall clock
+ * (Stale). The
+ * content can only make the verdict stricter: content that is not ours is
+ * judged by the mtime alone. When the mtime bound already fails, the verdict
+ * reports only that (the line upstream printed) and the boot-time clock is
+ * not read. The deadline applies with or without `--max-age`. Age equal to
+ * the limit passes, and so does the boot clock equal to the deadline; a
+ * marker with an mtime in the future counts as fresh.
+ */
+export function judgeMarker(
+  obs: MarkerObservation,
+  opts: JudgeOptions,
+): Verdict {
+  const { path } = opts;
+  const indeterminate = (detail: string): Verdict => ({
+    kind: "Indeterminate",
+    reason: `health marker indeterminate: ${path}: ${detail}`,
+  });
+  const stat = obs.stat;
+  if (stat instanceof Error) {
+    if (stat instanceof Deno.errors.NotFound) {
+      return { kind: "Absent", reason: `health marker absent: ${path}` };
+    }
+    return indeterminate(
+      stat instanceof StateFileError && stat.path === path
+        ? stat.detail
+        : stat.message,
+    );
+  }
+  if (!stat.isFile || stat.isSymlink || stat.isDirectory) {
+    return indeterminate(describeNonRegular(stat));
+  }
+  if (stat.mtime === null) {
+    return indeterminate("the file system reports no modification time");
+  }
+  if (opts.maxAgeMs > 0) {
+    const age = opts.wallNowMs - stat.mtime.getTime();
+    if (age > opts.maxAgeMs) {
+      return {
+        kind: "Stale",
+        reason: `health marker stale: ${path} not refreshed for ${
+          shownMs(age)
+        } (limit ${
+          formatDurationMs(opts.maxAgeMs)
+        }); the lease sidecar is not renewing`,
+      };
+    }
+  }
+  if (obs.content === null) {
+    return indeterminate("its content was not read");
+  }
+  let deadlines: MarkerDeadlines | undefined;
+  try {
+    deadlines = parseMarker(obs.content);
+  } catch (e) {
+    return indeterminate(
+      `${(e as Error).message} (the content claims to be berth-acquire's ` +
+        "but is malformed; remove the file and let the lease sidecar rewrite it)",
+    );
+  }
+  if (deadlines === undefined) return { kind: "OK" };
+  const stale = (late: number, field: string): Verdict => ({
+    kind: "Stale",
+    reason: `health marker stale: ${path} gate deadline passed ${
+      shownMs(late)
+    } ago (${field} in the marker); the lease sidecar has not confirmed the lease`,
+  });
+  let boot: number;
+  try {
+    boot = opts.bootNowMs();
+  } catch (e) {
+    return indeterminate((e as Error).message);
+  }
+  const late = boot - deadlines.gateClosesBootMs;
+  if (late > 0) return stale(late, "gate_closes_boottime_ms");
+  if (deadlines.gateClosesWallMs !== undefined) {
+    const lateWall = opts.wallNowMs - deadlines.gateClosesWallMs;
+    if (lateWall > 0) return stale(lateWall, "gate_closes_wall_ms");
+  }
+  return { kind: "OK" };
+}
+
+/** Options for {@linkcode examineMarker}; the defaults are the real clocks. */
+export interface ExamineOptions {
+  /** The largest accepted age in ms; 0 means presence only. */
+  maxAgeMs: number;
+  /** The wall clock in ms since the epoch; default `Date.now`. */
+  wallNowMs?: () => number;
+  /** The boot-time clock in ms; default `readBootMillis` (lib/clock.ts). */
+  bootNowMs?: () => number;
+}
+
+/**
+ * The probe's I/O: examines the marker at `path` (without following
+ * symlinks, reading at most {@linkcode MARKER_MAX_BYTES}) and hands what it
+ * found to {@linkcode judgeMarker}. Never throws: whatever goes wrong is an
+ * `Indeterminate` verdict, because a probe must fail closed.
+ */
+export function examineMarker(path: string, opts: ExamineOptions): Verdict {
+  let obs: MarkerObservation;
+  try {
+    const r = readSmallFileNoFollow(path, MARKER_MAX_BYTES, "health marker");
+    if (r.kind === "absent") {
+      obs = { stat: new Deno.errors.NotFound(path), content: null };
+    } else if (r.kind === "not-regular") {
+      obs = { stat: r.info, content: null };
+    } else {
+      obs = { stat: r.info, content: new TextDecoder().decode(r.bytes) };
+    }
+  } catch (e) {
+    obs = {
+      stat: e instanceof Error ? e : new Error(String(e)),
+      content: null,
+    };
+  }
+  return judgeMarker(obs, {
+    path,
+    wallNowMs: (opts.wallNowMs ?? Date.now)(),
+    bootNowMs: opts.bootNowMs ?? (() => readBootMillis()),
+    maxAgeMs: opts.maxAgeMs,
+  });
+}

@@ -1,0 +1,360 @@
+/**
+ * `berth-acquire acquire` as the init container runs it: the real CLI in a
+ * child process against a development lease server on 127.0.0.1. Every wait
+ * is a bounded poll on something a user would see (an exit, a log line, a
+ * file); nothing here measures elapsed time.
+ *
+ * @module
+ */
+import assert from "node:assert/strict";
+import { startDevServer } from "../../lib/devserver/server.ts";
+import { runCli, runExecutable } from "../support/cli.ts";
+import {
+  bootNowMs,
+  HelperProcess,
+  leaseEnv,
+  leaseRpc,
+  listDir,
+  readStateFile,
+  runtimeHolder,
+  tempDir,
+  waitFor,
+} from "../support/lease_env.ts";
+import { makeTestPki, opensslMissing } from "../support/tls.ts";
+
+const KEY = { namespace: "prod", name: "web" };
+const OTHER = "prod/pod:web-1:uid:0000-other";
+/** Bounds a whole CLI run, so a wedged child fails the test instead of hanging it. */
+const RUN_BOUND_MS = 60_000;
+const MARKER_RE =
+  /^berth-acquire health marker v1\ngate_closes_boottime_ms=(\d+)\nlease_deadline_boottime_ms=(\d+)\ngate_closes_wall_ms=(\d+)\nlease_deadline_wall_ms=(\d+)\n$/;
+
+Deno.test({
+  name:
+    "acquire over HTTPS with a private CA and a server-name override: state files, probe and log",
+  ignore: opensslMissing() !== undefined,
+  async fn() {
+    await using pki = await makeTestPki({ names: ["berth.test"] });
+    await using server = await startDevServer({
+      tls: { certFile: pki.serverCert, keyFile: pki.serverKey },
+    });
+    await using dir = await tempDir();
+    const url = `https://127.0.0.1:${server.port}`;
+    const tls = ["--ca-bundle-file", pki.caCert, "--server-name", "berth.test"];
+
+    const bootBefore = bootNowMs();
+    const wallBefore = Date.now();
+    const r = await runCli(["acquire", ...tls], {
+      env: leaseEnv({ apiServer: url, stateDir: dir.path, ttlSeconds: 8 }),
+      signal: AbortSignal.timeout(RUN_BOUND_MS),
+    });
+    const bootAfter = bootNowMs();
+    const wallAfter = Date.now();
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(r.stderr, /msg="lease acquired" .*fencing_token=1(\s|$)/);
+
+    const d = dir.path;
+    assert.equal(readStateFile(d, "holder"), runtimeHolder());
+    assert.equal(readStateFile(d, "token"), "1");
+    const m = MARKER_RE.exec(readStateFile(d, "healthy") ?? "");
+    assert.ok(m, `runtime-singleton marker: ${readStateFile(d, "healthy")}`);
+    const [gate, deadline] = [Number(m[1]), Number(m[2])];
+    assert.equal(deadline - gate, 4_000, "gate closes the probe lead early");
+    // The deadline is the send time of the successful Acquire plus the TTL,
+    // and that send happened while the command ran (10 ms clock resolution).
+    assert.ok(
+      deadline >= bootBefore + 8_000 - 10,
+      `${deadline} vs ${bootBefore}`,
+    );
+    assert.ok(
+      deadline <= bootAfter + 8_000 + 10,
+      `${deadline} vs ${bootAfter}`,
+    );
+    // The wall-clock copy of the same two moments.
+    const [gateWall, deadlineWall] = [Number(m[3]), Number(m[4])];
+    assert.equal(deadlineWall - gateWall, 4_000);
+    assert.ok(
+      deadlineWall >= wallBefore + 8_000 && deadlineWall <= wallAfter + 8_000,
+    );
+    assert.equal((await Deno.stat(`${d}/check`)).mode! & 0o777, 0o755);
+    for (const f of ["holder", "token", "healthy"]) {
+      assert.equal((await Deno.stat(`${d}/${f}`)).mode! & 0o777, 0o644, f);
+    }
+    const probe = await runExecutable(
+      [`${d}/check`, "check", `${d}/healthy`, "--max-age", "30s"],
+      { signal: AbortSignal.timeout(RUN_BOUND_MS) },
+    );
+    assert.deepEqual([probe.code, probe.stdout], [0, ""], probe.stderr);
+    assert.equal(server.store.get("prod", "web")?.holder, runtimeHolder());
+
+    // startup-gate: nobody renews, so the marker carries no deadline.
+    await using gateDir = await tempDir();
+    const g = await runCli(["acquire", ...tls], {
+      env: leaseEnv({
+        apiServer: url,
+        stateDir: gateDir.path,
+        leaseName: "batch",
+        mode: "startup-gate",
+        extra: {
+          BERTH_WORKLOAD_KIND: "Deployment",
+          BERTH_WORKLOAD_NAME: "batch",
+        },
+      }),
+      signal: AbortSignal.timeout(RUN_BOUND_MS),
+    });
+    assert.equal(g.code, 0, g.stderr);
+    assert.equal(
+      readStateFile(gateDir.path, "holder"),
+      "prod/Deployment:batch",
+    );
+    assert.equal(readStateFile(gateDir.path, "token"), "1");
+    assert.equal(
+      readStateFile(gateDir.path, "healthy"),
+      "berth-acquire health marker v1\n",
+    );
+  },
+});
+
+Deno.test({
+  name:
+    "acquire that does not trust the server's CA retries, then gives up at --acquire-timeout naming the certificate problem",
+  ignore: opensslMissing() !== undefined,
+  async fn() {
+    await using pki = await makeTestPki({ names: ["berth.test"] });
+    await using server = await startDevServer({
+      tls: { certFile: pki.serverCert, keyFile: pki.serverKey },
+    });
+    await using dir = await tempDir();
+    const r = await runCli([
+      "acquire",
+      "--ca-bundle-file",
+      pki.otherCaCert,
+      "--server-name",
+      "berth.test",
+      "--acquire-timeout",
+      "2s",
+    ], {
+      env: leaseEnv({
+        apiServer: `https://127.0.0.1:${server.port}`,
+        stateDir: dir.path,
+      }),
+      signal: AbortSignal.timeout(RUN_BOUND_MS),
+    });
+    assert.equal(r.code, 1, r.stderr);
+    const failures = r.stderr.split("\n").filter((l) =>
+      /lease acquire failed; retrying/.test(l)
+    );
+    assert.ok(failures.length >= 2, `retried:\n${r.stderr}`);
+    assert.match(failures[0], /certificate is not trusted/);
+    assert.match(r.stderr, /--acquire-timeout reached/);
+    assert.deepEqual(listDir(dir.path), [], "nothing written");
+    assert.equal(server.store.get("prod", "web"), undefined);
+  },
+});
+
+Deno.test("acquire waits while another holder has the lease, naming it, and acquires once it is released", async () => {
+  await using server = await startDevServer();
+  await using dir = await tempDir();
+  const taken = await leaseRpc(server.url, "acquire", KEY, {
+    holder: OTHER,
+    ttlSeconds: 300,
+  });
+  assert.equal(taken.body?.acquired, true);
+
+  await using p = new HelperProcess(
+    ["acquire"],
+    leaseEnv({ apiServer: server.url, stateDir: dir.path }),
+  );
+  const waiting = await p.waitForLine(/lease held by another holder; waiting/);
+  assert.match(waiting, new RegExp(`current_holder=${OTHER}(\\s|$)`));
+  assert.deepEqual(listDir(dir.path), [], "nothing written while waiting");
+  assert.equal(p.exited, undefined, "still waiting");
+
+  const released = await leaseRpc(server.url, "release", KEY, {
+    holder: OTHER,
+    fencingToken: 1,
+  });
+  assert.equal(released.status, 204);
+  const status = await p.wait();
+  assert.equal(status.code, 0, p.log);
+  assert.match(p.log, /msg="lease acquired" .*fencing_token=2(\s|$)/);
+  assert.equal(readStateFile(dir.path, "token"), "2");
+  assert.equal(readStateFile(dir.path, "holder"), runtimeHolder());
+});
+
+Deno.test("acquire gives up at --acquire-timeout while the lease is held: exit 1, a clear line, no state", async () => {
+  await using server = await startDevServer();
+  await using dir = await tempDir();
+  await leaseRpc(server.url, "acquire", KEY, {
+    holder: OTHER,
+    ttlSeconds: 300,
+  });
+  const r = await runCli(["acquire", "--acquire-timeout", "1500ms"], {
+    env: leaseEnv({ apiServer: server.url, stateDir: dir.path }),
+    signal: AbortSignal.timeout(RUN_BOUND_MS),
+  });
+  assert.equal(r.code, 1, r.stderr);
+  assert.match(
+    r.stderr,
+    /level=ERROR msg="gave up waiting for the lease: --acquire-timeout reached"/,
+  );
+  assert.match(r.stderr, /lease held by another holder; waiting/);
+  assert.deepEqual(listDir(dir.path), []);
+  assert.equal(server.store.get("prod", "web")?.holder, OTHER);
+});
+
+Deno.test("SIGTERM while acquire waits: exits 1 promptly with a log line, no state", async () => {
+  await using server = await startDevServer();
+  await using dir = await tempDir();
+  await leaseRpc(server.url, "acquire", KEY, {
+    holder: OTHER,
+    ttlSeconds: 300,
+  });
+  await using p = new HelperProcess(
+    ["acquire"],
+    // A long heartbeat: only the signal can end the wait promptly.
+    leaseEnv({
+      apiServer: server.url,
+      stateDir: dir.path,
+      ttlSeconds: 600,
+      heartbeatSeconds: 300,
+    }),
+  );
+  await p.waitForLine(/lease held by another holder; waiting/);
+  p.kill("SIGTERM");
+  const status = await p.wait(10_000);
+  assert.equal(status.code, 1, p.log);
+  assert.match(p.log, /signal received; shutting down".*signal=SIGTERM/);
+  assert.match(
+    p.log,
+    /level=ERROR msg="stopped before the lease was acquired"/,
+  );
+  assert.deepEqual(listDir(dir.path), []);
+});
+
+Deno.test("a hung Acquire is abandoned at its bound and retried: acquire does not stick on one request", async () => {
+  await using server = await startDevServer();
+  await using dir = await tempDir();
+  server.faults.hangNext(1);
+  await using p = new HelperProcess(
+    ["acquire"],
+    leaseEnv({ apiServer: server.url, stateDir: dir.path }),
+  );
+  await waitFor(() => server.faults.hanging === 1, {
+    timeoutMs: 20_000,
+    what: "the first Acquire to hang",
+  });
+  const status = await p.wait(40_000);
+  assert.equal(status.code, 0, p.log);
+  assert.equal(server.rpcCount("acquire"), 2, "one hung request, one retry");
+  assert.match(
+    p.log,
+    /lease acquire failed; retrying".*error="request timed out/,
+  );
+  assert.equal(readStateFile(dir.path, "token"), "1");
+});
+
+async function sha256Hex(text: string): Promise<string> {
+  const d = await crypto.subtle.digest(
+    "SHA-256",
+    new TextEncoder().encode(text),
+  );
+  return Array.from(new Uint8Array(d), (b) => b.toString(16).padStart(2, "0"))
+    .join("");
+}
+
+Deno.test("JSON logs carry level, msg, lease, namespace and holder, and never the API key", async () => {
+  const apiKey = "s3cret-token-0f9a7c2e";
+  await using server = await startDevServer({
+    apiKeys: [`tenant:${await sha256Hex(apiKey)}`],
+  });
+  await using dir = await tempDir();
+  const base = {
+    apiServer: server.url,
+    stateDir: dir.path,
+    extra: { BERTH_CLUSTER_ID: "tenant", BERTH_LOG_FORMAT: "json" },
+  };
+  const holder = `tenant/${runtimeHolder().replace("/", ":")}`;
+
+  // A rejected key first: the 401 is logged, the key is not.
+  const wrongKey = "wrong-token-77d1e0";
+  const denied = await runCli(["acquire", "--acquire-timeout", "1500ms"], {
+    env: leaseEnv({
+      ...base,
+      extra: { ...base.extra, BERTH_API_KEY: wrongKey },
+    }),
+    signal: AbortSignal.timeout(RUN_BOUND_MS),
+  });
+  assert.equal(denied.code, 1, denied.stderr);
+  assert.match(denied.stderr, /401/);
+
+  const ok = await runCli(["acquire"], {
+    env: leaseEnv({ ...base, extra: { ...base.extra, BERTH_API_KEY: apiKey } }),
+    signal: AbortSignal.timeout(RUN_BOUND_MS),
+  });
+  assert.equal(ok.code, 0, ok.stderr);
+
+  for (const [r, key] of [[denied, wrongKey], [ok, apiKey]] as const) {
+    assert.ok(!r.stdout.includes(key) && !r.stderr.includes(key), "key leaked");
+    const lines = r.stderr.split("\n").filter((l) => l !== "");
+    assert.ok(lines.length >= 2, r.stderr);
+    for (const line of lines) {
+      const rec = JSON.parse(line);
+      assert.ok(["DEBUG", "INFO", "WARN", "ERROR"].includes(rec.level), line);
+      assert.equal(typeof rec.msg, "string", line);
+      assert.equal(rec.lease, "web", line);
+      assert.equal(rec.namespace, "prod", line);
+      assert.equal(rec.holder, holder, line);
+    }
+  }
+  const acquired = ok.stderr.split("\n").filter((l) => l !== "")
+    .map((l) => JSON.parse(l)).find((rec) => rec.msg === "lease acquired");
+  assert.equal(acquired?.fencing_token, 1);
+  assert.equal(readStateFile(dir.path, "holder"), holder);
+});
+
+Deno.test("a configuration error (no TTL) exits 1 with the spec's message and touches nothing", async () => {
+  await using dir = await tempDir();
+  const r = await runCli(["acquire"], {
+    env: leaseEnv({
+      apiServer: "http://127.0.0.1:9",
+      stateDir: dir.path,
+      omit: ["BERTH_TTL_SECONDS", "BERTH_HEARTBEAT_SECONDS"],
+    }),
+    signal: AbortSignal.timeout(RUN_BOUND_MS),
+  });
+  assert.equal(r.code, 1);
+  assert.match(
+    r.stderr,
+    /ttl must be positive and at most 2147483647 seconds \(the API limit\)/,
+  );
+  assert.equal(r.stderr.trim().split("\n").length, 1, r.stderr);
+  assert.deepEqual(listDir(dir.path), []);
+});
+
+Deno.test("a second acquire under the same holder identity does not get a lease that is already held", async () => {
+  await using server = await startDevServer();
+  await using one = await tempDir();
+  await using two = await tempDir();
+  const env = (stateDir: string) =>
+    leaseEnv({
+      apiServer: server.url,
+      stateDir,
+      ttlSeconds: 30,
+      heartbeatSeconds: 1,
+    });
+  const first = await runCli(["acquire"], {
+    env: env(one.path),
+    signal: AbortSignal.timeout(RUN_BOUND_MS),
+  });
+  assert.equal(first.code, 0, first.stderr);
+  // The server answers a live holder's Acquire like a renew; the second
+  // process must notice that the grant is older than its request.
+  const second = await runCli(["acquire", "--acquire-timeout", "2s"], {
+    env: env(two.path),
+    signal: AbortSignal.timeout(RUN_BOUND_MS),
+  });
+  assert.equal(second.code, 1, second.stderr);
+  assert.match(second.stderr, /already held under this holder identity/);
+  assert.deepEqual(listDir(two.path), [], "nothing handed over");
+});

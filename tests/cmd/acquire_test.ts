@@ -1,0 +1,368 @@
+/**
+ * The init container's acquire loop and the marker it hands over, driven by
+ * a fake clock and a scripted server: every instant asserted here is exact.
+ *
+ * @module
+ */
+import assert from "node:assert/strict";
+import {
+  type AcquiredLease,
+  acquireLease,
+  type AcquireLeaseOptions,
+  handoffMarker,
+} from "../../lib/cmd/acquire.ts";
+import { extendedExistingGrant } from "../../lib/hold/deadline.ts";
+import type { GrantOutcome } from "../../lib/lease/rpc.ts";
+import {
+  createLogger,
+  type LogFields,
+  type Logger,
+} from "../../lib/obs/log.ts";
+import { FakeClock, settle } from "../support/fake_clock.ts";
+import {
+  record,
+  type ScriptedCall,
+  ScriptedClient,
+} from "../support/scripted_client.ts";
+
+const HOLDER = "prod/pod:web-0:uid:1111";
+const OTHER = "prod/pod:web-1:uid:2222";
+const HB = 3_000;
+
+interface LogRecord {
+  level: string;
+  msg: string;
+  fields: LogFields;
+}
+
+function recordingLogger(into: LogRecord[]): Logger {
+  const make = (base: LogFields): Logger => {
+    const at = (level: string) => (msg: string, fields?: LogFields) =>
+      into.push({ level, msg, fields: { ...base, ...fields } });
+    return {
+      debug: at("DEBUG"),
+      info: at("INFO"),
+      warn: at("WARN"),
+      error: at("ERROR"),
+      with: (f) => make({ ...base, ...f }),
+    };
+  };
+  return make({});
+}
+
+const acquired = (token: number): GrantOutcome => ({
+  kind: "acquired",
+  lease: record(HOLDER, token),
+});
+const held = (token: number): GrantOutcome => ({
+  kind: "not-acquired",
+  lease: record(OTHER, token),
+});
+const broken: GrantOutcome = {
+  kind: "server-error",
+  status: 500,
+  message: "internal error",
+  requestId: "r1",
+};
+
+/** One acquire loop under test, with its clock, server and log. */
+function setup(over: Partial<AcquireLeaseOptions> = {}) {
+  const clock = new FakeClock();
+  const client = new ScriptedClient(() => clock.now());
+  const logs: LogRecord[] = [];
+  const stop = new AbortController();
+  let result: AcquiredLease | undefined | "pending" = "pending";
+  const done = acquireLease({
+    client,
+    holder: HOLDER,
+    ttlSeconds: 10,
+    heartbeatMs: HB,
+    signal: stop.signal,
+    clock,
+    logger: recordingLogger(logs),
+    random: () => 0.5,
+    ...over,
+  }).then((r) => {
+    result = r;
+  });
+  return {
+    clock,
+    client,
+    logs,
+    stop,
+    done,
+    result: () => result,
+    /** The call in flight; fails when there is none. */
+    async pending(): Promise<ScriptedCall> {
+      await settle();
+      const c = client.pending();
+      assert.ok(c, "a request is in flight");
+      return c;
+    },
+    /** Asserts the next request goes out exactly `gap` ms after the previous one was sent. */
+    async expectNextAfter(gap: number): Promise<ScriptedCall> {
+      await settle();
+      const prev = client.calls.at(-1)!;
+      const n = client.calls.length;
+      await clock.advanceTo(prev.at! + gap - 1);
+      assert.equal(client.calls.length, n, `no request before ${gap} ms`);
+      await clock.advanceTo(prev.at! + gap);
+      assert.equal(client.calls.length, n + 1, `a request at ${gap} ms`);
+      return client.calls.at(-1)!;
+    },
+  };
+}
+
+Deno.test("acquireLease polls a lease held by another at the heartbeat, logging the holder, and returns the winning request's send times", async () => {
+  const t = setup();
+  const first = await t.pending();
+  first.answer(held(4));
+  const second = await t.expectNextAfter(HB);
+  second.answer(held(4));
+  const third = await t.expectNextAfter(HB);
+  third.answer(acquired(5));
+  await t.done;
+  assert.deepEqual(t.result(), {
+    token: 5,
+    sentAt: third.at,
+    sentAtBoot: third.at! + 50_000_000,
+    sentAtWall: third.at! + 1_700_000_000_000,
+  });
+  const waits = t.logs.filter((l) => l.msg.includes("held by another"));
+  assert.equal(waits.length, 2);
+  assert.equal(waits[0].level, "INFO");
+  assert.equal(waits[0].fields.current_holder, OTHER);
+  assert.equal(waits[0].fields.current_fencing_token, 4);
+  assert.ok(t.client.calls.every((c) => c.rpc === "acquire"));
+  assert.ok(
+    t.client.calls.every((c) => c.ttlSeconds === 10 && c.holder === HOLDER),
+  );
+});
+
+Deno.test("acquireLease backs off on errors from 0.5 s, doubling up to the heartbeat, with jitter; a held answer resets it", async () => {
+  // random 0.5 -> each wait is 0.75 of the current back-off.
+  const t = setup();
+  (await t.pending()).answer(broken);
+  for (const gap of [375, 750, 1_500, 2_250, 2_250]) {
+    (await t.expectNextAfter(gap)).answer(broken);
+  }
+  const afterErrors = await t.expectNextAfter(2_250);
+  afterErrors.answer(held(7));
+  (await t.expectNextAfter(HB)).answer(broken);
+  (await t.expectNextAfter(375)).answer(acquired(8));
+  await t.done;
+  assert.equal((t.result() as AcquiredLease).token, 8);
+  const warn = t.logs.find((l) => l.level === "WARN");
+  assert.equal(warn?.msg, "lease acquire failed; retrying");
+  assert.match(String(warn?.fields.error), /500.*internal error.*r1/);
+  assert.equal(warn?.fields.retry_in_ms, 375);
+});
+
+Deno.test("acquireLease jitters error waits between half and all of the back-off", async () => {
+  for (const [r, first] of [[0, 250], [0.999, 499.75]] as const) {
+    const t = setup({ random: () => r });
+    (await t.pending()).answer(broken);
+    const next = await t.expectNextAfter(first);
+    next.answer(acquired(1));
+    await t.done;
+  }
+});
+
+Deno.test("acquireLease caps the error back-off at a heartbeat shorter than 0.5 s", async () => {
+  const t = setup({ heartbeatMs: 200, random: () => 1 });
+  (await t.pending()).answer(broken);
+  (await t.expectNextAfter(200)).answer(broken);
+  (await t.expectNextAfter(200)).answer(acquired(2));
+  await t.done;
+  assert.equal((t.result() as AcquiredLease).token, 2);
+});
+
+Deno.test("acquireLease bounds every request: a hung Acquire is abandoned at the request timeout and retried", async () => {
+  const t = setup({ requestTimeoutMs: 10_000 });
+  const hung = await t.pending();
+  await t.clock.advanceTo(hung.at! + 9_999);
+  assert.equal(hung.done, false);
+  assert.equal(t.client.calls.length, 1);
+  await t.clock.advanceTo(hung.at! + 10_000);
+  assert.equal(hung.done, true);
+  assert.equal((hung.signal.reason as Error).name, "TimeoutError");
+  // The wait counts from the send time, which is long past: retry at once.
+  assert.equal(t.client.calls.length, 2);
+  const retry = t.client.calls[1];
+  assert.equal(retry.at, hung.at! + 10_000);
+  assert.match(String(t.logs.at(-1)?.fields.error), /timed out/);
+  retry.answer(acquired(1));
+  await t.done;
+  assert.equal((t.result() as AcquiredLease).sentAt, retry.at);
+});
+
+Deno.test("acquireLease uses the reference client's 10 s bound by default", async () => {
+  const t = setup();
+  const hung = await t.pending();
+  await t.clock.advanceTo(hung.at! + 9_999);
+  assert.equal(hung.done, false);
+  await t.clock.advanceTo(hung.at! + 10_000);
+  assert.equal(hung.done, true);
+  t.stop.abort();
+  await t.done;
+});
+
+Deno.test("acquireLease stops at once when aborted while waiting, without another request", async () => {
+  const t = setup();
+  (await t.pending()).answer(held(1));
+  await t.clock.advance(1_000);
+  t.stop.abort();
+  await t.done;
+  assert.equal(t.result(), undefined);
+  assert.equal(t.client.calls.length, 1);
+  assert.equal(t.clock.now(), t.client.calls[0].at! + 1_000, "no time passed");
+});
+
+Deno.test("acquireLease stops when aborted during a request, and never starts one when aborted already", async () => {
+  const t = setup();
+  const call = await t.pending();
+  t.stop.abort();
+  await t.done;
+  assert.equal(call.done, true);
+  assert.equal(t.result(), undefined);
+  assert.equal(t.client.calls.length, 1);
+
+  const stop = new AbortController();
+  stop.abort();
+  const client = new ScriptedClient();
+  const r = await acquireLease({
+    client,
+    holder: HOLDER,
+    ttlSeconds: 10,
+    heartbeatMs: HB,
+    signal: stop.signal,
+    clock: new FakeClock(),
+    logger: recordingLogger([]),
+  });
+  assert.equal(r, undefined);
+  assert.equal(client.calls.length, 0);
+});
+
+Deno.test("handoffMarker: runtime-singleton carries the acquisition's deadline and gate; startup-gate carries none", () => {
+  assert.deepEqual(
+    handoffMarker(
+      { mode: "runtime-singleton", ttlSeconds: 8, enforceLeadMs: 4_000 },
+      { sentAtBoot: 50_000, sentAtWall: 1_700_000_000_000 },
+    ),
+    {
+      leaseDeadlineBootMs: 58_000,
+      gateClosesBootMs: 54_000,
+      leaseDeadlineWallMs: 1_700_000_008_000,
+      gateClosesWallMs: 1_700_000_004_000,
+    },
+  );
+  assert.deepEqual(
+    handoffMarker(
+      { mode: "runtime-singleton", ttlSeconds: 30, enforceLeadMs: 2_000 },
+      { sentAtBoot: 1_234, sentAtWall: 2_000 },
+    ),
+    {
+      leaseDeadlineBootMs: 31_234,
+      gateClosesBootMs: 29_234,
+      leaseDeadlineWallMs: 32_000,
+      gateClosesWallMs: 30_000,
+    },
+  );
+  assert.equal(
+    handoffMarker(
+      { mode: "startup-gate", ttlSeconds: 8, enforceLeadMs: 4_000 },
+      { sentAtBoot: 50_000, sentAtWall: 1_700_000_000_000 },
+    ),
+    undefined,
+  );
+});
+
+Deno.test("acquireLease: a grant that arrives after its own gate-closing time is confirmed again, not handed over", async () => {
+  const clock = new FakeClock();
+  const client = new ScriptedClient(() => clock.now());
+  const logs: string[] = [];
+  const t0 = clock.now();
+  const done = acquireLease({
+    client,
+    holder: "prod/pod:web-0:uid:1",
+    ttlSeconds: 10,
+    heartbeatMs: 3_000,
+    enforceLeadMs: 4_000,
+    signal: new AbortController().signal,
+    clock,
+    logger: createLogger({ format: "json", write: (l) => logs.push(l) }),
+  });
+  await settle();
+  const slow = client.pending()!;
+  // Answered 6 s after the send: its gate closed at send + 10 s - 4 s.
+  await clock.advanceTo(t0 + 6_000);
+  slow.answer({ kind: "acquired", lease: record("prod/pod:web-0:uid:1", 3) });
+  await settle();
+  const again = client.pending()!;
+  assert.equal(again.rpc, "acquire", "confirmed again at once");
+  assert.equal(again.at, t0 + 6_000);
+  again.answer({ kind: "acquired", lease: record("prod/pod:web-0:uid:1", 3) });
+  const lease = await done;
+  assert.deepEqual(lease && { token: lease.token, sentAt: lease.sentAt }, {
+    token: 3,
+    sentAt: t0 + 6_000,
+  });
+  assert.ok(logs.some((l) => l.includes("too late")));
+});
+
+/** An answer that extended a grant this holder identity already had (acquiredAt older than the renewal). */
+const extended = (token: number): GrantOutcome => ({
+  kind: "acquired",
+  lease: record(HOLDER, token, {
+    acquiredAt: "2026-05-07T00:00:00Z",
+    expiresAt: "2026-05-07T00:05:10Z", // renewed at 00:05:00 with the 10 s TTL
+  }),
+});
+
+Deno.test("extendedExistingGrant tells a fresh grant from an extension of the same holder's, on the server's clock", () => {
+  const at = (acquiredAt: string, expiresAt: string) =>
+    extendedExistingGrant(record(HOLDER, 1, { acquiredAt, expiresAt }), 10);
+  assert.equal(at("2026-05-07T00:00:00Z", "2026-05-07T00:00:10Z"), false);
+  assert.equal(
+    at("2026-05-07T00:00:00.123456789Z", "2026-05-07T00:00:10.123456789Z"),
+    false,
+  );
+  assert.equal(
+    at("2026-05-07T05:30:00+05:30", "2026-05-07T00:00:10Z"),
+    false,
+    "offsets",
+  );
+  assert.equal(at("2026-05-07T00:00:00Z", "2026-05-07T00:00:11Z"), true);
+  assert.equal(
+    at("0001-01-01T00:00:00Z", "0001-01-01T00:00:00Z"),
+    false,
+    "unset: cannot tell",
+  );
+  assert.equal(at("garbage", "2026-05-07T00:00:10Z"), false);
+});
+
+Deno.test("acquireLease does not take a lease another process holds under the same holder identity: it lets it expire first", async () => {
+  const t = setup();
+  const first = await t.pending();
+  first.answer(extended(3));
+  // Polling would extend the other process's lease; the next try waits one TTL + 1 s.
+  const second = await t.expectNextAfter(10_000 + 1_000);
+  second.answer(acquired(4));
+  await t.done;
+  assert.equal((t.result() as AcquiredLease).token, 4);
+  const warn = t.logs.find((l) =>
+    l.msg.includes("same") || l.msg.includes("this holder identity")
+  );
+  assert.equal(warn?.level, "WARN");
+});
+
+Deno.test("acquireLease accepts an extension of its own grant whose answer was lost", async () => {
+  const t = setup();
+  const first = await t.pending();
+  first.answer({ kind: "timeout", message: "no answer" });
+  await t.clock.advance(1_000);
+  const second = await t.pending();
+  second.answer(extended(3));
+  await t.done;
+  assert.equal((t.result() as AcquiredLease).token, 3);
+});

@@ -1,0 +1,537 @@
+/**
+ * `berth-acquire renew` as the sidecar runs it: the real CLI in a child
+ * process, after a real `acquire` handed the lease over through a state
+ * directory, against a development lease server on 127.0.0.1. Small TTLs
+ * (8 s, heartbeat 1 s, the probe's default 4 s lead) keep it quick.
+ *
+ * No test measures elapsed time. Orderings are asserted on the deadlines the
+ * sidecar itself wrote into the marker (boot-time clock, the one the probe
+ * reads), and every wait is a bounded poll whose bound only turns "never"
+ * into a failure.
+ *
+ * @module
+ */
+import assert from "node:assert/strict";
+import { cliArgv, runCli, runExecutable } from "../support/cli.ts";
+import { type DevServer, startDevServer } from "../../lib/devserver/server.ts";
+import {
+  bootNowMs,
+  HelperProcess,
+  leaseEnv,
+  type LeaseEnvOptions,
+  leaseRpc,
+  type MarkerSnapshot,
+  readMarker,
+  readStateFile,
+  runtimeHolder,
+  tempDir,
+  waitFor,
+} from "../support/lease_env.ts";
+import { namespaceUnavailable } from "../../sim/host.ts";
+
+const KEY = { namespace: "prod", name: "web" };
+const OTHER = "prod/pod:web-1:uid:0000-other";
+const HOLDER = runtimeHolder();
+/** Resolution of /proc/uptime, the boot-time clock the marker is written on. */
+const BOOT_RESOLUTION_MS = 10;
+/** A bound for conditions that take a few heartbeats; a failure limit only. */
+const FEW_HEARTBEATS_MS = 15_000;
+
+type Env = Record<string, string>;
+
+function env(
+  server: DevServer,
+  stateDir: string,
+  o: Partial<LeaseEnvOptions> = {},
+): Env {
+  return leaseEnv({ apiServer: server.url, stateDir, ...o });
+}
+
+/** Runs the init container for `e` and checks it acquired. */
+async function acquire(e: Env): Promise<void> {
+  const r = await runCli(["acquire"], {
+    env: e,
+    signal: AbortSignal.timeout(60_000),
+  });
+  assert.equal(r.code, 0, r.stderr);
+}
+
+/**
+ * Acquires as the init container would, starts the sidecar, and waits until
+ * its first Renew refreshed the marker. Returns the sidecar and that marker.
+ */
+async function startSidecar(
+  server: DevServer,
+  e: Env,
+): Promise<{ sidecar: HelperProcess; marker: MarkerSnapshot }> {
+  await acquire(e);
+  const handed = readMarker(e.BERTH_STATE_DIR)!.deadlines!;
+  const renewsBefore = server.rpcCount("renew");
+  const sidecar = new HelperProcess(["renew"], e);
+  try {
+    const marker = await waitFor(() => {
+      const m = readMarker(e.BERTH_STATE_DIR);
+      return server.rpcCount("renew") > renewsBefore &&
+        m?.deadlines !== undefined &&
+        m.deadlines.leaseDeadlineBootMs > handed.leaseDeadlineBootMs && m;
+    }, {
+      timeoutMs: FEW_HEARTBEATS_MS,
+      what: "the first renew to refresh the marker",
+    });
+    return { sidecar, marker };
+  } catch (err) {
+    await sidecar[Symbol.asyncDispose]();
+    throw new Error(`${(err as Error).message}\nsidecar log:\n${sidecar.log}`);
+  }
+}
+
+/** Makes another pod the live holder, as a server whose lease was taken over would have it. */
+function seize(server: DevServer, token: number): void {
+  const now = Date.now();
+  server.store.put(KEY.namespace, KEY.name, {
+    holder: OTHER,
+    fencingToken: token,
+    ttlSeconds: 300,
+    acquiredAt: now,
+    renewedAt: now,
+  });
+}
+
+/** Runs the installed probe as the webhook's liveness probe does. */
+function probe(dir: string) {
+  return runExecutable(
+    [`${dir}/check`, "check", `${dir}/healthy`, "--max-age", "30s"],
+    { signal: AbortSignal.timeout(60_000) },
+  );
+}
+
+Deno.test("renew renews at the heartbeat and refreshes the marker each time", async () => {
+  await using server = await startDevServer();
+  await using dir = await tempDir();
+  const e = env(server, dir.path);
+  const { sidecar, marker } = await startSidecar(server, e);
+  await using _ = sidecar;
+  assert.match(sidecar.log, /msg="renewing lease".* heartbeat_ms=1000 /);
+
+  const seen = [marker];
+  await waitFor(() => {
+    const m = readMarker(dir.path);
+    if (m?.deadlines && m.text !== seen.at(-1)!.text) seen.push(m);
+    return seen.length >= 4;
+  }, {
+    timeoutMs: 30_000,
+    what: "three more marker refreshes",
+    intervalMs: 10,
+  });
+  assert.ok(server.rpcCount("renew") >= 4, "one Renew per refresh");
+
+  for (let i = 0; i < seen.length; i++) {
+    const d = seen[i].deadlines!;
+    assert.equal(d.leaseDeadlineBootMs - d.gateClosesBootMs, 4_000, "lead");
+    if (i === 0) continue;
+    const prev = seen[i - 1];
+    // Renewals are paced by the heartbeat, never faster: each deadline is a
+    // send time plus the TTL, and sends are at least a heartbeat apart.
+    assert.ok(
+      d.leaseDeadlineBootMs - prev.deadlines!.leaseDeadlineBootMs >=
+        1_000 - BOOT_RESOLUTION_MS,
+      `refresh ${i} came early: ${
+        JSON.stringify(seen.map((s) => s.deadlines))
+      }`,
+    );
+    assert.ok(seen[i].mtimeMs >= prev.mtimeMs, "mtime moves forward");
+  }
+  assert.ok(seen.at(-1)!.mtimeMs > seen[0].mtimeMs, "mtime refreshed");
+  assert.equal(readStateFile(dir.path, "token"), "1");
+  const ok = await probe(dir.path);
+  assert.deepEqual([ok.code, ok.stdout], [0, ""]);
+  assert.doesNotMatch(sidecar.log, /gate closed/);
+});
+
+Deno.test("renew answered acquired:false removes the marker within a heartbeat, long before the deadline", async () => {
+  await using server = await startDevServer();
+  await using dir = await tempDir();
+  // A long TTL: the gate would close by the deadline only 16 s after the last
+  // renewal, far beyond the bound below, so only the refusal can remove it.
+  const e = env(server, dir.path, { ttlSeconds: 20 });
+  const { sidecar } = await startSidecar(server, e);
+  await using _ = sidecar;
+
+  let last = readMarker(dir.path)!;
+  seize(server, 2);
+  const goneAtBoot = await waitFor(() => {
+    const m = readMarker(dir.path);
+    if (m) last = m;
+    return m === undefined && bootNowMs();
+  }, { timeoutMs: 10_000, what: "the marker to be removed", intervalMs: 10 });
+  assert.ok(
+    goneAtBoot < last.deadlines!.gateClosesBootMs,
+    "removed by the refusal, before the gate deadline",
+  );
+  const lost = await sidecar.waitForLine(
+    /msg="lease lost; stopping the workload"/,
+  );
+  assert.match(lost, new RegExp(`the lease is held by ${OTHER}`));
+  const r = await probe(dir.path);
+  assert.deepEqual(
+    [r.code, r.stdout.trim()],
+    [1, `health marker absent: ${dir.path}/healthy`],
+  );
+  // It keeps trying to take the lease back, without touching the other's.
+  await waitFor(() => server.rpcCount("acquire") >= 3, {
+    timeoutMs: FEW_HEARTBEATS_MS,
+    what: "reacquire attempts",
+  });
+  assert.equal(server.store.get("prod", "web")?.holder, OTHER);
+  assert.equal(readMarker(dir.path), undefined);
+});
+
+Deno.test("a server that stops answering gets the marker removed at the gate deadline, not before", async () => {
+  await using server = await startDevServer();
+  await using dir = await tempDir();
+  const { sidecar } = await startSidecar(server, env(server, dir.path));
+  await using _ = sidecar;
+
+  server.faults.hangAll();
+  let latest = readMarker(dir.path)!.deadlines!;
+  let lastSeenAtBoot = 0;
+  const goneAtBoot = await waitFor(() => {
+    // Read before the marker: it was present at least until this instant.
+    const boot = bootNowMs();
+    const m = readMarker(dir.path);
+    if (m) {
+      lastSeenAtBoot = boot;
+      if (m.deadlines!.gateClosesBootMs > latest.gateClosesBootMs) {
+        latest = m.deadlines!;
+      }
+      return undefined;
+    }
+    // Read after the absence was seen: never earlier than the removal.
+    return bootNowMs();
+  }, { timeoutMs: 30_000, what: "the marker to be removed", intervalMs: 10 });
+  const { gateClosesBootMs: gate, leaseDeadlineBootMs: deadline } = latest;
+  // Not before the deadline minus the lead that the last marker carried...
+  assert.ok(
+    goneAtBoot >= gate - BOOT_RESOLUTION_MS,
+    `removed at boot ${goneAtBoot} ms, gate closes at ${gate} ms`,
+  );
+  // ...and never still there at the lease deadline itself (the whole lead is
+  // the slack here, so a slow test process cannot fail this).
+  assert.ok(
+    lastSeenAtBoot < deadline,
+    `present at boot ${lastSeenAtBoot} ms, lease deadline ${deadline} ms`,
+  );
+  const closed = await sidecar.waitForLine(
+    /msg="gate closed: stopping the workload"/,
+  );
+  assert.match(closed, /not confirmed in time/);
+  // Each renewal was bounded, so the sidecar kept trying meanwhile.
+  await waitFor(() => server.faults.hanging >= 2, {
+    timeoutMs: 10_000,
+    what: "a second bounded renewal attempt",
+  });
+  const r = await probe(dir.path);
+  assert.equal(r.code, 1);
+  assert.match(r.stdout, /^health marker absent: /);
+  server.faults.clear();
+});
+
+Deno.test("after a loss, reacquiring restores the marker and writes the new token", async () => {
+  await using server = await startDevServer();
+  await using dir = await tempDir();
+  const { sidecar } = await startSidecar(server, env(server, dir.path));
+  await using _ = sidecar;
+
+  seize(server, 2);
+  await waitFor(() => readMarker(dir.path) === undefined, {
+    timeoutMs: FEW_HEARTBEATS_MS,
+    what: "the marker to be removed after the loss",
+  });
+  const released = await leaseRpc(server.url, "release", KEY, {
+    holder: OTHER,
+    fencingToken: 2,
+  });
+  assert.equal(released.status, 204);
+
+  const back = await waitFor(() => readMarker(dir.path), {
+    timeoutMs: FEW_HEARTBEATS_MS,
+    what: "the marker to come back",
+  });
+  assert.ok(back.deadlines, "the restored marker carries deadlines");
+  assert.equal(readStateFile(dir.path, "token"), "3");
+  assert.equal(readStateFile(dir.path, "holder"), HOLDER);
+  assert.match(
+    await sidecar.waitForLine(/msg="lease reacquired"/),
+    /fencing_token=3(\s|$)/,
+  );
+  const rec = server.store.get("prod", "web");
+  assert.deepEqual([rec?.holder, rec?.fencingToken], [HOLDER, 3]);
+  // It renews the new lease with the new token.
+  const renews = server.rpcCount("renew");
+  await waitFor(() => server.rpcCount("renew") > renews + 1, {
+    timeoutMs: FEW_HEARTBEATS_MS,
+    what: "renewals of the reacquired lease",
+  });
+  assert.ok(readMarker(dir.path), "still held");
+  const r = await probe(dir.path);
+  assert.equal(r.code, 0, r.stdout);
+});
+
+Deno.test("a SIGKILLed sidecar's marker makes check fail by the gate deadline in it", async () => {
+  await using server = await startDevServer();
+  await using dir = await tempDir();
+  const { sidecar } = await startSidecar(server, env(server, dir.path));
+  await using _ = sidecar;
+  sidecar.kill("SIGKILL");
+  await sidecar.wait();
+  const marker = readMarker(dir.path);
+  assert.ok(marker?.deadlines, "a SIGKILLed sidecar leaves its marker behind");
+  const gate = marker.deadlines.gateClosesBootMs;
+
+  const before = await probe(dir.path);
+  if (bootNowMs() < gate) {
+    // The whole probe ran before the deadline: it must have passed.
+    assert.deepEqual([before.code, before.stdout], [0, ""]);
+  }
+  await waitFor(() => bootNowMs() > gate + BOOT_RESOLUTION_MS, {
+    timeoutMs: 20_000,
+    what: "the boot clock to pass the marker's gate deadline",
+  });
+  const after = await probe(dir.path);
+  assert.equal(after.code, 1);
+  assert.match(
+    after.stdout,
+    new RegExp(
+      `^health marker stale: ${dir.path}/healthy gate deadline passed \\S+ ago \\(gate_closes_boottime_ms in the marker\\); the lease sidecar has not confirmed the lease\\n$`,
+    ),
+  );
+  // Nobody removed it: only the deadline in its content failed the probe.
+  assert.equal(readMarker(dir.path)?.text, marker.text);
+});
+
+Deno.test("a sidecar restarted with a healthy lease never drops the marker and renews with the same token", async () => {
+  await using server = await startDevServer();
+  await using dir = await tempDir();
+  // A long TTL keeps the gate deadline far away, so a slow start of the new
+  // sidecar on a loaded machine cannot be mistaken for a failure.
+  const e = env(server, dir.path, { ttlSeconds: 20 });
+  const { sidecar: first } = await startSidecar(server, e);
+  await using _first = first;
+
+  const absences: number[] = [];
+  const watching = new AbortController();
+  const watcher = (async () => {
+    while (!watching.signal.aborted) {
+      if (readMarker(dir.path) === undefined) absences.push(bootNowMs());
+      await new Promise((r) => setTimeout(r, 5));
+    }
+  })();
+  let secondLog = "";
+  try {
+    first.kill("SIGKILL");
+    await first.wait();
+    const renewsBefore = server.rpcCount("renew");
+    await using second = new HelperProcess(["renew"], e);
+    try {
+      await waitFor(() => server.rpcCount("renew") >= renewsBefore + 2, {
+        timeoutMs: FEW_HEARTBEATS_MS,
+        what: "the restarted sidecar to renew twice",
+      });
+    } finally {
+      secondLog = second.log;
+    }
+  } finally {
+    watching.abort();
+    await watcher;
+  }
+  assert.deepEqual(
+    absences,
+    [],
+    `the marker was absent during the restart; new sidecar's log:\n${secondLog}`,
+  );
+  assert.match(secondLog, /msg="adopted the lease.* fencing_token=1(\s|$)/m);
+  assert.doesNotMatch(secondLog, /gate closed|lease lost|confirming/);
+  assert.equal(readStateFile(dir.path, "token"), "1");
+  const rec = server.store.get("prod", "web");
+  assert.deepEqual([rec?.holder, rec?.fencingToken], [HOLDER, 1]);
+});
+
+Deno.test("SIGTERM releases the lease and exits 0; the next holder gets the next token at once", async () => {
+  await using server = await startDevServer();
+  await using dir = await tempDir();
+  const { sidecar } = await startSidecar(server, env(server, dir.path));
+  await using _ = sidecar;
+  sidecar.kill("SIGTERM");
+  const status = await sidecar.wait();
+  assert.equal(status.code, 0, sidecar.log);
+  assert.match(sidecar.log, /msg="lease released".* fencing_token=1(\s|$)/m);
+  assert.equal(server.rpcCount("release"), 1);
+  assert.equal(readMarker(dir.path), undefined, "gate closed before release");
+
+  const next = await leaseRpc(server.url, "acquire", KEY, {
+    holder: OTHER,
+    ttlSeconds: 30,
+  });
+  assert.deepEqual(
+    [next.body?.acquired, next.body?.fencingToken],
+    [true, 2],
+  );
+});
+
+Deno.test("a second SIGTERM during the release does not cut it short", async () => {
+  await using server = await startDevServer();
+  await using dir = await tempDir();
+  const { sidecar } = await startSidecar(server, env(server, dir.path));
+  await using _ = sidecar;
+  server.faults.hangAll(); // the release will hang until the fault is cleared
+  sidecar.kill("SIGTERM");
+  await waitFor(
+    () => server.faults.hanging > 0 && server.rpcCount("release") > 0,
+    {
+      timeoutMs: 10_000,
+      what: "the release request reaching the server",
+    },
+  );
+  sidecar.kill("SIGTERM");
+  await sidecar.waitForLine(/signal received again; still finishing/);
+  assert.equal(
+    sidecar.exited,
+    undefined,
+    "still running after the second signal",
+  );
+  server.faults.clear(); // the hung release is now served
+  const status = await sidecar.wait();
+  assert.equal(status.code, 0, sidecar.log);
+  assert.match(sidecar.log, /msg="lease released"/);
+  assert.equal(
+    server.store.get("prod", "web")?.holder,
+    "",
+    "released on the server",
+  );
+});
+
+Deno.test("SIGTERM with release-on-shutdown=false exits 0 and keeps the lease", async () => {
+  await using server = await startDevServer();
+  await using dir = await tempDir();
+  const e = env(server, dir.path, {
+    extra: { BERTH_RELEASE_ON_SHUTDOWN: "false" },
+  });
+  const { sidecar } = await startSidecar(server, e);
+  await using _ = sidecar;
+  sidecar.kill("SIGTERM");
+  const status = await sidecar.wait();
+  assert.equal(status.code, 0, sidecar.log);
+  assert.match(sidecar.log, /shutting down without releasing the lease/);
+  assert.equal(server.rpcCount("release"), 0);
+
+  const next = await leaseRpc(server.url, "acquire", KEY, {
+    holder: OTHER,
+    ttlSeconds: 30,
+  });
+  assert.deepEqual(
+    [next.body?.acquired, next.body?.holder, next.body?.fencingToken],
+    [false, HOLDER, 1],
+  );
+});
+
+// ---------------------------------------------------------------------------
+// Signal mode, end to end, in a private PID namespace.
+
+const noSignalMode = await namespaceUnavailable();
+if (noSignalMode) {
+  console.log(`skipped: renew signal mode end to end: ${noSignalMode}`);
+}
+
+/**
+ * PID 1 of the namespace: starts the workload (a copy of `sleep` named
+ * `workload`), then the sidecar given as arguments, and records how the
+ * workload ended.
+ */
+const POD_SCRIPT = `work=$1; shift
+"$work/workload" 600 &
+w=$!
+"$@" &
+wait "$w"
+echo "$?" > "$work/workload.status.tmp" && mv "$work/workload.status.tmp" "$work/workload.status"
+wait
+`;
+
+Deno.test({
+  name:
+    "signal mode: a lost lease kills the workload in the shared PID namespace and removes the marker",
+  ignore: noSignalMode !== undefined,
+  async fn() {
+    await using server = await startDevServer();
+    await using dir = await tempDir();
+    await using work = await tempDir("berth-pod-");
+    const sleep = ["/bin/sleep", "/usr/bin/sleep"].find((p) => {
+      try {
+        return Deno.statSync(p).isFile;
+      } catch {
+        return false;
+      }
+    });
+    assert.ok(sleep, "sleep is installed");
+    await Deno.copyFile(sleep, `${work.path}/workload`);
+    await Deno.chmod(`${work.path}/workload`, 0o755);
+
+    const e = env(server, dir.path, {
+      extra: { BERTH_ENFORCE: "signal", BERTH_SIGNAL_TARGET: "workload" },
+    });
+    await acquire(e);
+    const pod = new Deno.Command("unshare", {
+      args: [
+        "--pid",
+        "--fork",
+        "--kill-child",
+        "--mount-proc",
+        "/bin/sh",
+        "-c",
+        POD_SCRIPT,
+        "pod",
+        work.path,
+        ...cliArgv(["renew"]),
+      ],
+      env: { ...e, PATH: Deno.env.get("PATH") ?? "/usr/bin:/bin" },
+      clearEnv: true,
+      stdin: "null",
+      stdout: "piped",
+      stderr: "piped",
+    }).spawn();
+    const output = pod.output();
+    try {
+      const renews = server.rpcCount("renew");
+      await waitFor(
+        () => server.rpcCount("renew") > renews + 1 && readMarker(dir.path),
+        { timeoutMs: FEW_HEARTBEATS_MS, what: "the sidecar to renew" },
+      );
+      assert.equal(
+        readStateFile(work.path, "workload.status"),
+        undefined,
+        "the workload runs while the lease is held",
+      );
+      seize(server, 2);
+      const status = await waitFor(
+        () => readStateFile(work.path, "workload.status"),
+        { timeoutMs: FEW_HEARTBEATS_MS, what: "the workload to be stopped" },
+      );
+      // 143: SIGTERM; 137: SIGKILL (the grace defaults to 0).
+      assert.ok(["143", "137"].includes(status.trim()), `status ${status}`);
+      assert.equal(readMarker(dir.path), undefined);
+    } finally {
+      try {
+        pod.kill("SIGKILL");
+      } catch {
+        // Already exited.
+      }
+      const out = await output;
+      const log = new TextDecoder().decode(out.stderr);
+      if (!/signalled workload process/.test(log)) {
+        console.log(`sidecar log:\n${log}`);
+      }
+    }
+    const log = new TextDecoder().decode((await output).stderr);
+    assert.match(log, /msg="lease lost; stopping the workload"/);
+    assert.match(log, /msg="signalled workload process".*comm=workload/);
+  },
+});

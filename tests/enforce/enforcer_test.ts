@@ -1,0 +1,464 @@
+import assert from "node:assert/strict";
+import {
+  type MarkerStore,
+  matchesTarget,
+  ProbeEnforcer,
+  SignalEnforcer,
+  type SignalEnforcerOptions,
+} from "../../lib/enforce/enforcer.ts";
+import { createLogger } from "../../lib/obs/log.ts";
+import type { MarkerDeadlines } from "../../lib/state/marker.ts";
+import type {
+  KillResult,
+  ProcessInfo,
+  ProcessTable,
+  StopSignal,
+} from "../../lib/enforce/proc.ts";
+import { FakeClock, settle } from "../support/fake_clock.ts";
+
+const DEADLINES: MarkerDeadlines = {
+  gateClosesBootMs: 51_000_000,
+  leaseDeadlineBootMs: 51_005_000,
+};
+
+/** A shared, ordered record of what the enforcer did to the marker and to processes. */
+type Journal = string[];
+
+class FakeMarker implements MarkerStore {
+  present = true;
+  written: MarkerDeadlines[] = [];
+  failRemove = false;
+  constructor(private journal: Journal) {}
+  write(d: MarkerDeadlines): Promise<void> {
+    this.journal.push("marker write");
+    this.present = true;
+    this.written.push(d);
+    return Promise.resolve();
+  }
+  remove(): Promise<void> {
+    this.journal.push("marker remove");
+    if (this.failRemove) return Promise.reject(new Error("read-only volume"));
+    this.present = false;
+    return Promise.resolve();
+  }
+}
+
+interface FakeProc {
+  comm: string;
+  exe?: string;
+  startTime?: number;
+  state?: string;
+  uid?: number;
+  /** Survives SIGTERM (traps or ignores it). */
+  ignoreTerm?: boolean;
+  /** Signals are refused with EPERM. */
+  denied?: boolean;
+  /** Exits just before any signal arrives (ESRCH). */
+  vanishes?: boolean;
+}
+
+class FakeTable implements ProcessTable {
+  readonly selfPid = 100;
+  readonly parentPid = 99;
+  readonly selfExe = "/usr/local/bin/berth-acquire";
+  procs = new Map<number, FakeProc>();
+  lists = 0;
+  constructor(private journal: Journal) {}
+
+  add(pid: number, p: FakeProc): void {
+    this.procs.set(pid, { startTime: 1000 + pid, ...p });
+  }
+
+  #info(pid: number, p: FakeProc): ProcessInfo {
+    return {
+      pid,
+      comm: p.comm,
+      exe: p.exe,
+      startTime: p.startTime ?? 0,
+      state: p.state ?? "S",
+      uid: p.uid,
+    };
+  }
+
+  list(): Promise<ProcessInfo[]> {
+    this.lists++;
+    return Promise.resolve(
+      [...this.procs].map(([pid, p]) => this.#info(pid, p)),
+    );
+  }
+
+  get(pid: number): Promise<ProcessInfo | undefined> {
+    const p = this.procs.get(pid);
+    return Promise.resolve(p ? this.#info(pid, p) : undefined);
+  }
+
+  kill(pid: number, signal: StopSignal): KillResult {
+    const p = this.procs.get(pid);
+    if (!p || p.vanishes) {
+      this.procs.delete(pid);
+      this.journal.push(`gone ${pid} ${signal}`);
+      return "gone";
+    }
+    if (p.denied) {
+      this.journal.push(`denied ${pid} ${signal}`);
+      return "denied";
+    }
+    this.journal.push(`kill ${pid} ${signal}`);
+    if (signal === "SIGKILL" || !p.ignoreTerm) this.procs.delete(pid);
+    return "sent";
+  }
+}
+
+interface LogRecord {
+  level: string;
+  msg: string;
+  [k: string]: unknown;
+}
+
+function setup(
+  overrides: Partial<SignalEnforcerOptions> = {},
+) {
+  const journal: Journal = [];
+  const records: LogRecord[] = [];
+  const clock = new FakeClock();
+  const table = new FakeTable(journal);
+  const marker = new FakeMarker(journal);
+  const logger = createLogger({
+    format: "json",
+    level: "DEBUG",
+    write: (line) => records.push(JSON.parse(line)),
+  });
+  const enforcer = new SignalEnforcer({
+    target: "app",
+    graceMs: 5000,
+    clock,
+    logger,
+    processTable: table,
+    marker,
+    ...overrides,
+  });
+  const kills = () => journal.filter((e) => e.startsWith("kill "));
+  return { journal, records, clock, table, marker, enforcer, kills };
+}
+
+Deno.test("signal: the marker is removed before any signal is sent", async () => {
+  const { journal, enforcer, table, marker } = setup();
+  table.add(10, { comm: "app" });
+  await enforcer.close("lease lost");
+  assert.deepEqual(journal, ["marker remove", "kill 10 SIGTERM"]);
+  assert.equal(marker.present, false);
+  await enforcer.dispose();
+});
+
+Deno.test("signal: SIGKILL follows SIGTERM exactly when the grace has passed", async () => {
+  const { enforcer, table, clock, kills, records } = setup({ graceMs: 5000 });
+  table.add(10, { comm: "app", ignoreTerm: true });
+  const t0 = clock.now();
+  await enforcer.close("lease lost");
+  assert.deepEqual(kills(), ["kill 10 SIGTERM"]);
+  await clock.advanceTo(t0 + 4999);
+  assert.deepEqual(kills(), ["kill 10 SIGTERM"], "no KILL before the grace");
+  await clock.advanceTo(t0 + 5000);
+  assert.deepEqual(kills(), ["kill 10 SIGTERM", "kill 10 SIGKILL"]);
+  const sent = records.filter((r) => r.msg === "signalled workload process");
+  assert.deepEqual(
+    sent.map((r) => [r.level, r.pid, r.comm, r.signal, r.reason]),
+    [
+      ["INFO", 10, "app", "SIGTERM", "lease lost"],
+      ["INFO", 10, "app", "SIGKILL", "lease lost"],
+    ],
+  );
+  await enforcer.dispose();
+});
+
+Deno.test("signal: each target gets one SIGTERM however often close() is re-applied", async () => {
+  const { enforcer, table, clock, kills } = setup({ graceMs: 5000 });
+  table.add(10, { comm: "app", ignoreTerm: true });
+  const t0 = clock.now();
+  await enforcer.close("lease lost");
+  await clock.advanceTo(t0 + 1000);
+  await enforcer.close("lease lost");
+  await clock.advanceTo(t0 + 2000);
+  await enforcer.close("lease lost");
+  assert.deepEqual(kills(), ["kill 10 SIGTERM"]);
+  await clock.advanceTo(t0 + 5000);
+  assert.deepEqual(kills(), ["kill 10 SIGTERM", "kill 10 SIGKILL"]);
+  await enforcer.dispose();
+});
+
+Deno.test("signal: grace 0 sends SIGKILL right after SIGTERM, without waiting", async () => {
+  const { enforcer, table, kills } = setup({ graceMs: 0 });
+  table.add(10, { comm: "app", ignoreTerm: true });
+  await enforcer.close("lease lost");
+  assert.deepEqual(kills(), ["kill 10 SIGTERM", "kill 10 SIGKILL"]);
+  await enforcer.dispose();
+});
+
+Deno.test("signal: PID 1, itself, its parent, its own executable, dead and other processes are spared", async () => {
+  const { enforcer, table, kills } = setup();
+  table.add(1, { comm: "app" });
+  table.add(table.selfPid, { comm: "app" });
+  table.add(table.parentPid, { comm: "app" });
+  table.add(50, { comm: "app", exe: table.selfExe });
+  table.add(51, { comm: "app", state: "Z" });
+  table.add(52, { comm: "app-sidecar", exe: "/bin/app-sidecar" });
+  table.add(53, { comm: "ap" });
+  table.add(60, { comm: "app", exe: "/usr/bin/app" });
+  await enforcer.close("lease lost");
+  assert.deepEqual(kills(), ["kill 60 SIGTERM"]);
+  await enforcer.dispose();
+});
+
+Deno.test("signal: a long target matches the kernel's 15-byte comm", async () => {
+  const { enforcer, table, kills } = setup({
+    target: "payments-worker-main",
+    graceMs: 0,
+  });
+  table.add(10, { comm: "payments-worker" });
+  table.add(11, { comm: "payments-worke" });
+  table.add(12, { comm: "payments-worker-main-2" });
+  await enforcer.close("lease lost");
+  assert.deepEqual(kills(), ["kill 10 SIGTERM"]);
+  await enforcer.dispose();
+});
+
+Deno.test("matchesTarget: truncation that splits a multi-byte character matches what the kernel keeps", () => {
+  const target = "wörker-ünïcode-x"; // 19 bytes; byte 15 is inside "ï"
+  const kept = new TextDecoder().decode(
+    new TextEncoder().encode(target).subarray(0, 15),
+  );
+  const p = (comm: string): ProcessInfo => ({
+    pid: 10,
+    comm,
+    startTime: 1,
+    state: "S",
+  });
+  assert.equal(matchesTarget(p(kept), target), true);
+  assert.equal(matchesTarget(p("wörker-ünïcode"), target), false);
+  assert.equal(
+    matchesTarget(p(""), ""),
+    false,
+    "an empty target matches nothing",
+  );
+});
+
+Deno.test("signal: a process that renamed itself is found by its executable's basename", async () => {
+  const { enforcer, table, kills } = setup({ target: "payments", graceMs: 0 });
+  table.add(10, { comm: "renamed", exe: "/opt/app/payments" });
+  table.add(11, { comm: "other", exe: "/opt/payments/other" });
+  table.add(12, { comm: "unreadable" });
+  await enforcer.close("lease lost");
+  assert.deepEqual(kills(), ["kill 10 SIGTERM"]);
+  await enforcer.dispose();
+});
+
+Deno.test("signal: a target that exits before the signal (ESRCH) is ignored quietly", async () => {
+  const { enforcer, table, clock, journal, records } = setup();
+  table.add(10, { comm: "app", vanishes: true });
+  const t0 = clock.now();
+  await enforcer.close("lease lost");
+  await clock.advanceTo(t0 + 10_000);
+  assert.deepEqual(journal, ["marker remove", "gone 10 SIGTERM"]);
+  assert.deepEqual(
+    records.filter((r) => r.level === "WARN" || r.level === "ERROR"),
+    [],
+  );
+  await enforcer.dispose();
+});
+
+Deno.test("signal: a refused signal (EPERM) is reported once with the fix, and enforcement goes on", async () => {
+  const { enforcer, table, clock, kills, records } = setup({ graceMs: 0 });
+  table.add(10, { comm: "app", denied: true, uid: 65532 });
+  table.add(11, { comm: "app" });
+  const t0 = clock.now();
+  await enforcer.close("lease lost");
+  await enforcer.close("lease lost");
+  await clock.advanceTo(t0 + 1000); // several rescans, all refused again
+  assert.deepEqual(kills(), ["kill 11 SIGTERM"]);
+  const warns = records.filter((r) => r.level === "WARN");
+  assert.equal(warns.length, 1, JSON.stringify(warns));
+  assert.equal(warns[0].pid, 10);
+  assert.equal(warns[0].target_uid, 65532);
+  for (const hint of ["CAP_KILL", "runAsUser", "BERTH_ENFORCE=probe"]) {
+    assert.match(warns[0].msg, new RegExp(hint));
+  }
+  // A restarted target is still found while the refused one keeps failing.
+  table.add(12, { comm: "app" });
+  await clock.advance(250);
+  assert.deepEqual(kills().slice(1), ["kill 12 SIGTERM"]);
+  await enforcer.dispose();
+});
+
+Deno.test("signal: a refused signal is reported again after the gate reopened and closed", async () => {
+  const { enforcer, table, records } = setup({ graceMs: 0 });
+  table.add(10, { comm: "app", denied: true });
+  await enforcer.close("lease lost");
+  await enforcer.open(DEADLINES);
+  await enforcer.close("lease lost again");
+  assert.equal(records.filter((r) => r.level === "WARN").length, 2);
+  await enforcer.dispose();
+});
+
+Deno.test("signal: a target restarted while gated is stopped at the next rescan, and not after open()", async () => {
+  const { enforcer, table, clock, kills, marker } = setup({
+    graceMs: 0,
+    scanIntervalMs: 250,
+  });
+  table.add(10, { comm: "app" });
+  const t0 = clock.now();
+  await enforcer.close("lease lost");
+  assert.deepEqual(kills(), ["kill 10 SIGTERM"]);
+  table.add(11, { comm: "app" }); // the kubelet restarted the container
+  await clock.advanceTo(t0 + 249);
+  assert.equal(kills().length, 1, "not before the scan interval");
+  await clock.advanceTo(t0 + 250);
+  assert.deepEqual(kills().slice(1), ["kill 11 SIGTERM"]);
+
+  await enforcer.open(DEADLINES);
+  assert.equal(marker.present, true);
+  assert.deepEqual(marker.written, [DEADLINES]);
+  const lists = table.lists;
+  table.add(12, { comm: "app" });
+  await clock.advance(5000);
+  assert.equal(
+    kills().length,
+    2,
+    "the workload runs again once the gate is open",
+  );
+  assert.equal(table.lists, lists, "no scanning while the gate is open");
+  assert.ok(table.procs.has(12));
+  await enforcer.dispose();
+});
+
+Deno.test("signal: open() cancels a pending SIGKILL and forgets the SIGTERM times", async () => {
+  const { enforcer, table, clock, kills } = setup({ graceMs: 5000 });
+  table.add(10, { comm: "app", ignoreTerm: true });
+  const t0 = clock.now();
+  await enforcer.close("lease lost");
+  await clock.advanceTo(t0 + 1000);
+  await enforcer.open(DEADLINES);
+  await clock.advanceTo(t0 + 10_000);
+  assert.deepEqual(
+    kills(),
+    ["kill 10 SIGTERM"],
+    "no KILL after the gate reopened",
+  );
+  await enforcer.close("lease lost again");
+  assert.deepEqual(kills(), ["kill 10 SIGTERM", "kill 10 SIGTERM"]);
+  await clock.advanceTo(t0 + 15_000);
+  assert.deepEqual(kills().at(-1), "kill 10 SIGKILL");
+  await enforcer.dispose();
+});
+
+Deno.test("signal: a PID reused by another process between SIGTERM and SIGKILL is not killed", async () => {
+  const { enforcer, table, clock, kills } = setup({ graceMs: 5000 });
+  table.add(10, { comm: "app", ignoreTerm: true, startTime: 500 });
+  const t0 = clock.now();
+  await enforcer.close("lease lost");
+  // The target exits and an unrelated process gets the same PID.
+  table.add(10, { comm: "unrelated", ignoreTerm: true, startTime: 777 });
+  await clock.advanceTo(t0 + 5000);
+  assert.deepEqual(kills(), ["kill 10 SIGTERM"]);
+  assert.ok(table.procs.has(10));
+  await enforcer.dispose();
+});
+
+Deno.test("signal: a restarted target that got the old PID is treated as a new process", async () => {
+  const { enforcer, table, clock, kills } = setup({ graceMs: 5000 });
+  table.add(10, { comm: "app", ignoreTerm: true, startTime: 500 });
+  const t0 = clock.now();
+  await enforcer.close("lease lost");
+  await clock.advanceTo(t0 + 1000);
+  table.add(10, { comm: "app", ignoreTerm: true, startTime: 600 });
+  await clock.advanceTo(t0 + 1250);
+  assert.deepEqual(kills(), ["kill 10 SIGTERM", "kill 10 SIGTERM"]);
+  await clock.advanceTo(t0 + 5000);
+  assert.equal(
+    kills().length,
+    2,
+    "the first grace must not kill the new process",
+  );
+  await clock.advanceTo(t0 + 6250);
+  assert.deepEqual(kills().at(-1), "kill 10 SIGKILL");
+  await enforcer.dispose();
+});
+
+Deno.test("signal: a marker that cannot be removed is reported and the workload is still stopped", async () => {
+  const { enforcer, table, marker, kills, records } = setup({ graceMs: 0 });
+  marker.failRemove = true;
+  table.add(10, { comm: "app" });
+  await enforcer.close("lease lost");
+  assert.deepEqual(kills(), ["kill 10 SIGTERM"]);
+  const errors = records.filter((r) => r.level === "ERROR");
+  assert.equal(errors.length, 1);
+  assert.match(errors[0].msg, /health marker/);
+  await enforcer.dispose();
+});
+
+Deno.test("signal: dispose() stops rescans and pending SIGKILLs", async () => {
+  const { enforcer, table, clock, kills } = setup({ graceMs: 5000 });
+  table.add(10, { comm: "app", ignoreTerm: true });
+  const t0 = clock.now();
+  await enforcer.close("lease lost");
+  const disposed = enforcer.dispose();
+  await settle();
+  await disposed;
+  const lists = table.lists;
+  table.add(11, { comm: "app" });
+  await clock.advanceTo(t0 + 10_000);
+  assert.deepEqual(kills(), ["kill 10 SIGTERM"]);
+  assert.equal(table.lists, lists);
+  assert.equal(clock.nextWake(), undefined, "no timer left behind");
+});
+
+Deno.test("signal: finding no target is logged once per closing, at its first scan", async () => {
+  const { enforcer, table, clock, records, kills } = setup();
+  const none = () =>
+    records.filter((r) => r.msg.startsWith("no process matches")).length;
+  await enforcer.close("lease lost");
+  assert.equal(none(), 1);
+  assert.match(
+    records.find((r) => r.level === "INFO")!.msg,
+    /shareProcessNamespace/,
+  );
+  table.add(10, { comm: "app" });
+  await clock.advance(250);
+  assert.deepEqual(kills(), ["kill 10 SIGTERM"]);
+  await clock.advance(1000); // the target is gone: not worth another record
+  await enforcer.close("lease lost");
+  assert.equal(none(), 1);
+  await enforcer.dispose();
+});
+
+Deno.test("signal: an empty target or a negative grace is refused at construction", () => {
+  assert.throws(() => setup({ target: "" }), /BERTH_SIGNAL_TARGET/);
+  assert.throws(() => setup({ graceMs: -1 }), /must not be negative/);
+});
+
+Deno.test("probe: close() removes the marker, open() rewrites it, a missing marker is fine", async () => {
+  const journal: Journal = [];
+  const marker = new FakeMarker(journal);
+  const records: LogRecord[] = [];
+  const enforcer = new ProbeEnforcer({
+    marker,
+    logger: createLogger({
+      format: "json",
+      write: (l) => records.push(JSON.parse(l)),
+    }),
+  });
+  await enforcer.close("lease lost");
+  assert.equal(marker.present, false);
+  await enforcer.close("lease lost");
+  await enforcer.open(DEADLINES);
+  assert.equal(marker.present, true);
+  assert.deepEqual(marker.written, [DEADLINES]);
+  assert.deepEqual(journal, [
+    "marker remove",
+    "marker remove",
+    "marker write",
+  ]);
+  marker.failRemove = true;
+  await enforcer.close("lease lost"); // reported, not thrown
+  assert.equal(records.filter((r) => r.level === "ERROR").length, 1);
+  await enforcer.dispose();
+});

@@ -1,0 +1,131 @@
+/**
+ * Signal enforcement against real processes, in a private PID namespace so
+ * that nothing outside the test can be signalled. The work happens in
+ * `support/signal_ns_driver.ts` (PID 1 of the namespace); this file starts it
+ * and asserts on its JSON report.
+ */
+import assert from "node:assert/strict";
+import { namespaceUnavailable } from "../../sim/host.ts";
+
+interface Summary {
+  pid: number;
+  alive: boolean;
+  signal: string | null;
+}
+
+interface Event {
+  t: number;
+  level?: string;
+  msg: string;
+  pid?: number;
+  comm?: string;
+  signal?: string;
+  reason?: string;
+  target_uid?: number;
+}
+
+const driver = new URL("../support/signal_ns_driver.ts", import.meta.url)
+  .pathname;
+
+const skip = await namespaceUnavailable();
+if (skip) console.log(`skipped: signal_ns_test: ${skip}`);
+
+Deno.test({
+  name:
+    "signal enforcement stops real workload processes in a PID namespace and spares the rest",
+  ignore: skip !== undefined,
+  async fn() {
+    const out = await new Deno.Command("unshare", {
+      args: [
+        "--pid",
+        "--fork",
+        "--kill-child",
+        "--mount-proc",
+        Deno.execPath(),
+        "run",
+        "-A",
+        "--no-config",
+        driver,
+      ],
+      env: { NO_COLOR: "1" },
+      stdin: "null",
+      signal: AbortSignal.timeout(120_000),
+    }).output();
+    const stdout = new TextDecoder().decode(out.stdout);
+    const stderr = new TextDecoder().decode(out.stderr);
+    assert.equal(out.code, 0, `driver failed:\n${stdout}\n${stderr}`);
+    const report = JSON.parse(stdout);
+
+    // Privileged enforcer (root, CAP_KILL).
+    const root = report.root as Record<string, Summary> & {
+      graceMs: number;
+      markerGone: boolean;
+      events: Event[];
+    };
+    const ev = root.events;
+    const signals = (pid: number) =>
+      ev.filter((e) => e.msg === "signalled workload process" && e.pid === pid);
+
+    assert.equal(root.markerGone, true, "the marker is gone after close()");
+    const firstSignal = ev.findIndex((e) => e.signal !== undefined);
+    assert.ok(firstSignal > 0, "some signal was sent");
+    assert.equal(
+      ev.findIndex((e) => e.msg === "marker removed"),
+      0,
+      "the marker is removed before any signal",
+    );
+
+    // The long-named workload ignoring SIGTERM: TERM, then KILL after the grace.
+    assert.equal(root.stubborn.signal, "SIGKILL");
+    const st = signals(root.stubborn.pid);
+    assert.deepEqual(st.map((e) => e.signal), ["SIGTERM", "SIGKILL"]);
+    assert.equal(st[0].comm, "payments-worker", "matched by truncated comm");
+    assert.equal(st[0].reason, "lease lost (test)");
+    assert.ok(
+      st[1].t - st[0].t >= root.graceMs - 5,
+      `SIGKILL ${st[1].t - st[0].t} ms after SIGTERM, grace ${root.graceMs} ms`,
+    );
+
+    // Stopped by SIGTERM: the renamed copy (matched by executable basename),
+    // the plain copy and the copy the "kubelet" restarted while gated.
+    for (const name of ["renamed", "first", "restarted"]) {
+      assert.equal(
+        root[name].signal,
+        "SIGTERM",
+        `${name}: ${JSON.stringify(root[name])}`,
+      );
+      assert.equal(signals(root[name].pid)[0]?.signal, "SIGTERM", name);
+    }
+    assert.equal(signals(root.renamed.pid)[0].comm, "renamed");
+
+    // Spared: a sidecar, a name that is only a prefix, a copy of the enforcer's own binary.
+    for (const name of ["shipper", "prefix", "ownCopy"]) {
+      assert.equal(root[name].alive, true, `${name} must survive`);
+      assert.deepEqual(signals(root[name].pid), [], name);
+    }
+
+    // Unprivileged enforcer (uid 1000, no capabilities).
+    const u = report.unprivileged as {
+      code: number;
+      output: { uid: number; capEff: string; events: Event[] };
+      foreign: Summary;
+      own: Summary;
+    };
+    assert.equal(u.code, 0);
+    assert.equal(u.output.uid, 1000);
+    assert.equal(BigInt(`0x${u.output.capEff}`), 0n, "runs without CAP_KILL");
+    const warns = u.output.events.filter((e) => e.level === "WARN");
+    assert.equal(warns.length, 1, JSON.stringify(warns));
+    assert.equal(warns[0].pid, u.foreign.pid);
+    assert.equal(warns[0].target_uid, 65532);
+    assert.match(warns[0].msg, /CAP_KILL/);
+    assert.match(warns[0].msg, /runAsUser/);
+    assert.match(warns[0].msg, /BERTH_ENFORCE=probe/);
+    assert.equal(
+      u.foreign.alive,
+      true,
+      "another user's process is out of reach",
+    );
+    assert.equal(u.own.signal, "SIGTERM", "the enforcer keeps working");
+  },
+});

@@ -1,0 +1,490 @@
+// The renewer's timing and handoff rules, driven by a fake clock and a
+// scripted server: every instant asserted here is exact, none is measured.
+import assert from "node:assert/strict";
+import type { Enforcer } from "../../lib/enforce/enforcer.ts";
+import { createLogger, type Logger } from "../../lib/obs/log.ts";
+import type { MarkerDeadlines } from "../../lib/state/marker.ts";
+import {
+  type HandoffStore,
+  Renewer,
+  type RenewerOptions,
+} from "../../lib/hold/renewer.ts";
+import { FakeClock, settle } from "../support/fake_clock.ts";
+import { record, ScriptedClient } from "../support/scripted_client.ts";
+
+const HOLDER = "prod/pod:web-0:uid:1111";
+const TTL = 10; // seconds
+const HB = 10_000 / 3; // default heartbeat, kept exact
+const LEAD = 4_000; // probe period + timeout + grace
+
+interface EnforcerEvent {
+  at: number;
+  op: "open" | "close" | "dispose";
+  marker?: MarkerDeadlines;
+  reason?: string;
+}
+
+class RecordingEnforcer implements Enforcer {
+  events: EnforcerEvent[] = [];
+  constructor(private clock: FakeClock) {}
+  open(marker: MarkerDeadlines): Promise<void> {
+    this.events.push({ at: this.clock.now(), op: "open", marker });
+    return Promise.resolve();
+  }
+  close(reason: string): Promise<void> {
+    this.events.push({ at: this.clock.now(), op: "close", reason });
+    return Promise.resolve();
+  }
+  dispose(): Promise<void> {
+    this.events.push({ at: this.clock.now(), op: "dispose" });
+    return Promise.resolve();
+  }
+  /** Whether the workload may run now: the last open/close decides. */
+  get open_(): boolean {
+    const last = this.events.filter((e) => e.op !== "dispose").at(-1);
+    return last?.op === "open";
+  }
+  firstClose(): EnforcerEvent | undefined {
+    return this.events.find((e) => e.op === "close");
+  }
+}
+
+class MemoryStore implements HandoffStore {
+  holder?: string;
+  token?: number | Error;
+  marker?: MarkerDeadlines;
+  writes: string[] = [];
+  readHolder() {
+    return this.holder;
+  }
+  readToken() {
+    if (this.token instanceof Error) throw this.token;
+    return this.token;
+  }
+  readMarkerDeadlines() {
+    return this.marker;
+  }
+  writeHolder(h: string) {
+    this.holder = h;
+    this.writes.push(`holder=${h}`);
+    return Promise.resolve();
+  }
+  writeToken(t: number) {
+    this.token = t;
+    this.writes.push(`token=${t}`);
+    return Promise.resolve();
+  }
+}
+
+interface Harness {
+  clock: FakeClock;
+  client: ScriptedClient;
+  enforcer: RecordingEnforcer;
+  store: MemoryStore;
+  shutdown: AbortController;
+  done: Promise<void>;
+  logs: string[];
+}
+
+function start(
+  setup: (store: MemoryStore, clock: FakeClock) => void,
+  over: Partial<RenewerOptions> = {},
+): Harness {
+  const clock = new FakeClock();
+  const client = new ScriptedClient(() => clock.now());
+  const enforcer = new RecordingEnforcer(clock);
+  const store = new MemoryStore();
+  const logs: string[] = [];
+  const logger: Logger = createLogger({
+    format: "json",
+    write: (l) => logs.push(l),
+  });
+  setup(store, clock);
+  const renewer = new Renewer({
+    client,
+    holder: HOLDER,
+    ttlSeconds: TTL,
+    heartbeatMs: HB,
+    enforceLeadMs: LEAD,
+    enforcer,
+    store,
+    clock,
+    logger,
+    releaseOnShutdown: true,
+    ...over,
+  });
+  const shutdown = new AbortController();
+  const done = renewer.run(shutdown.signal);
+  return { clock, client, enforcer, store, shutdown, done, logs };
+}
+
+/** A healthy handoff: the init container's holder, token and a marker whose deadline is `leftMs` away. */
+function handoff(token: number, leftMs?: number) {
+  return (store: MemoryStore, clock: FakeClock) => {
+    store.holder = HOLDER;
+    store.token = token;
+    if (leftMs !== undefined) {
+      store.marker = {
+        leaseDeadlineBootMs: clock.bootNow() + leftMs,
+        gateClosesBootMs: clock.bootNow() + leftMs - LEAD,
+      };
+    }
+  };
+}
+
+async function stop(h: Harness): Promise<void> {
+  h.shutdown.abort();
+  await settle();
+  h.client.pending()?.answer({ kind: "released" });
+  await h.done;
+}
+
+Deno.test("a sidecar restart with a healthy lease keeps the workload running", async () => {
+  const h = start(handoff(7, 9_000));
+  await settle();
+  assert.equal(
+    h.enforcer.firstClose(),
+    undefined,
+    "the gate must not close on adoption",
+  );
+  const renew = h.client.pending()!;
+  assert.equal(renew.rpc, "renew", "the handoff is confirmed at once");
+  assert.equal(renew.token, 7);
+  renew.answer({ kind: "acquired", lease: record(HOLDER, 7) });
+  await settle();
+  assert.equal(h.enforcer.events.at(-1)?.op, "open");
+  assert.equal(h.enforcer.firstClose(), undefined);
+  await stop(h);
+});
+
+Deno.test("a restarted sidecar never lets the workload run past the last confirmed deadline", async () => {
+  const h = start(handoff(7, 5_000)); // gate closes 1 s after start
+  const t0 = h.clock.now();
+  await settle();
+  assert.equal(h.enforcer.firstClose(), undefined);
+  // The confirming renew hangs.
+  await h.clock.advanceTo(t0 + 999);
+  assert.equal(h.enforcer.firstClose(), undefined);
+  await h.clock.advanceTo(t0 + 1_000);
+  assert.equal(h.enforcer.firstClose()?.at, t0 + 1_000);
+  await stop(h);
+});
+
+Deno.test("a restarted sidecar adopts the earlier of the marker's boot-clock and wall-clock deadlines", async () => {
+  // The boot clock says 9 s are left, the wall copy only 5 s (the boot clock
+  // was not shared): the gate closes 1 s after start, by the wall copy.
+  const h = start((store, clock) => {
+    store.holder = HOLDER;
+    store.token = 7;
+    store.marker = {
+      leaseDeadlineBootMs: clock.bootNow() + 9_000,
+      gateClosesBootMs: clock.bootNow() + 5_000,
+      leaseDeadlineWallMs: clock.wallNow() + 5_000,
+      gateClosesWallMs: clock.wallNow() + 1_000,
+    };
+  });
+  const t0 = h.clock.now();
+  await settle();
+  assert.equal(h.enforcer.firstClose(), undefined);
+  await h.clock.advanceTo(t0 + 999);
+  assert.equal(h.enforcer.firstClose(), undefined);
+  await h.clock.advanceTo(t0 + 1_000);
+  assert.equal(h.enforcer.firstClose()?.at, t0 + 1_000);
+  await stop(h);
+});
+
+Deno.test("a handoff without a marker deadline gates first, then confirms with an immediate renew", async () => {
+  const h = start(handoff(3));
+  await settle();
+  assert.equal(h.enforcer.events[0].op, "close", "gate first");
+  const renew = h.client.pending()!;
+  assert.equal(renew.rpc, "renew");
+  assert.equal(renew.token, 3);
+  renew.answer({ kind: "acquired", lease: record(HOLDER, 3) });
+  await settle();
+  assert.ok(h.enforcer.open_);
+  await stop(h);
+});
+
+for (
+  const [name, setup] of [
+    ["a foreign holder", (s: MemoryStore) => {
+      s.holder = "prod/pod:web-1:uid:2222";
+      s.token = 5;
+    }],
+    ["the same pod name with another pod UID", (s: MemoryStore) => {
+      s.holder = "prod/pod:web-0:uid:9999";
+      s.token = 5;
+    }],
+    ["token 0", (s: MemoryStore) => {
+      s.holder = HOLDER;
+      s.token = new Error("token file: 0 is not a positive int32");
+    }],
+  ] as const
+) {
+  Deno.test(`a handoff with ${name} is never renewed or released; the sidecar acquires as itself`, async () => {
+    const h = start(setup);
+    await settle();
+    assert.equal(h.enforcer.events[0].op, "close");
+    const call = h.client.pending()!;
+    assert.equal(call.rpc, "acquire");
+    assert.equal(call.holder, HOLDER);
+    call.answer({ kind: "acquired", lease: record(HOLDER, 6) });
+    await settle();
+    assert.ok(h.enforcer.open_);
+    assert.deepEqual(h.store.writes, ["holder=" + HOLDER, "token=6"]);
+    await stop(h);
+    assert.ok(h.client.calls.every((c) => c.holder === HOLDER));
+    assert.equal(
+      h.client.of("release")[0]?.token,
+      6,
+      "releases only its own lease",
+    );
+  });
+}
+
+Deno.test("the sidecar does not take a lease another pod holds under the same holder identity", async () => {
+  const h = start(() => {}); // nothing handed over: acquire as itself
+  const t0 = h.clock.now();
+  await settle();
+  const first = h.client.pending()!;
+  assert.equal(first.rpc, "acquire");
+  // acquiredAt older than the renewal this answer reports: an extension of
+  // someone else's grant under our identity, not a grant to us.
+  first.answer({
+    kind: "acquired",
+    lease: record(HOLDER, 5, {
+      acquiredAt: "2026-05-07T00:00:00Z",
+      expiresAt: "2026-05-07T00:05:10Z",
+    }),
+  });
+  await settle();
+  assert.equal(h.enforcer.open_, false, "the workload stays stopped");
+  assert.ok(
+    h.logs.some((l) => l.includes("already held under this holder identity")),
+  );
+  // No Acquire for a TTL + 1 s: each one would keep the other pod's lease alive.
+  await h.clock.advanceTo(t0 + 11_000 - 1);
+  assert.equal(h.client.of("acquire").length, 1);
+  await h.clock.advanceTo(t0 + 11_000 + HB);
+  const again = h.client.pending()!;
+  assert.equal(again.rpc, "acquire");
+  again.answer({ kind: "acquired", lease: record(HOLDER, 6) });
+  await settle();
+  assert.ok(h.enforcer.open_, "a fresh grant opens the gate");
+  assert.deepEqual(h.store.writes, ["holder=" + HOLDER, "token=6"]);
+  await stop(h);
+});
+
+Deno.test("after an Acquire without an answer, an extension of that grant is taken as ours", async () => {
+  const h = start(() => {});
+  await settle();
+  h.client.pending()!.answer({ kind: "timeout", message: "no answer" });
+  await h.clock.advance(HB + 1);
+  h.client.pending()!.answer({
+    kind: "acquired",
+    lease: record(HOLDER, 5, {
+      acquiredAt: "2026-05-07T00:00:00Z",
+      expiresAt: "2026-05-07T00:00:13Z",
+    }),
+  });
+  await settle();
+  assert.ok(h.enforcer.open_);
+  await stop(h);
+});
+
+Deno.test("renews at the heartbeat and closes the gate exactly at the deadline minus the lead, between heartbeats", async () => {
+  const h = start(handoff(4, 10_000));
+  const t0 = h.clock.now();
+  await settle();
+  // Confirmation sent at t0 succeeds: deadline t0 + 10 s, gate closes at t0 + 6 s.
+  h.client.pending()!.answer({ kind: "acquired", lease: record(HOLDER, 4) });
+  await settle();
+  // Every later renew fails with a server error.
+  await h.clock.advanceTo(t0 + HB);
+  const second = h.client.pending()!;
+  assert.equal(second.at, t0 + HB, "renews at the heartbeat");
+  second.answer({
+    kind: "server-error",
+    status: 500,
+    message: "internal error",
+  });
+  await h.clock.advanceTo(t0 + 6_000 - 1);
+  assert.equal(
+    h.enforcer.firstClose(),
+    undefined,
+    "a transient error inside the TTL keeps the workload",
+  );
+  await h.clock.advanceTo(t0 + 6_000);
+  assert.equal(
+    h.enforcer.firstClose()?.at,
+    t0 + 6_000,
+    "closes at deadline - lead, not at a heartbeat",
+  );
+  assert.notEqual((t0 + 6_000 - t0) % HB, 0);
+  await stop(h);
+});
+
+Deno.test("a hung renew is abandoned at the lease deadline", async () => {
+  const h = start(handoff(4, 10_000));
+  const t0 = h.clock.now();
+  await settle();
+  h.client.pending()!.answer({ kind: "acquired", lease: record(HOLDER, 4) });
+  // Renews at t0+HB and t0+2HB fail fast; the one at t0+3HB (= t0 + 10 s, the
+  // deadline) would be bounded to 0. Make the one at t0+2HB hang: its bound is
+  // min(HB, deadline - send) = 10000 - 6666.67.
+  await h.clock.advanceTo(t0 + HB);
+  h.client.pending()!.answer({ kind: "timeout", message: "slow" });
+  await h.clock.advanceTo(t0 + 2 * HB + 1);
+  const hung = h.client.pending()!;
+  assert.equal(hung.rpc, "renew");
+  await h.clock.advanceTo(t0 + 10_000 - 1);
+  assert.equal(hung.signal.aborted, false);
+  await h.clock.advanceTo(t0 + 10_000);
+  assert.equal(hung.signal.aborted, true, "bounded by the deadline");
+  assert.equal(hung.done, true);
+  await settle();
+  await stop(h);
+});
+
+Deno.test("a success that arrives after its own gate-closing time does not reopen the gate", async () => {
+  // With a valid configuration (heartbeat + lead < TTL) the RPC bound makes
+  // this rare; a long heartbeat lets the answer arrive 6.5 s after the send,
+  // past its own gate-closing time (send + 10 s - 4 s).
+  const h = start(handoff(4), { heartbeatMs: 9_000 });
+  const t0 = h.clock.now();
+  await settle();
+  const call = h.client.pending()!;
+  await h.clock.advanceTo(t0 + 6_500);
+  call.answer({ kind: "acquired", lease: record(HOLDER, 4) });
+  await settle();
+  assert.equal(h.enforcer.open_, false, "the gate stays closed");
+  assert.ok(h.logs.some((l) => l.includes("too late")));
+  await stop(h);
+});
+
+Deno.test("the deadline counts from the send time; a server clock an hour off changes nothing", async () => {
+  for (
+    const expiresAt of [
+      "2020-01-01T00:00:00Z",
+      "2099-01-01T00:00:00.123456789+05:30",
+    ]
+  ) {
+    const h = start(handoff(4));
+    const t0 = h.clock.now();
+    await settle();
+    const call = h.client.pending()!;
+    await h.clock.advanceTo(t0 + 1_000); // the answer takes 1 s
+    call.answer({ kind: "acquired", lease: record(HOLDER, 4, { expiresAt }) });
+    await settle();
+    const open = h.enforcer.events.findLast((e) => e.op === "open")!;
+    const boot0 = h.clock.bootNow() - 1_000;
+    const wall0 = h.clock.wallNow() - 1_000;
+    assert.deepEqual(open.marker, {
+      leaseDeadlineBootMs: boot0 + 10_000,
+      gateClosesBootMs: boot0 + 6_000,
+      leaseDeadlineWallMs: wall0 + 10_000,
+      gateClosesWallMs: wall0 + 6_000,
+    });
+    // Server errors from now on: the gate closes at send + TTL - lead.
+    h.client.queue.push(
+      ...Array.from(
+        { length: 5 },
+        () => ({ kind: "server-error" as const, status: 500, message: "x" }),
+      ),
+    );
+    await h.clock.advanceTo(t0 + 6_000 - 1);
+    assert.equal(h.enforcer.open_, true);
+    await h.clock.advanceTo(t0 + 6_000);
+    assert.equal(h.enforcer.open_, false);
+    await stop(h);
+  }
+});
+
+Deno.test("acquired:false closes the gate at once; the next tick reacquires and persists the new token", async () => {
+  const h = start(handoff(4, 10_000));
+  const t0 = h.clock.now();
+  await settle();
+  h.client.pending()!.answer({ kind: "acquired", lease: record(HOLDER, 4) });
+  await h.clock.advanceTo(t0 + HB);
+  h.client.pending()!.answer({
+    kind: "not-acquired",
+    lease: record("prod/pod:web-1:uid:2", 5),
+  });
+  await settle();
+  assert.equal(
+    h.enforcer.firstClose()?.at,
+    t0 + HB,
+    "lost now, not at the deadline",
+  );
+  assert.match(
+    h.enforcer.firstClose()!.reason!,
+    /held by prod\/pod:web-1:uid:2/,
+  );
+  // While lost, every tick re-applies the enforcer and tries to acquire.
+  await h.clock.advanceTo(t0 + 2 * HB + 1);
+  const acq = h.client.pending()!;
+  assert.equal(acq.rpc, "acquire");
+  assert.equal(
+    h.enforcer.events.filter((e) => e.op === "close").length,
+    2,
+    "re-applied on the tick",
+  );
+  acq.answer({
+    kind: "not-acquired",
+    lease: record("prod/pod:web-1:uid:2", 5),
+  });
+  await h.clock.advanceTo(t0 + 3 * HB + 1);
+  h.client.pending()!.answer({ kind: "acquired", lease: record(HOLDER, 6) });
+  await settle();
+  assert.ok(h.enforcer.open_);
+  assert.deepEqual(h.store.writes, ["token=6"]);
+  assert.ok(
+    h.logs.some((l) =>
+      l.includes('"lease reacquired"') && l.includes('"fencing_token":6')
+    ),
+  );
+  await stop(h);
+  assert.equal(h.client.of("release")[0].token, 6);
+});
+
+Deno.test("409 on renew is a loss; shutdown then does not release", async () => {
+  const h = start(handoff(4, 10_000));
+  await settle();
+  h.client.pending()!.answer({
+    kind: "conflict",
+    message: "lease held by another identity or token",
+  });
+  await settle();
+  assert.equal(h.enforcer.open_, false);
+  await stop(h);
+  assert.equal(h.client.of("release").length, 0);
+});
+
+Deno.test("shutdown releases a held lease with its token, bounded at 5 s and not tied to the shutdown signal", async () => {
+  const h = start(handoff(9, 10_000));
+  await settle();
+  h.client.pending()!.answer({ kind: "acquired", lease: record(HOLDER, 9) });
+  await settle();
+  h.shutdown.abort();
+  await settle();
+  const rel = h.client.pending()!;
+  assert.equal(rel.rpc, "release");
+  assert.equal(rel.token, 9);
+  assert.equal(rel.holder, HOLDER);
+  assert.equal(rel.signal.aborted, false, "not tied to the shutdown signal");
+  await h.clock.advance(4_999);
+  assert.equal(rel.signal.aborted, false);
+  await h.clock.advance(1);
+  assert.equal(rel.signal.aborted, true, "bounded at 5 s");
+  await h.done;
+  assert.equal(h.enforcer.events.at(-1)?.op, "dispose");
+});
+
+Deno.test("shutdown does not release when release-on-shutdown is off", async () => {
+  const h = start(handoff(9, 10_000), { releaseOnShutdown: false });
+  await settle();
+  h.client.pending()!.answer({ kind: "acquired", lease: record(HOLDER, 9) });
+  await stop(h);
+  assert.equal(h.client.of("release").length, 0);
+});

@@ -1,0 +1,227 @@
+/**
+ * `deno task compile`: the pure parts always, the real build where it can
+ * run. `deno compile` downloads its `denort` runtime on first use; where that
+ * download is unreachable the build tests are reported as ignored, with the
+ * reason printed, never as passed.
+ *
+ * @module
+ */
+import assert from "node:assert/strict";
+import {
+  binaryName,
+  formatSha256Sums,
+  isRuntimeDownloadFailure,
+  sha256File,
+  SUMS_FILE,
+  type Target,
+  TARGETS,
+} from "../../scripts/compile.ts";
+import { VERSION } from "../../lib/version.ts";
+
+const ROOT = decodeURIComponent(new URL("../..", import.meta.url).pathname)
+  .replace(/\/+$/, "");
+
+/** What `deno compile` printed here when its runtime host could not be resolved. */
+const OFFLINE_ERROR =
+  `error: Writing deno compile executable to temporary file '/tmp/ct/b.tmp-5d584a0cef93be7f'
+
+Caused by:
+    0: Setting up base binary.
+    1: error sending request for url (https://dl.deno.land/release/v2.9.6/denort-x86_64-unknown-linux-gnu.zip): client error (Connect): dns error: failed to lookup address information: Name or service not known
+    2: client error (Connect)
+`;
+
+Deno.test("a failed runtime download is told apart from a failed build", () => {
+  assert.equal(isRuntimeDownloadFailure(OFFLINE_ERROR), true);
+  assert.equal(
+    isRuntimeDownloadFailure(
+      "TS2322 [ERROR]: Type 'string' is not assignable to type 'number'.\nerror: Type checking failed.",
+    ),
+    false,
+  );
+});
+
+Deno.test("SHA256SUMS is in sha256sum -c format and independent of build order", () => {
+  const a = {
+    name: binaryName("1.2.3", "x86_64-unknown-linux-gnu"),
+    sha256: "aa",
+  };
+  const b = {
+    name: binaryName("1.2.3", "aarch64-unknown-linux-gnu"),
+    sha256: "bb",
+  };
+  const expected = "bb  berth-acquire-1.2.3-aarch64-unknown-linux-gnu\n" +
+    "aa  berth-acquire-1.2.3-x86_64-unknown-linux-gnu\n";
+  assert.equal(formatSha256Sums([a, b]), expected);
+  assert.equal(formatSha256Sums([b, a]), expected);
+});
+
+Deno.test("the release file name and --version name the same version", async () => {
+  // Binaries are named from deno.json; `--version` prints lib/version.ts.
+  const config = JSON.parse(await Deno.readTextFile(`${ROOT}/deno.json`));
+  assert.equal(config.version, VERSION);
+});
+
+Deno.test("sha256File agrees with the SHA-256 test vector", async () => {
+  const dir = await Deno.makeTempDir();
+  try {
+    await Deno.writeTextFile(`${dir}/abc`, "abc");
+    assert.equal(
+      await sha256File(`${dir}/abc`),
+      "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad",
+    );
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+/**
+ * Whether `deno compile` can get its runtime here, found by compiling a
+ * one-line program (so a type error elsewhere in the project cannot be taken
+ * for an unreachable download). `undefined` when it can.
+ */
+async function compileUnavailableReason(): Promise<string | undefined> {
+  const dir = await Deno.makeTempDir({ prefix: "compile-probe-" });
+  try {
+    await Deno.writeTextFile(`${dir}/probe.ts`, "console.log('ok');\n");
+    const out = await new Deno.Command(Deno.execPath(), {
+      args: [
+        "compile",
+        "-q",
+        "--no-config",
+        "--output",
+        `${dir}/probe`,
+        `${dir}/probe.ts`,
+      ],
+      cwd: dir,
+      stdin: "null",
+      stdout: "piped",
+      stderr: "piped",
+      // Bounds a download that hangs instead of failing.
+      signal: AbortSignal.timeout(300_000),
+    }).output();
+    const stderr = new TextDecoder().decode(out.stderr);
+    if (!out.success && isRuntimeDownloadFailure(stderr)) {
+      const cause = stderr.split("\n").find((l) =>
+        /error sending request/.test(l)
+      )
+        ?.trim() ?? "the denort download failed";
+      return `deno compile cannot download its runtime here (${cause})`;
+    }
+    return undefined;
+  } catch (e) {
+    return `deno compile did not finish: ${(e as Error).message}`;
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+}
+
+const unavailable = await compileUnavailableReason();
+const host = TARGETS.find((t) => t === Deno.build.target) as Target | undefined;
+if (unavailable !== undefined) {
+  console.log(`SKIPPED compile tests: ${unavailable}`);
+}
+
+/** The named variables of this process's environment that are set. */
+function inherited(...names: string[]): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const n of names) {
+    const v = Deno.env.get(n);
+    if (v !== undefined) out[n] = v;
+  }
+  return out;
+}
+
+/** Runs a program with only `env` as its environment; bounded, never hangs a run. */
+async function run(
+  argv: string[],
+  env: Record<string, string> = {},
+): Promise<{ code: number; stdout: string; stderr: string }> {
+  const out = await new Deno.Command(argv[0], {
+    args: argv.slice(1),
+    clearEnv: true,
+    env,
+    stdin: "null",
+    stdout: "piped",
+    stderr: "piped",
+    signal: AbortSignal.timeout(600_000),
+  }).output();
+  const dec = new TextDecoder();
+  return {
+    code: out.code,
+    stdout: dec.decode(out.stdout),
+    stderr: dec.decode(out.stderr),
+  };
+}
+
+Deno.test({
+  name:
+    "deno task compile builds every target with a verifiable SHA256SUMS, and the binary runs",
+  ignore: unavailable !== undefined,
+  async fn() {
+    const out = await Deno.makeTempDir({ prefix: "compile-out-" });
+    try {
+      const built = await run([
+        Deno.execPath(),
+        "task",
+        "--config",
+        `${ROOT}/deno.json`,
+        "compile",
+        "--out-dir",
+        out,
+      ], inherited("PATH", "HOME", "DENO_DIR"));
+      assert.equal(built.code, 0, built.stderr);
+
+      const sums = await Deno.readTextFile(`${out}/${SUMS_FILE}`);
+      const lines = sums.trimEnd().split("\n");
+      assert.equal(lines.length, TARGETS.length, sums);
+      for (const target of TARGETS) {
+        const name = binaryName(VERSION, target);
+        assert.ok(
+          lines.includes(`${await sha256File(`${out}/${name}`)}  ${name}`),
+          `${SUMS_FILE} has no correct line for ${name}:\n${sums}`,
+        );
+      }
+
+      if (host === undefined) {
+        console.log(
+          `not running the binary: this machine (${Deno.build.target}) is not a release target`,
+        );
+        return;
+      }
+      const bin = `${out}/${binaryName(VERSION, host)}`;
+      const version = await run([bin, "--version"]);
+      assert.equal(version.code, 0, version.stderr);
+      assert.equal(version.stdout.trim(), `berth-acquire ${VERSION}`);
+
+      // The probe runs as a copy named `check` in the state volume, as
+      // `acquire` installs it, with none of the helpers' configuration.
+      const state = `${out}/state`;
+      await Deno.mkdir(state);
+      await Deno.copyFile(bin, `${state}/check`);
+      await Deno.chmod(`${state}/check`, 0o755);
+      const probe = [
+        `${state}/check`,
+        "check",
+        `${state}/healthy`,
+        "--max-age",
+        "30s",
+      ];
+
+      const absent = await run(probe);
+      assert.equal(absent.code, 1);
+      assert.equal(
+        absent.stdout.trim(),
+        `health marker absent: ${state}/healthy`,
+      );
+
+      // A marker just written (empty, as the Go helper writes it) is fresh.
+      await Deno.writeTextFile(`${state}/healthy`, "");
+      const fresh = await run(probe);
+      assert.equal(fresh.code, 0, fresh.stdout + fresh.stderr);
+      assert.equal(fresh.stdout, "");
+    } finally {
+      await Deno.remove(out, { recursive: true });
+    }
+  },
+});

@@ -1,0 +1,293 @@
+import {
+  deepEqual,
+  equal,
+  match,
+  ok,
+  rejects,
+  throws,
+} from "node:assert/strict";
+import { formatMarker, StateFileError } from "../../lib/state/marker.ts";
+import {
+  checkWrapperScript,
+  parseToken,
+  shellQuote,
+  StateDir,
+  TOKEN_MAX,
+} from "../../lib/state/state_dir.ts";
+import { runExecutable } from "../support/cli.ts";
+
+/** Runs `fn` with a fresh state directory that is removed afterwards. */
+async function withState(
+  fn: (s: StateDir, dir: string) => Promise<void> | void,
+) {
+  const dir = await Deno.makeTempDir({ prefix: "berth-state-" });
+  try {
+    await fn(new StateDir(dir), dir);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+}
+
+const mode = (p: string) => Deno.statSync(p).mode! & 0o7777;
+const names = (dir: string) =>
+  [...Deno.readDirSync(dir)].map((e) => e.name).sort();
+const DEADLINES = {
+  gateClosesBootMs: 1_000_000,
+  leaseDeadlineBootMs: 1_002_000,
+};
+
+Deno.test("writes have the upstream modes and content, and leave no temp file", async () => {
+  await withState(async (s, dir) => {
+    // A restrictive umask must not change the modes: they are chmod-ed.
+    const old = Deno.umask(0o077);
+    try {
+      await s.writeHolder("prod/deployment:checkout");
+      await s.writeToken(42);
+      await s.writeMarker(DEADLINES);
+    } finally {
+      Deno.umask(old);
+    }
+    equal(Deno.readTextFileSync(`${dir}/holder`), "prod/deployment:checkout");
+    equal(Deno.readTextFileSync(`${dir}/token`), "42");
+    equal(Deno.readTextFileSync(`${dir}/healthy`), formatMarker(DEADLINES));
+    for (const f of ["holder", "token", "healthy"]) {
+      equal(mode(`${dir}/${f}`), 0o644, f);
+    }
+    deepEqual(names(dir), ["healthy", "holder", "token"]);
+  });
+});
+
+Deno.test("round trip: what is written reads back exactly", async () => {
+  await withState(async (s) => {
+    equal(s.readHolder(), undefined);
+    equal(s.readToken(), undefined);
+    equal(s.readMarkerDeadlines(), undefined);
+    const holder = "east/prod:pod:x:uid:8c21b044 ünïcode \uFEFF";
+    await s.writeHolder(holder);
+    await s.writeToken(TOKEN_MAX);
+    await s.writeMarker(DEADLINES);
+    equal(s.readHolder(), holder);
+    equal(s.readToken(), TOKEN_MAX);
+    deepEqual(s.readMarkerDeadlines(), DEADLINES);
+    // A rewrite replaces the file.
+    await s.writeToken(7);
+    equal(s.readToken(), 7);
+  });
+});
+
+Deno.test("removeMarker: removes it, and a missing marker is fine", async () => {
+  await withState(async (s, dir) => {
+    await s.writeMarker(DEADLINES);
+    await s.removeMarker();
+    deepEqual(names(dir), []);
+    await s.removeMarker();
+  });
+});
+
+Deno.test("cleanStaleTemps removes only our temp files", async () => {
+  await withState(async (s, dir) => {
+    const ours = [
+      ".healthy.tmp-0123456789abcdef",
+      ".token.tmp-fedcba9876543210",
+      ".check.tmp-00000000ffffffff",
+    ];
+    const theirs = [".healthy.tmp-xyz", "notes.tmp-0123456789abcdef", "holder"];
+    for (const n of [...ours, ...theirs]) {
+      Deno.writeTextFileSync(`${dir}/${n}`, "x");
+    }
+    const removed = await s.cleanStaleTemps();
+    deepEqual(removed.sort(), ours.map((n) => `${dir}/${n}`).sort());
+    deepEqual(names(dir), theirs.sort());
+  });
+});
+
+Deno.test("a missing state directory is reported with what to do", async () => {
+  const s = new StateDir("/nonexistent/berth-state-test");
+  await rejects(s.writeToken(1), /does not exist; mount the state volume/);
+  await rejects(s.cleanStaleTemps(), /does not exist; mount the state volume/);
+});
+
+Deno.test("reads refuse symlinks, even to a valid file", async () => {
+  await withState(async (s, dir) => {
+    const elsewhere = await Deno.makeTempDir();
+    try {
+      Deno.writeTextFileSync(`${elsewhere}/holder`, "prod/deployment:checkout");
+      Deno.writeTextFileSync(`${elsewhere}/token`, "5");
+      Deno.writeTextFileSync(`${elsewhere}/healthy`, formatMarker(DEADLINES));
+      for (const f of ["holder", "token", "healthy"]) {
+        Deno.symlinkSync(`${elsewhere}/${f}`, `${dir}/${f}`);
+      }
+      throws(() => s.readHolder(), (e) => {
+        ok(e instanceof StateFileError);
+        equal(e.path, `${dir}/holder`);
+        match(e.message, /symbolic link, which is never followed/);
+        return true;
+      });
+      throws(() => s.readToken(), /token file is a symbolic link/);
+      throws(() => s.readMarkerDeadlines(), /health marker is a symbolic link/);
+    } finally {
+      await Deno.remove(elsewhere, { recursive: true });
+    }
+  });
+});
+
+Deno.test("reads refuse directories and oversized files", async () => {
+  await withState((s, dir) => {
+    Deno.mkdirSync(`${dir}/holder`);
+    throws(() => s.readHolder(), /holder file is a directory/);
+    Deno.writeTextFileSync(`${dir}/token`, "1".repeat(33));
+    throws(() => s.readToken(), /limit 32 bytes/);
+    Deno.writeTextFileSync(`${dir}/healthy`, "x".repeat(4097));
+    throws(() => s.readMarkerDeadlines(), /limit 4096 bytes/);
+    Deno.removeSync(`${dir}/holder`);
+    Deno.writeTextFileSync(`${dir}/holder`, "h".repeat(1025));
+    throws(() => s.readHolder(), /limit 1024 bytes/);
+    Deno.writeTextFileSync(`${dir}/holder`, "h".repeat(1024));
+    equal(s.readHolder(), "h".repeat(1024));
+  });
+});
+
+Deno.test("a holder that could not be read back is not written", async () => {
+  await withState(async (s, dir) => {
+    await rejects(s.writeHolder("h".repeat(1025)), /more than the 1024/);
+    deepEqual(names(dir), []);
+  });
+});
+
+Deno.test("holder: invalid UTF-8 is refused rather than mangled", async () => {
+  await withState((s, dir) => {
+    Deno.writeFileSync(`${dir}/holder`, new Uint8Array([0x70, 0xff, 0x71]));
+    throws(() => s.readHolder(), /not valid UTF-8/);
+  });
+});
+
+Deno.test("token: only the canonical positive int32 berth-acquire writes is accepted", () => {
+  equal(parseToken("1", "/t"), 1);
+  equal(parseToken("2147483647", "/t"), 2147483647);
+  // Upstream writes no newline, sign or padding, so anything else was not
+  // written by a helper and is refused (the sidecar then does not adopt).
+  for (
+    const bad of [
+      "0",
+      "-1",
+      "2147483648",
+      "99999999999",
+      "12\n",
+      " 12",
+      "+12",
+      "012",
+      "1e3",
+      "",
+      "0x10",
+    ]
+  ) {
+    throws(() => parseToken(bad, "/berth/token"), (e) => {
+      ok(e instanceof StateFileError);
+      equal(e.path, "/berth/token");
+      match(e.message, /not a positive 32-bit decimal integer/);
+      return true;
+    }, JSON.stringify(bad));
+  }
+});
+
+Deno.test("token: the state file is validated on read and on write", async () => {
+  await withState(async (s, dir) => {
+    Deno.writeTextFileSync(`${dir}/token`, "12\n");
+    throws(() => s.readToken(), /"12\\n" is not a positive 32-bit/);
+    for (const bad of [0, -1, 2147483648, 1.5, NaN]) {
+      await rejects(s.writeToken(bad), RangeError, String(bad));
+    }
+    equal(Deno.readTextFileSync(`${dir}/token`), "12\n");
+  });
+});
+
+Deno.test("shellQuote survives quotes, spaces and dollars", async () => {
+  const nasty = `it's a "$HOME" \`x\` \\ path`;
+  const out = await new Deno.Command("/bin/sh", {
+    args: ["-c", `printf %s ${shellQuote(nasty)}`],
+  }).output();
+  equal(new TextDecoder().decode(out.stdout), nasty);
+});
+
+Deno.test("installCheck under deno run: an executable 0755 wrapper that behaves like `berth-acquire check`", async () => {
+  await withState(async (s, dir) => {
+    await s.installCheck();
+    equal(mode(`${dir}/check`), 0o755);
+    deepEqual(names(dir), ["check"]);
+    const text = Deno.readTextFileSync(`${dir}/check`);
+    ok(text.startsWith("#!/bin/sh\n"));
+    ok(text.includes(" -P=berth-acquire "), text);
+
+    const env = {}; // nothing but PATH: no BERTH_* variables
+    const absent = await runExecutable(
+      [`${dir}/check`, "check", `${dir}/healthy`, "--max-age", "30s"],
+      { env },
+    );
+    deepEqual(absent, {
+      code: 1,
+      stdout: `health marker absent: ${dir}/healthy\n`,
+      stderr: "",
+    });
+    await s.writeMarker({
+      gateClosesBootMs: Number.MAX_SAFE_INTEGER,
+      leaseDeadlineBootMs: Number.MAX_SAFE_INTEGER,
+    });
+    const fresh = await runExecutable(
+      [`${dir}/check`, "check", `${dir}/healthy`, "--max-age", "30s"],
+      { env },
+    );
+    deepEqual(fresh, { code: 0, stdout: "", stderr: "" });
+  });
+});
+
+Deno.test("installCheck wrapper quotes paths with spaces and quotes", () => {
+  const script = checkWrapperScript("/opt/my deno/deno", "/src/it's here/");
+  match(script, /^#!\/bin\/sh\n/);
+  ok(
+    script.includes(
+      `exec '/opt/my deno/deno' run -q --no-prompt -P=berth-acquire`,
+    ),
+  );
+  ok(
+    script.includes(
+      `--config '/src/it'\\''s here/deno.json' '/src/it'\\''s here/main.ts' "$@"`,
+    ),
+  );
+});
+
+Deno.test("installCheck when compiled: copies the executable byte for byte with mode 0755", async () => {
+  await withState(async (s, dir) => {
+    const src = await Deno.makeTempFile();
+    try {
+      const bytes = new Uint8Array(200_000).map((_, i) => (i * 7919) % 251);
+      Deno.writeFileSync(src, bytes, { mode: 0o600 });
+      await s.installCheck({ standalone: true, execPath: src });
+      equal(mode(`${dir}/check`), 0o755);
+      deepEqual(Deno.readFileSync(`${dir}/check`), bytes);
+      deepEqual(names(dir), ["check"]);
+      // Reinstalling replaces it.
+      Deno.writeFileSync(src, new Uint8Array([1, 2, 3]));
+      await s.installCheck({ standalone: true, execPath: src });
+      deepEqual(Deno.readFileSync(`${dir}/check`), new Uint8Array([1, 2, 3]));
+    } finally {
+      await Deno.remove(src);
+    }
+  });
+});
+
+Deno.test("a failed write leaves no temp file and names the target", async () => {
+  await withState(async (s, dir) => {
+    // A directory in place of the marker: rename cannot replace it.
+    Deno.mkdirSync(`${dir}/healthy`);
+    Deno.writeTextFileSync(`${dir}/healthy/keep`, "");
+    await rejects(s.writeMarker(DEADLINES), (e) => {
+      ok(e instanceof StateFileError);
+      equal(e.path, `${dir}/healthy`);
+      return true;
+    });
+    deepEqual(names(dir), ["healthy"]);
+    // removeMarker leaves someone's directory alone (the probe already fails on it).
+    await s.removeMarker();
+    deepEqual(names(`${dir}/healthy`), ["keep"]);
+  });
+});
