@@ -15,7 +15,7 @@ const COMMANDS: Record<
   acquire: () => import("./lib/cmd/acquire.ts"),
   renew: () => import("./lib/cmd/renew.ts"),
   run: () => import("./lib/cmd/run.ts"),
-  "dev-server": () => import("./lib/devserver/server.ts"),
+  "dev-server": () => import("./lib/cmd/dev_server.ts"),
 };
 
 const USAGE = `berth-acquire: hold a Berth lease for a Kubernetes workload

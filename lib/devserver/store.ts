@@ -2,7 +2,7 @@
  * The development server's in-memory lease store: the Berth semantics
  * (tokens that strictly increase per key through releases, tombstones, lazy
  * expiry, acquired:false) without any HTTP, so they can be read and tested on
- * their own. See `dev_server.ts` for the server around it.
+ * their own. See `server.ts` for the server around it.
  *
  * @module
  */

@@ -1,7 +1,8 @@
 /**
  * The development lease server against the wire contract in berth-api.md:
  * exact bytes, statuses, messages and check order, lease semantics with an
- * injected clock, request ids, routing, faults, TLS and the subcommand.
+ * injected clock, request ids, routing, faults and TLS. The `dev-server`
+ * subcommand is tested in tests/cmd/dev_server_test.ts.
  */
 import assert from "node:assert/strict";
 import {
@@ -10,7 +11,8 @@ import {
   startDevServer,
 } from "../../lib/devserver/server.ts";
 import { MAX_FENCING_TOKEN } from "../../lib/devserver/store.ts";
-import { runCli, spawnCli } from "../support/cli.ts";
+import { ListenError } from "../../lib/net/addr.ts";
+import { makeTestPki, opensslMissing } from "../support/tls.ts";
 
 const T0 = Date.UTC(2026, 4, 7); // 2026-05-07T00:00:00Z
 const ZERO = "0001-01-01T00:00:00Z";
@@ -1089,113 +1091,30 @@ Deno.test("faults: a hung request whose client gave up is still applied once cle
 
 // --- TLS ---------------------------------------------------------------------------
 
-function opensslAvailable(): boolean {
-  try {
-    return new Deno.Command("openssl", {
-      args: ["version"],
-      stdout: "null",
-      stderr: "null",
-    })
-      .outputSync().success;
-  } catch {
-    return false;
-  }
-}
-const HAVE_OPENSSL = opensslAvailable();
-if (!HAVE_OPENSSL) {
-  console.log("skipped: TLS dev-server test needs openssl on PATH");
-}
-
 Deno.test({
   name: "TLS: serves HTTPS with a PEM cert and key for 127.0.0.1",
-  ignore: !HAVE_OPENSSL,
+  ignore: opensslMissing() !== undefined,
   fn: async () => {
-    const dir = await Deno.makeTempDir({ prefix: "dev-server-tls-" });
-    try {
-      const cert = `${dir}/cert.pem`;
-      const key = `${dir}/key.pem`;
-      const openssl = async (...args: string[]) => {
-        const out = await new Deno.Command("openssl", {
-          args,
-          stdout: "null",
-          stderr: "piped",
-        })
-          .output();
-        assert.ok(out.success, new TextDecoder().decode(out.stderr));
-      };
-      const ec = [
-        "-newkey",
-        "ec",
-        "-pkeyopt",
-        "ec_paramgen_curve:prime256v1",
-        "-nodes",
-      ];
-      await openssl(
-        "req",
-        "-x509",
-        ...ec,
-        "-keyout",
-        `${dir}/ca.key`,
-        "-out",
-        `${dir}/ca.pem`,
-        "-days",
-        "1",
-        "-subj",
-        "/CN=dev-server test CA",
-      );
-      await openssl(
-        "req",
-        ...ec,
-        "-keyout",
-        key,
-        "-out",
-        `${dir}/leaf.csr`,
-        "-subj",
-        "/CN=127.0.0.1",
-      );
-      await Deno.writeTextFile(
-        `${dir}/ext.cnf`,
-        "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\n",
-      );
-      await openssl(
-        "x509",
-        "-req",
-        "-in",
-        `${dir}/leaf.csr`,
-        "-CA",
-        `${dir}/ca.pem`,
-        "-CAkey",
-        `${dir}/ca.key`,
-        "-CAcreateserial",
-        "-out",
-        cert,
-        "-days",
-        "1",
-        "-extfile",
-        `${dir}/ext.cnf`,
-      );
-      await using server = await startDevServer({
-        tls: { certFile: cert, keyFile: key },
-      });
-      assert.match(server.url, /^https:\/\/127\.0\.0\.1:\d+$/);
-      using client = Deno.createHttpClient({
-        caCerts: [await Deno.readTextFile(`${dir}/ca.pem`)],
-      });
-      const res = await fetch(`${server.url}${LEASE}/acquire`, {
-        method: "POST",
-        body: '{"holder":"a","ttlSeconds":5}',
-        client,
-      });
-      assert.equal(res.status, 200);
-      assert.match(
-        await res.text(),
-        /^\{"acquired":true,"holder":"a","fencingToken":1,/,
-      );
-      // A client that does not trust the certificate cannot talk to it.
-      await assert.rejects(fetch(`${server.url}/healthz`));
-    } finally {
-      await Deno.remove(dir, { recursive: true });
-    }
+    await using pki = await makeTestPki({ names: ["127.0.0.1"] });
+    await using server = await startDevServer({
+      tls: { certFile: pki.serverCert, keyFile: pki.serverKey },
+    });
+    assert.match(server.url, /^https:\/\/127\.0\.0\.1:\d+$/);
+    using client = Deno.createHttpClient({
+      caCerts: [await Deno.readTextFile(pki.caCert)],
+    });
+    const res = await fetch(`${server.url}${LEASE}/acquire`, {
+      method: "POST",
+      body: '{"holder":"a","ttlSeconds":5}',
+      client,
+    });
+    assert.equal(res.status, 200);
+    assert.match(
+      await res.text(),
+      /^\{"acquired":true,"holder":"a","fencingToken":1,/,
+    );
+    // A client that does not trust the certificate cannot talk to it.
+    await assert.rejects(fetch(`${server.url}/healthz`));
   },
 });
 
@@ -1208,72 +1127,17 @@ Deno.test("a missing TLS file is a start-up error naming the file", async () => 
   );
 });
 
-// --- the dev-server subcommand ---------------------------------------------------
-
-Deno.test("dev-server subcommand prints its URL, serves, and exits 0 on SIGTERM", async () => {
-  const child = spawnCli(["dev-server", "--listen", "127.0.0.1:0"], {
-    signal: AbortSignal.timeout(60_000),
-  });
-  const stderr = new Response(child.stderr).text();
-  const lines = child.stdout.pipeThrough(new TextDecoderStream()).getReader();
-  let out = "";
-  try {
-    while (!out.includes("\n")) {
-      const { done, value } = await lines.read();
-      if (done) break;
-      out += value;
-    }
-    const m = /^berth dev-server listening on (http:\/\/127\.0\.0\.1:(\d+))\n$/
-      .exec(out);
-    assert.ok(m, `first stdout line: ${JSON.stringify(out)}`);
-    assert.notEqual(m[2], "0");
-    const health = await fetch(`${m[1]}/healthz`);
-    assert.equal(await health.text(), "ok\n");
-    const a = await fetch(`${m[1]}${LEASE}/acquire`, {
-      method: "POST",
-      body: '{"holder":"a","ttlSeconds":5}',
-    });
-    assert.match(await a.text(), /"acquired":true/);
-  } finally {
-    child.kill("SIGTERM");
-  }
-  const status = await child.status;
-  while (!(await lines.read()).done) { /* drain */ }
-  const err = await stderr;
-  assert.equal(status.code, 0, err);
-  assert.match(err, /development server/);
-});
-
-Deno.test("dev-server --help says it is a development server; bad flags exit 1", async () => {
-  const run = (...args: string[]) =>
-    runCli(["dev-server", ...args], { signal: AbortSignal.timeout(60_000) });
-  const help = await run("--help");
-  assert.equal(help.code, 0);
-  assert.match(help.stdout, /DEVELOPMENT/);
-  assert.match(help.stdout, /in memory/);
-  assert.match(help.stdout, /lost when it exits/);
-  assert.match(help.stdout, /NOT for production/);
-
-  const badKey = await run("--api-key", "hunter2", "--listen", "127.0.0.1:0");
-  assert.equal(badKey.code, 1);
-  assert.match(badKey.stderr, /API key #1 is not "key-id:sha256hex"/);
-  assert.ok(!badKey.stderr.includes("hunter2"));
-  assert.equal(badKey.stdout, "", "nothing claims to listen");
-
-  const halfTls = await run(
-    "--tls-cert-file",
-    "/tmp/c.pem",
-    "--listen",
-    "127.0.0.1:0",
+Deno.test("a port already bound is a ListenError naming the address", async () => {
+  await using first = await startDevServer();
+  await assert.rejects(
+    startDevServer({ port: first.port }),
+    (e) => {
+      assert.ok(e instanceof ListenError);
+      assert.equal(
+        e.message,
+        `cannot listen on 127.0.0.1:${first.port}: address already in use`,
+      );
+      return true;
+    },
   );
-  assert.equal(halfTls.code, 1);
-  assert.match(halfTls.stderr, /go together/);
-
-  const badListen = await run("--listen", "localhost");
-  assert.equal(badListen.code, 1);
-  assert.match(badListen.stderr, /--listen "localhost": want HOST:PORT/);
-
-  const unknown = await run("--nope");
-  assert.equal(unknown.code, 1);
-  assert.match(unknown.stderr, /--nope/);
 });

@@ -1,0 +1,214 @@
+/**
+ * The `berth-acquire dev-server` subcommand: the development lease server
+ * (`lib/devserver/`) started from flags, serving until SIGINT or SIGTERM.
+ * Its own module so the server stays a library the tests and the simulator
+ * start in-process, and so its errors read like the rest of the CLI's: one
+ * line on stderr naming the flag, the value and what is wanted.
+ *
+ * @module
+ */
+import { parseApiKeys } from "../devserver/api_keys.ts";
+import { type DevServer, startDevServer } from "../devserver/server.ts";
+import { type HostPort, ListenError, parseHostPort } from "../net/addr.ts";
+import { aborted } from "../state/clock.ts";
+import { createLogger } from "../obs/log.ts";
+import { shutdownSignal } from "./startup.ts";
+
+const HELP = `berth-acquire dev-server: a DEVELOPMENT Berth lease server
+
+This is a development server: it keeps leases in memory only, so all state
+(holders, fencing tokens) is lost when it exits. It is for trying the helper,
+demos and tests. It is NOT for production: use a real Berth API server there.
+
+Usage:
+  berth-acquire dev-server [flags]
+
+Flags:
+  --listen HOST:PORT       address to listen on (default 127.0.0.1:8080;
+                           port 0 picks a free port)
+  --tls-cert-file PATH     serve HTTPS with this PEM certificate (needs --tls-key-file)
+  --tls-key-file PATH      PEM private key for --tls-cert-file
+  --api-key KEY_ID:SHA256  require "Authorization: Bearer <token>" whose SHA-256
+                           (hex) is SHA256; KEY_ID is the caller's tenant, and
+                           holders must be KEY_ID or start with KEY_ID/.
+                           Repeatable. Hash a token with: printf %s TOKEN | sha256sum
+  --help, -h               show this help
+
+Flags are written --name=value or --name value (one dash works too).
+On start it prints one line on stdout: "berth dev-server listening on URL".
+It runs until SIGINT or SIGTERM, then exits 0; a usage or start-up error
+is one line on stderr and exit 1.
+`;
+
+/**
+ * The flags that take a value, and what the value must be (for "needs a
+ * value" errors). `--api-key` takes one per use; for the others the last one
+ * given wins, as in Go. `--help` (`-h`) is the one flag without a value.
+ */
+const VALUE_FLAGS = {
+  listen: "HOST:PORT",
+  "tls-cert-file": "a PEM certificate file",
+  "tls-key-file": "a PEM private key file",
+  "api-key": "KEY_ID:SHA256",
+} as const;
+
+type ValueFlag = keyof typeof VALUE_FLAGS;
+
+/** A command-line mistake; printed as one line after the subcommand's name. */
+class UsageError extends Error {}
+
+/** The server's settings from the command line. */
+interface DevServerFlags {
+  /** Where to listen. */
+  listen: HostPort;
+  /** HTTPS files, when both were given. */
+  tls?: { certFile: string; keyFile: string };
+  /** The `--api-key` specs, validated. */
+  apiKeys: string[];
+}
+
+/**
+ * Parses the subcommand's arguments: syntax and names first (so `--help`
+ * with a typo still says which flag is wrong), then `--help`, then values.
+ * Values are never echoed except `--listen`'s (an address is not secret);
+ * a word that may be a key typed after a space is not shown either.
+ *
+ * @returns `"help"`, or the validated settings.
+ * @throws {UsageError} Naming the flag and what it wants.
+ */
+function parseFlags(args: string[]): DevServerFlags | "help" {
+  const given: Partial<Record<ValueFlag, string[]>> = {};
+  let help = false;
+  for (let i = 0; i < args.length; i++) {
+    const arg = args[i];
+    if (!arg.startsWith("-") || arg === "-" || arg === "--") {
+      throw new UsageError(
+        `unexpected argument ${
+          /^[a-z][a-z0-9-]{0,31}$/.test(arg)
+            ? JSON.stringify(arg)
+            : `${i + 1} (not shown: it may hold a secret)`
+        }: dev-server takes flags only (--name=value); run with --help for the list`,
+      );
+    }
+    const body = arg.replace(/^--?/, "");
+    const eq = body.indexOf("=");
+    const written = arg.slice(0, arg.length - body.length) +
+      (eq < 0 ? body : body.slice(0, eq));
+    const key = eq < 0 ? body : body.slice(0, eq);
+    if (key === "help" || key === "h") {
+      if (eq >= 0) throw new UsageError(`flag ${written} takes no value`);
+      help = true;
+      continue;
+    }
+    if (!Object.hasOwn(VALUE_FLAGS, key)) {
+      throw new UsageError(
+        `unknown flag${showName(written, i)}; run with --help for the list`,
+      );
+    }
+    const name = key as ValueFlag;
+    let value = eq < 0 ? undefined : body.slice(eq + 1);
+    if (value === undefined) {
+      if (i + 1 >= args.length) {
+        throw new UsageError(
+          `flag --${name} needs a value: ${VALUE_FLAGS[name]}`,
+        );
+      }
+      value = args[++i];
+    }
+    (given[name] ??= []).push(value);
+  }
+  if (help) return "help";
+
+  const one = (name: "tls-cert-file" | "tls-key-file") => {
+    const value = given[name]?.at(-1);
+    if (value === "") {
+      throw new UsageError(
+        `flag --${name} needs a value: ${VALUE_FLAGS[name]}`,
+      );
+    }
+    return value;
+  };
+  const certFile = one("tls-cert-file");
+  const keyFile = one("tls-key-file");
+  if ((certFile === undefined) !== (keyFile === undefined)) {
+    throw new UsageError(
+      "--tls-cert-file and --tls-key-file go together: give both for HTTPS, or neither for plain HTTP",
+    );
+  }
+  const apiKeys = given["api-key"] ?? [];
+  try {
+    parseApiKeys(apiKeys, "--api-key");
+    return {
+      listen: parseHostPort(
+        given.listen?.at(-1) ?? "127.0.0.1:8080",
+        "--listen",
+      ),
+      tls: certFile && keyFile ? { certFile, keyFile } : undefined,
+      apiKeys,
+    };
+  } catch (e) {
+    throw new UsageError((e as Error).message);
+  }
+}
+
+// Names a flag only when it looks like one: a word that is not (a key typed
+// after `--api-key=` and a space, say) is not echoed.
+function showName(written: string, index: number): string {
+  return /^-+[a-z][a-z0-9-]{0,63}$/.test(written)
+    ? ` ${written}`
+    : ` in argument ${index + 1} (not shown: it may hold a secret)`;
+}
+
+/**
+ * Runs `berth-acquire dev-server`: starts the server from flags, prints
+ * `berth dev-server listening on URL` on stdout and serves until SIGINT or
+ * SIGTERM.
+ *
+ * @param args The arguments after `dev-server`.
+ * @returns The exit code: 0 after `--help` or a signal, 1 on a usage or
+ * start-up error (one line on stderr: the address that cannot be bound, the
+ * flag and what it wants).
+ */
+export async function main(args: string[]): Promise<number> {
+  let flags: DevServerFlags | "help";
+  try {
+    flags = parseFlags(args);
+  } catch (e) {
+    if (!(e instanceof UsageError)) throw e;
+    console.error(`berth-acquire dev-server: ${e.message}`);
+    return 1;
+  }
+  if (flags === "help") {
+    console.log(HELP);
+    return 0;
+  }
+  const logger = createLogger();
+  let server: DevServer;
+  try {
+    server = await startDevServer({
+      ...flags.listen,
+      tls: flags.tls,
+      apiKeys: flags.apiKeys,
+      logger,
+    });
+  } catch (e) {
+    const message = e instanceof ListenError
+      ? `${e.message}; choose another --listen (port 0 picks a free one)`
+      : (e as Error).message;
+    console.error(`berth-acquire dev-server: ${message}`);
+    return 1;
+  }
+  const stop = shutdownSignal(logger);
+  try {
+    logger.warn(
+      "development server: leases live in memory and are lost on exit; not for production",
+      { url: server.url, api_keys: flags.apiKeys.length },
+    );
+    console.log(`berth dev-server listening on ${server.url}`);
+    await aborted(stop.signal);
+    await server.close();
+    return 0;
+  } finally {
+    stop.dispose();
+  }
+}

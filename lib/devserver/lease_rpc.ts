@@ -1,0 +1,193 @@
+/**
+ * One lease RPC of the development server, checked in the contract's order:
+ * authentication (401), body size (413), decoding (400), field checks (400),
+ * the tenant rule (403), the path keys (400), then the store (200, 204, 409
+ * or 500). Each refusal carries the contract's exact message.
+ *
+ * Where the contract leaves a choice open this server decides as follows:
+ * - Release skips the "holder is required" check (the contract lists the
+ *   holder checks as "release: only non-empty"); a non-empty holder is still
+ *   limited to 253 bytes.
+ * - A released record (tombstone) keeps its token and clears the holder and
+ *   both times, so a lost Renew on it answers `acquired:false` with the token
+ *   and zero times; a lost Renew on no record answers only the zero times.
+ *
+ * @module
+ */
+import { type ApiKey, authenticate, holderAllowed } from "./api_keys.ts";
+import type { Logger } from "../obs/log.ts";
+import { decodeRequest } from "./request.ts";
+import type { LeaseTarget } from "./routing.ts";
+import { type LeaseStore, StoreFailure } from "./store.ts";
+import { errorResponse, grantBody, jsonResponse } from "./wire.ts";
+
+/** The body limit of the contract; larger bodies are answered 413. */
+const MAX_BODY_BYTES = 4096;
+
+const encoder = new TextEncoder();
+
+/** What serving a lease RPC needs from the server. */
+export interface LeaseRpcContext {
+  /** Static API keys; empty: no authentication. */
+  keys: readonly ApiKey[];
+  /** Wall clock in Unix milliseconds. */
+  now: () => number;
+  /** Where refusals (debug), lease events (info) and store failures (error) go. */
+  log: Logger;
+  /** The lease records. */
+  store: LeaseStore;
+}
+
+/**
+ * Serves one routed lease RPC.
+ *
+ * @param ctx The server's keys, clock, logger and store.
+ * @param req The request (its `Authorization` header and body are read).
+ * @param id The request id, echoed and logged.
+ * @param target The RPC and its decoded path keys.
+ * @returns The contract's answer.
+ */
+export async function serveLeaseRpc(
+  ctx: LeaseRpcContext,
+  req: Request,
+  id: string,
+  target: LeaseTarget,
+): Promise<Response> {
+  const { rpc, namespace, name } = target;
+  const fail = (status: number, message: string) => {
+    ctx.log.debug("request rejected", {
+      request_id: id,
+      status,
+      error: message,
+    });
+    return errorResponse(status, message, id);
+  };
+
+  let tenant: string | undefined;
+  if (ctx.keys.length > 0) {
+    const auth = await authenticate(ctx.keys, req.headers.get("authorization"));
+    if (!auth.ok) return fail(401, auth.message);
+    tenant = auth.tenant;
+  }
+
+  const body = await readBody(req);
+  if (body === null) {
+    return fail(413, `request body must be at most ${MAX_BODY_BYTES} bytes`);
+  }
+  const decoded = decodeRequest(rpc, body);
+  if (!decoded.ok) return fail(400, decoded.message);
+  const { holder, fencingToken, ttlSeconds } = decoded.request;
+
+  if (holder === "" && rpc !== "release") {
+    return fail(400, "holder is required");
+  }
+  if (encoder.encode(holder).length > 253) {
+    return fail(400, "holder must be at most 253 bytes");
+  }
+  if (rpc === "renew" && fencingToken === 0) {
+    return fail(400, "fencingToken must be non-zero");
+  }
+  if (rpc !== "release" && ttlSeconds <= 0) {
+    return fail(400, "ttlSeconds must be positive");
+  }
+  if (tenant !== undefined && !holderAllowed(tenant, holder)) {
+    return fail(403, "holder not authorized for this identity");
+  }
+  const invalidKey = keyError(namespace, name);
+  if (invalidKey) return fail(400, invalidKey);
+
+  const now = ctx.now();
+  const fields = { request_id: id, namespace, lease: name, holder };
+  try {
+    if (rpc === "release") {
+      const outcome = ctx.store.release(
+        namespace,
+        name,
+        holder,
+        fencingToken,
+        now,
+      );
+      if (outcome === "conflict") {
+        return fail(409, "lease held by another identity or token");
+      }
+      ctx.log.info("lease released", {
+        ...fields,
+        fencing_token: fencingToken,
+      });
+      return new Response(null, {
+        status: 204,
+        headers: { "x-request-id": id },
+      });
+    }
+    const grant = rpc === "acquire"
+      ? ctx.store.acquire(namespace, name, holder, ttlSeconds, now)
+      : ctx.store.renew(namespace, name, holder, fencingToken, ttlSeconds, now);
+    ctx.log.info(
+      grant.acquired
+        ? `lease ${rpc === "acquire" ? "acquired" : "renewed"}`
+        : `${rpc} refused`,
+      {
+        ...fields,
+        acquired: grant.acquired,
+        fencing_token: grant.fencingToken,
+      },
+    );
+    return jsonResponse(200, grantBody(grant), id);
+  } catch (e) {
+    if (!(e instanceof StoreFailure)) throw e;
+    ctx.log.error("internal error", { ...fields, error: e });
+    return errorResponse(500, "internal error", id);
+  }
+}
+
+const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
+const DNS_SUBDOMAIN =
+  /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
+
+// The path keys' rules (checked after authorization, as the contract orders).
+function keyError(namespace: string, name: string): string | undefined {
+  if (namespace.length > 63 || !DNS_LABEL.test(namespace)) {
+    return `invalid namespace ${
+      JSON.stringify(namespace)
+    }: must be an RFC 1123 label (1-63 characters of [a-z0-9-], starting and ending with a letter or digit)`;
+  }
+  if (name.length > 253 || !DNS_SUBDOMAIN.test(name)) {
+    return `invalid name ${
+      JSON.stringify(name)
+    }: must be an RFC 1123 subdomain (1-253 characters of [a-z0-9.-], each dot-separated part starting and ending with a letter or digit)`;
+  }
+  if (namespace.length + 1 + name.length > 253) {
+    return `invalid key ${
+      JSON.stringify(`${namespace}/${name}`)
+    }: namespace, "/" and name together must be at most 253 characters`;
+  }
+  return undefined;
+}
+
+// The body as text, or null when it exceeds the limit (read no further).
+async function readBody(req: Request): Promise<string | null> {
+  const declared = Number(req.headers.get("content-length") ?? "0");
+  if (declared > MAX_BODY_BYTES) return null;
+  if (req.body === null) return "";
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  const reader = req.body.getReader();
+  try {
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      size += value.length;
+      if (size > MAX_BODY_BYTES) return null;
+      chunks.push(value);
+    }
+  } finally {
+    reader.releaseLock();
+  }
+  const all = new Uint8Array(size);
+  let off = 0;
+  for (const c of chunks) {
+    all.set(c, off);
+    off += c.length;
+  }
+  return new TextDecoder().decode(all);
+}

@@ -1,0 +1,128 @@
+/**
+ * Routing of the development server as Go's `http.ServeMux` does it for the
+ * real server: paths are not cleaned but redirected (301) to their clean
+ * form, unknown paths are `404 page not found`, a known path with another
+ * method is 405 with `Allow`, and a malformed percent-escape in a lease key is
+ * 400 before any handler runs. `/healthz` and `/readyz` are answered here;
+ * the three lease RPCs are handed back as a {@linkcode LeaseTarget}.
+ *
+ * @module
+ */
+import type { Rpc } from "./request.ts";
+import { plainResponse } from "./wire.ts";
+
+/** A request routed to one of the three lease RPCs, its path keys decoded. */
+export interface LeaseTarget {
+  /** Which RPC. */
+  rpc: Rpc;
+  /** The namespace path segment, percent-decoded (not yet validated). */
+  namespace: string;
+  /** The lease name path segment, percent-decoded (not yet validated). */
+  name: string;
+}
+
+const LEASE_PATH =
+  /^\/v1alpha1\/namespaces\/([^/]+)\/leases\/([^/]+)\/(acquire|renew|release)$/;
+
+/**
+ * Routes one request. Everything but a lease RPC is answered here.
+ *
+ * @param req The request; only its method and raw URL are read.
+ * @param id The request id, echoed on every answer.
+ * @param ready Whether `/readyz` answers `200 ok` (else `503 not ready`).
+ * @returns The answer, or the lease RPC to serve.
+ */
+export function routeRequest(
+  req: Pick<Request, "method" | "url">,
+  id: string,
+  ready: boolean,
+): Response | LeaseTarget {
+  // req.url keeps the raw request target (no dot-segment removal).
+  const target = req.url.replace(/^[a-z][a-z0-9+.-]*:\/\/[^/]*/i, "");
+  const q = target.indexOf("?");
+  const path = q < 0 ? target : target.slice(0, q);
+  const query = q < 0 ? "" : target.slice(q);
+  const clean = cleanPath(path);
+  if (clean !== path) return redirect(req.method, clean + query, id);
+  if (path === "/healthz" || path === "/readyz") {
+    if (req.method !== "GET" && req.method !== "HEAD") {
+      return plainResponse(405, "Method Not Allowed\n", id, {
+        allow: "GET, HEAD",
+      });
+    }
+    const up = path === "/healthz" || ready;
+    const res = plainResponse(up ? 200 : 503, up ? "ok\n" : "not ready\n", id);
+    return req.method === "HEAD"
+      ? new Response(null, { status: res.status, headers: res.headers })
+      : res;
+  }
+  const m = LEASE_PATH.exec(path);
+  if (!m) return plainResponse(404, "404 page not found\n", id);
+  if (req.method !== "POST") {
+    return plainResponse(405, "Method Not Allowed\n", id, { allow: "POST" });
+  }
+  const namespace = unescapeSegment(m[1]);
+  const name = unescapeSegment(m[2]);
+  if (namespace === null || name === null) {
+    return plainResponse(400, "400 Bad Request\n", id);
+  }
+  return { rpc: m[3] as Rpc, namespace, name };
+}
+
+// ServeMux's redirect to the clean path: an HTML body for GET only.
+function redirect(method: string, location: string, id: string): Response {
+  const body = method === "GET"
+    ? `<a href="${htmlEscape(location)}">Moved Permanently</a>.\n\n`
+    : null;
+  const headers = new Headers({ location, "x-request-id": id });
+  if (method === "GET" || method === "HEAD") {
+    headers.set("content-type", "text/html; charset=utf-8");
+  }
+  return new Response(body, { status: 301, headers });
+}
+
+// Go's cleanPath: path.Clean, keeping a trailing slash.
+function cleanPath(p: string): string {
+  if (p === "") return "/";
+  if (p[0] !== "/") p = "/" + p;
+  const out: string[] = [];
+  for (const seg of p.split("/")) {
+    if (seg === "" || seg === ".") continue;
+    if (seg === "..") out.pop();
+    else out.push(seg);
+  }
+  let np = "/" + out.join("/");
+  if (p.endsWith("/") && np !== "/") np += "/";
+  return np;
+}
+
+const HTML_ESCAPES: Record<string, string> = {
+  "&": "&amp;",
+  "<": "&lt;",
+  ">": "&gt;",
+  '"': "&#34;",
+  "'": "&#39;",
+};
+
+// As Go's htmlEscape, for the body of a redirect.
+function htmlEscape(s: string): string {
+  return s.replace(/[&<>"']/g, (c) => HTML_ESCAPES[c]);
+}
+
+const encoder = new TextEncoder();
+
+// Percent-decoding of one segment; null on a malformed escape (which Go's
+// server rejects before routing).
+function unescapeSegment(seg: string): string | null {
+  if (!/^(?:[^%]|%[0-9a-fA-F]{2})*$/.test(seg)) return null;
+  const bytes: number[] = [];
+  for (let i = 0; i < seg.length; i++) {
+    if (seg[i] === "%") {
+      bytes.push(parseInt(seg.slice(i + 1, i + 3), 16));
+      i += 2;
+    } else {
+      bytes.push(...encoder.encode(seg[i]));
+    }
+  }
+  return new TextDecoder().decode(new Uint8Array(bytes));
+}
