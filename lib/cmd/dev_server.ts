@@ -68,10 +68,11 @@ interface DevServerFlags {
 }
 
 /**
- * Parses the subcommand's arguments: syntax and names first (so `--help`
- * with a typo still says which flag is wrong), then `--help`, then values.
- * Values are never echoed except `--listen`'s (an address is not secret);
- * a word that may be a key typed after a space is not shown either.
+ * Parses the subcommand's arguments: syntax and flag names first (a
+ * misspelt flag is reported even next to `--help`), then `--help` (which
+ * works whatever the values), then the values. Addresses and file paths are
+ * echoed in errors; API keys and words that may be a key typed after a
+ * space are not.
  *
  * @returns `"help"`, or the validated settings.
  * @throws {UsageError} Naming the flag and what it wants.

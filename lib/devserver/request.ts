@@ -224,8 +224,11 @@ const FIELDS: Record<Rpc, FieldSpec> = {
 
 /** A decoded request body; fields absent from the body are 0 / "". */
 export interface LeaseRequest {
+  /** The holder identity. */
   holder: string;
+  /** The fencing token (renew, release). */
   fencingToken: number;
+  /** The TTL in whole seconds (acquire, renew). */
   ttlSeconds: number;
 }
 

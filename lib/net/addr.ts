@@ -26,6 +26,8 @@ export class HostPortError extends RangeError {
   readonly problem: string;
 
   /**
+   * Builds the message from its three parts.
+   *
    * @param source Where the value came from: a flag (`--listen`) or an env variable.
    * @param value The value as given.
    * @param problem What was wrong with it.
@@ -134,6 +136,8 @@ export class ListenError extends Error {
   readonly address: HostPort;
 
   /**
+   * Names the address and words the cause.
+   *
    * @param address The address asked for.
    * @param cause What `Deno.serve` or `Deno.listen` threw.
    */
