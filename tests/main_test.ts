@@ -41,6 +41,16 @@ Deno.test("each subcommand answers --help without any configuration", async () =
   }
 });
 
+Deno.test("run --help has its own text: run's lead default, no --mode", async () => {
+  const r = await runCli(["run", "--help"], {
+    signal: AbortSignal.timeout(30_000),
+  });
+  assert.equal(r.code, 0, r.stderr);
+  assert.match(r.stdout, /Usage: berth-acquire run/);
+  assert.match(r.stdout, /default: enforce grace \+ 1\]/);
+  assert.doesNotMatch(r.stdout, /--mode|startup-gate/);
+});
+
 Deno.test("acquire and renew name the first configuration problem and exit 1", async () => {
   for (const sub of ["acquire", "renew"]) {
     const r = await runCli([sub], {

@@ -61,16 +61,22 @@ export interface CommandSpec {
   leadDefault?: LeadDefault;
   /** Configuration flags the subcommand does not offer: left out of its help text. */
   hiddenSettings?: readonly ConfigFlagName[];
+  /** Defaults its help text states differently, by flag. */
+  helpDefaults?: Partial<Record<ConfigFlagName, string>>;
 }
 
 /**
  * What `run` differs in: it stops its own command's process group, so its
  * lead default is the signal sender's, and it has runtime-singleton
- * semantics only, so its help offers no `--mode`.
+ * semantics only, so its help offers no `--mode` and releases by default.
  */
-export const RUN_ROLE: Pick<CommandSpec, "leadDefault" | "hiddenSettings"> = {
+export const RUN_ROLE: Pick<
+  CommandSpec,
+  "leadDefault" | "hiddenSettings" | "helpDefaults"
+> = {
   leadDefault: SIGNAL_SENDER_LEAD_DEFAULT,
   hiddenSettings: ["mode"],
+  helpDefaults: { "release-on-shutdown": "true" },
 };
 
 /** Exit status for a configuration error (the same as any failure, as upstream). */
@@ -137,6 +143,7 @@ export function start(
       configFlagsHelp({
         leadDefault: spec.leadDefault,
         omit: spec.hiddenSettings,
+        defaults: spec.helpDefaults,
       })
     }`;
     if (options.writeOut) options.writeOut(text + "\n");

@@ -46,11 +46,11 @@ export function editDistance(a: string, b: string): number {
 }
 
 /**
- * The known name `given` most likely misspells: the closest by
+ * The known name `given` most likely misspells: the only known name that
+ * `given` is a prefix of (`ttl` for `ttl-seconds`), or else the closest by
  * {@linkcode editDistance} (case ignored) within a third of its length (at
- * least 1 edit), or else the only known name that `given` is a prefix of
- * (`ttl` for `ttl-seconds`). Undefined when nothing is that close, so an
- * unrelated name gets no misleading suggestion.
+ * least 1 edit). Undefined when nothing is that close, so an unrelated name
+ * gets no misleading suggestion.
  *
  * @param given The unknown name as written.
  * @param known The names that exist.
@@ -67,6 +67,8 @@ export function nearest(
   known: readonly string[],
 ): string | undefined {
   const g = given.toLowerCase();
+  const extending = known.filter((k) => k.toLowerCase().startsWith(g));
+  if (g !== "" && extending.length === 1) return extending[0];
   const limit = Math.max(1, Math.floor(g.length / 3));
   let best: string | undefined;
   let bestDistance = Infinity;
@@ -77,7 +79,5 @@ export function nearest(
       bestDistance = d;
     }
   }
-  if (best !== undefined && bestDistance <= limit) return best;
-  const extending = known.filter((k) => k.toLowerCase().startsWith(g));
-  return g !== "" && extending.length === 1 ? extending[0] : undefined;
+  return bestDistance <= limit ? best : undefined;
 }

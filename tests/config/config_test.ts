@@ -7,6 +7,7 @@ import {
   formatExtraFlagsHelp,
 } from "../../lib/config/help.ts";
 import { CONFIG_SETTINGS } from "../../lib/config/settings.ts";
+import { SIGNAL_SENDER_LEAD_DEFAULT } from "../../lib/config/lead.ts";
 import { Secret } from "../../lib/obs/log.ts";
 
 type Env = Record<string, string | undefined>;
@@ -970,5 +971,54 @@ Deno.test("config: holder identity in the configuration", () => {
       [],
     ).holder,
     "east/prod:checkout-7f6c-j4n8x",
+  );
+});
+
+Deno.test("config: a role passes its own lead default as a parameter (run: enforce grace + 1)", () => {
+  const run = { leadDefault: SIGNAL_SENDER_LEAD_DEFAULT };
+  assert.equal(loadConfig(env(), [], run).enforceLeadMs, 1000);
+  assert.equal(
+    loadConfig(env({ BERTH_ENFORCE_GRACE_SECONDS: "3" }), [], run)
+      .enforceLeadMs,
+    4000,
+  );
+  assert.equal(
+    loadConfig(env(), ["--enforce-grace-seconds=5"], run).enforceLeadMs,
+    6000,
+  );
+  // An explicit lead still wins, and the environment is not rewritten.
+  const e = env({ BERTH_ENFORCE_GRACE_SECONDS: "3" });
+  assert.equal(
+    loadConfig(e, ["--enforce-lead-seconds=2"], run).enforceLeadMs,
+    2000,
+  );
+  assert.equal(e.BERTH_ENFORCE_LEAD_SECONDS, undefined);
+  // The room check states the default that was used.
+  const p = problem(() =>
+    loadConfig(
+      env({ BERTH_TTL_SECONDS: "8", BERTH_ENFORCE_GRACE_SECONDS: "5" }),
+      [],
+      run,
+    )
+  );
+  includes(
+    p,
+    "the enforce lead (6s, the default for a process group stopped by signals: enforce grace + 1s)",
+  );
+  includes(p, "BERTH_ENFORCE_GRACE_SECONDS");
+});
+
+Deno.test("config: a role's help text states its own lead default and leaves out what it does not offer", () => {
+  const run = configFlagsHelp({
+    leadDefault: SIGNAL_SENDER_LEAD_DEFAULT,
+    omit: ["mode"],
+  });
+  includes(run, "env BERTH_ENFORCE_LEAD_SECONDS; default: enforce grace + 1]");
+  assert.doesNotMatch(run, /--mode|startup-gate or runtime-singleton/);
+  const generic = configFlagsHelp();
+  includes(generic, "--mode MODE");
+  includes(
+    generic,
+    "default: probe: 4; signal: the larger of enforce grace + 1 and 4]",
   );
 });
