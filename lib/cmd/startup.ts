@@ -155,8 +155,8 @@ export function start(
   try {
     config = resolveConfig(env, line.flags, { leadDefault: spec.leadDefault });
   } catch (e) {
-    if (!(e instanceof ConfigError || e instanceof RangeError)) throw e;
-    configProblem(e instanceof ConfigError ? e.problem : e.message);
+    if (!(e instanceof ConfigError)) throw e;
+    configProblem(e.problem);
     return EXIT_FAILURE;
   }
   const logger = createLogger({ format: config.logFormat, write: writeError })
@@ -212,7 +212,16 @@ function earlyLogFormat(
   return format;
 }
 
-/** Builds the HTTP lease client for `config` (key source, TLS options, the lease key). */
+/**
+ * Builds the HTTP lease client for `config` (key source, TLS options, the
+ * lease key).
+ *
+ * @param config The resolved configuration.
+ * @param logger Where the client and the key source report.
+ * @param clock Paces the key file's re-reads.
+ * @returns The client.
+ * @throws {Error} When the key file, the CA bundle or the URL cannot be used.
+ */
 export async function clientFor(
   config: Config,
   logger: Logger,
@@ -230,7 +239,15 @@ export async function clientFor(
   });
 }
 
-/** Turns a start-up failure (bad CA bundle, missing key file, ...) into one log line and an exit code. */
+/**
+ * Turns a start-up failure (bad CA bundle, missing key file, ...) into one
+ * log line and an exit code.
+ *
+ * @param logger Where the line goes.
+ * @param what The line's message, e.g. `cannot start`.
+ * @param e The failure; its message becomes the `error` field.
+ * @returns {@linkcode EXIT_FAILURE}.
+ */
 export function startupFailure(
   logger: Logger,
   what: string,

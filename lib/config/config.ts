@@ -54,7 +54,7 @@ import { type LogFormat, Secret } from "../obs/log.ts";
 export type { EnforceMode, Mode };
 
 /** The largest TTL the API accepts. */
-export const MAX_TTL_SECONDS = 2147483647;
+const MAX_TTL_SECONDS = 2147483647;
 
 /** The resolved, validated configuration shared by `acquire`, `renew` and `run`. */
 export interface Config {

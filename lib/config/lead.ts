@@ -18,14 +18,14 @@ import type { EnforceMode } from "./modes.ts";
  * allows 1 s of termination grace, so the workload is surely stopped 4 s
  * after the gate closes.
  */
-export const PROBE_ENFORCE_LEAD_SECONDS = 4;
+const PROBE_ENFORCE_LEAD_SECONDS = 4;
 
 /**
  * The margin added to the enforce grace for the signal enforcer's default
  * lead: SIGKILL goes out `grace` seconds after SIGTERM, and the process must
  * be gone before the server may hand the lease over.
  */
-export const SIGNAL_ENFORCE_LEAD_MARGIN_SECONDS = 1;
+const SIGNAL_ENFORCE_LEAD_MARGIN_SECONDS = 1;
 
 /**
  * The lead a signal sender needs on its own: SIGKILL goes out `grace`
@@ -34,7 +34,7 @@ export const SIGNAL_ENFORCE_LEAD_MARGIN_SECONDS = 1;
  * @param graceSeconds The SIGTERM -> SIGKILL grace.
  * @returns The lead in seconds.
  */
-export function signalLeadSeconds(graceSeconds: number): number {
+function signalLeadSeconds(graceSeconds: number): number {
   return graceSeconds + SIGNAL_ENFORCE_LEAD_MARGIN_SECONDS;
 }
 
@@ -49,7 +49,7 @@ export function signalLeadSeconds(graceSeconds: number): number {
  * @param graceSeconds The SIGTERM -> SIGKILL grace.
  * @returns The lead in seconds.
  */
-export function defaultEnforceLeadSeconds(
+function defaultEnforceLeadSeconds(
   enforce: EnforceMode,
   graceSeconds: number,
 ): number {

@@ -9,11 +9,11 @@
 import { quote } from "./holder.ts";
 
 /** The longest namespace: an RFC 1123 DNS label. */
-export const MAX_NAMESPACE_LENGTH = 63;
+const MAX_NAMESPACE_LENGTH = 63;
 /** The longest name: an RFC 1123 DNS subdomain. */
-export const MAX_NAME_LENGTH = 253;
+const MAX_NAME_LENGTH = 253;
 /** The longest `namespace/name`. */
-export const MAX_KEY_LENGTH = 253;
+const MAX_KEY_LENGTH = 253;
 
 const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
 const DNS_SUBDOMAIN =

@@ -53,7 +53,7 @@ export function parseBoolean(value: string, source: string): boolean {
  * @returns The integer (never `-0`).
  * @throws {ConfigError} `BERTH_TTL_SECONDS="soon": must be an integer number of seconds`.
  */
-export function parseInteger(value: string, source: string): number {
+function parseInteger(value: string, source: string): number {
   const what = `${source}=${
     JSON.stringify(value)
   }: must be an integer number of seconds`;

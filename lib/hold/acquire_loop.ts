@@ -22,7 +22,7 @@ import type { LeaseClient, LeaseFailure } from "../lease/rpc.ts";
 import type { Logger } from "../obs/log.ts";
 
 /** The statuses that say the request itself is refused: waiting alone does not change the answer. */
-export const REJECTED_STATUSES: ReadonlySet<number> = new Set([
+const REJECTED_STATUSES: ReadonlySet<number> = new Set([
   400,
   401,
   403,
@@ -32,8 +32,8 @@ export const REJECTED_STATUSES: ReadonlySet<number> = new Set([
 /** How often a rejection that goes on is logged again at ERROR, ms. */
 export const REJECTION_LOG_INTERVAL_MS = 60_000;
 
-/** Whether `f` is a rejection (see {@linkcode REJECTED_STATUSES}). */
-export function isRejection(f: LeaseFailure): boolean {
+/** Whether `f` is a rejection (see `REJECTED_STATUSES`). */
+function isRejection(f: LeaseFailure): boolean {
   return f.kind === "server-error" && REJECTED_STATUSES.has(f.status);
 }
 
@@ -82,8 +82,8 @@ export interface AcquiredLease {
  * `undefined`). "Held by another" is polled at the heartbeat, as upstream
  * does; errors back off from 0.5 s, doubling up to the heartbeat, with
  * jitter, so a crowd of pods waiting on a broken server does not hammer it
- * in step. Other errors are logged at WARN each time; a rejection (see
- * {@linkcode REJECTED_STATUSES}) at ERROR, the first time and then once a
+ * in step. Other errors are logged at WARN each time; a rejection (400, 401,
+ * 403, 404) at ERROR, the first time and then once a
  * minute while it goes on, with how many were not logged.
  *
  * @param o The client, the lease's parameters, the clock and the logger.

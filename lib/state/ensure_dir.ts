@@ -9,7 +9,7 @@
  */
 
 /** The mode of each directory created (subject to the umask, as `MkdirAll`). */
-export const STATE_DIR_MODE = 0o755;
+const STATE_DIR_MODE = 0o755;
 
 /**
  * Creates `dir` and any missing parents with mode 0755; does nothing when it
