@@ -292,7 +292,9 @@ export function resolveConfig(
   if (finalHolderIssue !== undefined) fail(finalHolderIssue);
   if (stateDir === "") {
     fail(
-      "state directory must not be empty (set BERTH_STATE_DIR or --state-dir, default /berth)",
+      `state directory must not be empty (set ${
+        whereToSet("state-dir")
+      }, default ${DEFAULT_STATE_DIR})`,
     );
   }
   const urlIssue = apiServerProblem(apiServer);
