@@ -41,6 +41,16 @@ Deno.test("each subcommand answers --help without any configuration", async () =
   }
 });
 
+Deno.test("run --help has its own text: run's lead default, no --mode", async () => {
+  const r = await runCli(["run", "--help"], {
+    signal: AbortSignal.timeout(30_000),
+  });
+  assert.equal(r.code, 0, r.stderr);
+  assert.match(r.stdout, /Usage: berth-acquire run/);
+  assert.match(r.stdout, /default: enforce grace \+ 1\]/);
+  assert.doesNotMatch(r.stdout, /--mode|startup-gate/);
+});
+
 Deno.test("acquire and renew name the first configuration problem and exit 1", async () => {
   for (const sub of ["acquire", "renew"]) {
     const r = await runCli([sub], {
@@ -52,7 +62,7 @@ Deno.test("acquire and renew name the first configuration problem and exit 1", a
   }
 });
 
-Deno.test("the probe loads only what it needs: check, marker, duration and clock, and no node: module", async () => {
+Deno.test("the probe loads only what it needs: check, marker, duration, clock and the default state directory, and no node: module", async () => {
   // main.ts loads the subcommand's module on demand, so what `check` pays for
   // at every start is exactly lib/cmd/check.ts and its static imports.
   const out = await new Deno.Command(Deno.execPath(), {
@@ -67,6 +77,7 @@ Deno.test("the probe loads only what it needs: check, marker, duration and clock
     .sort();
   assert.deepEqual(modules, [
     "lib/cmd/check.ts",
+    "lib/config/defaults.ts",
     "lib/config/duration.ts",
     "lib/state/clock.ts",
     "lib/state/marker.ts",

@@ -12,19 +12,14 @@
  *
  * Cost matters more here than anywhere else: it runs inside the workload's
  * container and memory budget, started every 2 s. It imports only
- * lib/marker.ts, lib/duration.ts and lib/clock.ts, and does no work at load.
+ * state/marker.ts, state/clock.ts, config/duration.ts and the one-constant
+ * config/defaults.ts, and does no work at load.
  *
  * @module
  */
+import { DEFAULT_STATE_DIR } from "../config/defaults.ts";
 import { parseDurationMs } from "../config/duration.ts";
 import { examineMarker } from "../state/marker.ts";
-
-/**
- * The state directory when neither `--state-dir` nor `BERTH_STATE_DIR` is
- * given; the same as `DEFAULT_STATE_DIR` in lib/state.ts, repeated because
- * the probe must not load that module.
- */
-const DEFAULT_STATE_DIR = "/berth";
 
 const USAGE =
   `Usage: berth-acquire check [MARKER-PATH] [--max-age DURATION] [--state-dir DIR]

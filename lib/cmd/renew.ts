@@ -6,14 +6,10 @@
  * @module
  */
 import { systemClock } from "../state/clock.ts";
-import {
-  clientFor,
-  EXIT_FAILURE,
-  shutdownSignal,
-  start,
-  startupFailure,
-} from "./startup.ts";
-import { type Config, ConfigError } from "../config/config.ts";
+import { clientFor, EXIT_FAILURE, start, startupFailure } from "./startup.ts";
+import { shutdownSignal } from "./signals.ts";
+import type { Config } from "../config/config.ts";
+import { ConfigError } from "../config/error.ts";
 import {
   type Enforcer,
   type MarkerStore,
@@ -103,7 +99,7 @@ export async function main(args: string[]): Promise<number> {
     );
   } catch (e) {
     if (!(e instanceof ConfigError)) throw e;
-    console.error(`berth-acquire renew: ${e.message}`);
+    started.configProblem(e.problem);
     return EXIT_FAILURE;
   }
   if (config.mode !== "runtime-singleton") {

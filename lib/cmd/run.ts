@@ -8,7 +8,8 @@
  *
  * @module
  */
-import { acquireLease, handoffMarker, handOver } from "./acquire.ts";
+import { acquireLease } from "../hold/acquire_loop.ts";
+import { handoffMarker, handOver } from "../hold/handover.ts";
 import {
   ChildEnforcer,
   type ChildExit,
@@ -18,16 +19,11 @@ import {
   SpawnError,
 } from "../enforce/process_group.ts";
 import { aborted, type Clock, systemClock } from "../state/clock.ts";
-import { clientFor, start } from "./startup.ts";
-import {
-  type Config,
-  ConfigError,
-  type ConfigFlags,
-  type ExtraFlag,
-  parseCommandLine,
-  parseInteger,
-  signalLeadSeconds,
-} from "../config/config.ts";
+import { clientFor, RUN_ROLE, start } from "./startup.ts";
+import type { SignalSource } from "./signals.ts";
+import type { Config } from "../config/config.ts";
+import { ConfigError } from "../config/error.ts";
+import type { ExtraFlag } from "../config/flags.ts";
 import { ProbeEnforcer } from "../enforce/enforcer.ts";
 import {
   HEALTH_ADDR_ENV,
@@ -45,9 +41,11 @@ import {
   Renewer,
   type RenewerStatus,
 } from "../hold/renewer.ts";
+import { ensureStateDir } from "../state/ensure_dir.ts";
 import { StateDir } from "../state/state_dir.ts";
 
 export { EXIT_CANNOT_EXECUTE, EXIT_COMMAND_NOT_FOUND };
+export type { SignalSource };
 
 /**
  * The command was stopped because the lease was lost (or could not be
@@ -117,47 +115,6 @@ export function splitCommand(
     : { flags: args.slice(0, i), command: args.slice(i + 1) };
 }
 
-function given(v: string | undefined): v is string {
-  return v !== undefined && v !== "";
-}
-
-/**
- * The environment `run` resolves its configuration from: `env`, plus an
- * enforce lead of grace + 1 s when none is configured. The generic default
- * (4 s for probe enforcement) is sized for the kubelet's liveness probe,
- * which `run` does not use: it signals its command's group itself, exactly
- * as signal enforcement does, so it takes the signal default. Explicit
- * values and malformed ones are left alone (the configuration reports them).
- */
-export function withRunDefaults(
-  env: Record<string, string | undefined>,
-  flags: ConfigFlags,
-): Record<string, string | undefined> {
-  if (
-    flags["enforce-lead-seconds"] !== undefined ||
-    given(env.BERTH_ENFORCE_LEAD_SECONDS)
-  ) {
-    return env;
-  }
-  const graceText = flags["enforce-grace-seconds"] ??
-    (given(env.BERTH_ENFORCE_GRACE_SECONDS)
-      ? env.BERTH_ENFORCE_GRACE_SECONDS
-      : "0");
-  let grace: number;
-  try {
-    grace = parseInteger(graceText, "grace");
-  } catch {
-    return env;
-  }
-  if (grace < 0) return env;
-  return {
-    ...env,
-    BERTH_ENFORCE_LEAD_SECONDS: String(
-      signalLeadSeconds(grace),
-    ),
-  };
-}
-
 /** What the command is told about the lease. */
 export interface ChildLease {
   /** The holder identity. */
@@ -216,18 +173,6 @@ class RunHandoff implements HandoffStore {
     await this.state?.writeToken(token);
     this.token = token;
   }
-}
-
-/**
- * Where `run` hears the stop signals. `Deno` itself in production; its own
- * interface so a test can deliver a signal at an exact point (during the
- * hand-over, say) without signalling the test process.
- */
-export interface SignalSource {
-  /** Calls `handler` whenever `signal` arrives. */
-  addSignalListener(signal: Deno.Signal, handler: () => void): void;
-  /** Stops calling `handler` for `signal`. */
-  removeSignalListener(signal: Deno.Signal, handler: () => void): void;
 }
 
 /**
@@ -436,19 +381,10 @@ async function supervise(s: Supervision): Promise<number> {
 export async function main(args: string[]): Promise<number> {
   const split = splitCommand(args);
   const env = Deno.env.toObject() as Record<string, string | undefined>;
-  let flags: ConfigFlags = {};
-  try {
-    flags = parseCommandLine(split.flags, {
-      help: { type: "boolean", short: "h" },
-      ...RUN_FLAGS,
-    }).flags;
-  } catch {
-    // start() reports it.
-  }
   const started = start(
-    { name: "run", usage: USAGE, flags: RUN_FLAGS },
+    { name: "run", usage: USAGE, flags: RUN_FLAGS, ...RUN_ROLE },
     split.flags,
-    withRunDefaults(env, flags),
+    env,
   );
   if (typeof started === "number") {
     if (started !== 0 && split.command === undefined) {
@@ -460,7 +396,7 @@ export async function main(args: string[]): Promise<number> {
   }
   const { config, extra, logger } = started;
   const problem = (msg: string): number => {
-    console.error(`berth-acquire run: invalid configuration: ${msg}`);
+    started.configProblem(msg);
     return EXIT_CONFIG;
   };
   if (split.command === undefined || split.command.length === 0) {
@@ -487,8 +423,7 @@ export async function main(args: string[]): Promise<number> {
       "run stops its own command's process group; the signal target setting is not used",
     );
   }
-  const stateDirGiven = flags["state-dir"] !== undefined ||
-    given(env.BERTH_STATE_DIR);
+  const stateDirGiven = started.given.has("state-dir");
   return await runWith({
     config,
     command: split.command,
@@ -549,6 +484,7 @@ export async function runWith(o: RunOptions): Promise<number> {
   let client: LeaseClient;
   let health: HealthServer | undefined;
   try {
+    if (state) await ensureStateDir(state.dir);
     await state?.cleanStaleTemps();
     client = metrics.instrumentClient(
       o.client ?? await clientFor(config, logger, clock),

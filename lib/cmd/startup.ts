@@ -1,25 +1,33 @@
 /**
  * Start-up shared by the lease-holding subcommands (`acquire`, `renew`,
- * `run`): parse and validate the configuration, build the logger and the
- * client, and turn SIGTERM/SIGINT into an `AbortSignal`. One place, so the
- * three roles cannot disagree on how they start or stop.
+ * `run`): parse the command line once, resolve and validate the
+ * configuration, build the logger and the client. One place, so the three
+ * roles cannot disagree on how they start, and a configuration error reads
+ * the same in all of them: one line on stderr, a JSON log line when
+ * `BERTH_LOG_FORMAT=json` (the log format is settled first, even when the
+ * rest of the configuration is invalid). Unknown `BERTH_*` variables are
+ * warned about here, with the nearest known name.
  *
  * @module
  */
 import { apiKeySourceFromConfig } from "../lease/api_key.ts";
 import { createHttpLeaseClient } from "../lease/client.ts";
 import type { Clock } from "../state/clock.ts";
+import { type Config, givenSettings, resolveConfig } from "../config/config.ts";
+import { ConfigError } from "../config/error.ts";
+import { type ExtraFlag, parseCommandLine } from "../config/flags.ts";
+import { configFlagsHelp, formatExtraFlagsHelp } from "../config/help.ts";
 import {
-  type Config,
-  CONFIG_FLAGS_HELP,
-  ConfigError,
-  type ExtraFlag,
-  formatExtraFlagsHelp,
-  parseCommandLine,
-  resolveConfig,
-} from "../config/config.ts";
+  type LeadDefault,
+  SIGNAL_SENDER_LEAD_DEFAULT,
+} from "../config/lead.ts";
+import {
+  type ConfigFlagName,
+  settingOf,
+  unknownVariables,
+} from "../config/settings.ts";
 import type { LeaseClient } from "../lease/rpc.ts";
-import { createLogger, type Logger } from "../obs/log.ts";
+import { createLogger, type LogFormat, type Logger } from "../obs/log.ts";
 
 /** A started subcommand: its configuration, its own flags and a logger carrying the lease fields. */
 export interface Started {
@@ -27,8 +35,15 @@ export interface Started {
   config: Config;
   /** The subcommand's own flags (see {@linkcode ExtraFlag}). */
   extra: Record<string, string | boolean | undefined>;
+  /** The settings given explicitly, by env or flag (the rest took defaults). */
+  given: ReadonlySet<ConfigFlagName>;
   /** Logs with `lease`, `namespace` and `holder` on every line. */
   logger: Logger;
+  /**
+   * Reports a configuration problem the subcommand finds itself (after
+   * start-up), in the same shape as the ones {@linkcode start} reports.
+   */
+  configProblem(problem: string): void;
 }
 
 /** What a subcommand tells {@linkcode start} about itself. */
@@ -39,53 +54,174 @@ export interface CommandSpec {
   usage: string;
   /** Flags of its own, beyond the configuration flags. */
   flags?: Record<string, ExtraFlag>;
+  /**
+   * The enforce lead when none is configured (stated in the help text too);
+   * default: what the configured enforcer needs.
+   */
+  leadDefault?: LeadDefault;
+  /** Configuration flags the subcommand does not offer: left out of its help text. */
+  hiddenSettings?: readonly ConfigFlagName[];
+  /** Defaults its help text states differently, by flag. */
+  helpDefaults?: Partial<Record<ConfigFlagName, string>>;
 }
+
+/**
+ * What `run` differs in: it stops its own command's process group, so its
+ * lead default is the signal sender's, and it has runtime-singleton
+ * semantics only, so its help offers no `--mode` and releases by default.
+ */
+export const RUN_ROLE: Pick<
+  CommandSpec,
+  "leadDefault" | "hiddenSettings" | "helpDefaults"
+> = {
+  leadDefault: SIGNAL_SENDER_LEAD_DEFAULT,
+  hiddenSettings: ["mode"],
+  helpDefaults: { "release-on-shutdown": "true" },
+};
 
 /** Exit status for a configuration error (the same as any failure, as upstream). */
 export const EXIT_FAILURE = 1;
 
+/** Options for {@linkcode start}, for tests. */
+export interface StartOptions {
+  /** Where stderr lines go (a finished line with its newline); default stderr. */
+  writeError?: (line: string) => void;
+  /** Where the help text goes; default stdout. */
+  writeOut?: (text: string) => void;
+}
+
 /**
  * Parses the command line and the environment. Returns an exit code instead
  * of a configuration when the command is done already: `--help` (0), or a
- * configuration error (printed as one line on stderr, 1).
+ * configuration error (reported as one line on stderr, 1).
+ *
+ * @param spec The subcommand.
+ * @param args Its arguments.
+ * @param env The environment; default the process's.
+ * @param options Output seams for tests.
+ * @returns The started subcommand, or the exit code.
+ *
+ * @example
+ * ```ts
+ * const started = start({ name: "acquire", usage: USAGE }, args);
+ * if (typeof started === "number") return started;
+ * ```
  */
 export function start(
   spec: CommandSpec,
   args: string[],
   env: Record<string, string | undefined> = Deno.env.toObject(),
+  options: StartOptions = {},
 ): Started | number {
   const flags = {
     help: { type: "boolean", short: "h", help: "show this help" },
     ...spec.flags,
-  } as Record<
-    string,
-    ExtraFlag
-  >;
-  try {
-    const line = parseCommandLine(args, flags);
-    if (line.extra.help === true) {
-      console.log(
-        `${spec.usage}\nFlags:\n${
-          formatExtraFlagsHelp(flags)
-        }\n${CONFIG_FLAGS_HELP}`,
-      );
-      return 0;
+  } as Record<string, ExtraFlag>;
+  const format = earlyLogFormat(env, args);
+  const writeError = options.writeError;
+  const base = createLogger({ format, write: writeError });
+  const configProblem = (problem: string) => {
+    const message = `invalid configuration: ${problem}`;
+    if (format === "json") base.error(message, { subcommand: spec.name });
+    else {
+      const line = `berth-acquire ${spec.name}: ${message}\n`;
+      if (writeError) writeError(line);
+      else console.error(line.slice(0, -1));
     }
-    const config = resolveConfig(env, line.flags);
-    const logger = createLogger({ format: config.logFormat }).with({
+  };
+  let line;
+  try {
+    line = parseCommandLine(args, flags);
+  } catch (e) {
+    if (!(e instanceof ConfigError)) throw e;
+    warnUnknownVariables(base, env);
+    configProblem(e.problem);
+    return EXIT_FAILURE;
+  }
+  if (line.extra.help === true) {
+    const text = `${spec.usage}\nFlags:\n${formatExtraFlagsHelp(flags)}\n${
+      configFlagsHelp({
+        leadDefault: spec.leadDefault,
+        omit: spec.hiddenSettings,
+        defaults: spec.helpDefaults,
+      })
+    }`;
+    if (options.writeOut) options.writeOut(text + "\n");
+    else console.log(text);
+    return 0;
+  }
+  warnUnknownVariables(base, env);
+  let config: Config;
+  try {
+    config = resolveConfig(env, line.flags, { leadDefault: spec.leadDefault });
+  } catch (e) {
+    if (!(e instanceof ConfigError)) throw e;
+    configProblem(e.problem);
+    return EXIT_FAILURE;
+  }
+  const logger = createLogger({ format: config.logFormat, write: writeError })
+    .with({
       lease: config.leaseName,
       namespace: config.leaseNamespace,
       holder: config.holder,
     });
-    return { config, extra: line.extra, logger };
-  } catch (e) {
-    if (!(e instanceof ConfigError || e instanceof RangeError)) throw e;
-    console.error(`berth-acquire ${spec.name}: ${e.message}`);
-    return EXIT_FAILURE;
+  return {
+    config,
+    extra: line.extra,
+    given: givenSettings(env, line.flags),
+    logger,
+    configProblem,
+  };
+}
+
+function warnUnknownVariables(
+  logger: Logger,
+  env: Record<string, string | undefined>,
+): void {
+  for (const v of unknownVariables(env)) {
+    logger.warn(
+      `unknown environment variable ${v.name} is ignored${
+        v.suggestion ? `; did you mean ${v.suggestion}?` : ""
+      }`,
+      { variable: v.name },
+    );
   }
 }
 
-/** Builds the HTTP lease client for `config` (key source, TLS options, the lease key). */
+/**
+ * The log format to report start-up problems in, found before anything else
+ * is parsed: the last `--log-format` on the command line when it is valid,
+ * else a valid `BERTH_LOG_FORMAT`, else text. A malformed value is reported
+ * by the configuration itself (in this format).
+ */
+function earlyLogFormat(
+  env: Record<string, string | undefined>,
+  args: string[],
+): LogFormat {
+  const valid = (v: string | undefined): v is LogFormat =>
+    v === "text" || v === "json";
+  let format: LogFormat = valid(env[settingOf("log-format")!.env])
+    ? env[settingOf("log-format")!.env] as LogFormat
+    : "text";
+  for (let i = 0; i < args.length && args[i] !== "--"; i++) {
+    const m = /^--?log-format(?:=(.*))?$/.exec(args[i]);
+    if (!m) continue;
+    const value = m[1] ?? args[i + 1];
+    if (valid(value)) format = value;
+  }
+  return format;
+}
+
+/**
+ * Builds the HTTP lease client for `config` (key source, TLS options, the
+ * lease key).
+ *
+ * @param config The resolved configuration.
+ * @param logger Where the client and the key source report.
+ * @param clock Paces the key file's re-reads.
+ * @returns The client.
+ * @throws {Error} When the key file, the CA bundle or the URL cannot be used.
+ */
 export async function clientFor(
   config: Config,
   logger: Logger,
@@ -104,35 +240,14 @@ export async function clientFor(
 }
 
 /**
- * An `AbortSignal` that aborts on the first SIGTERM or SIGINT. The listeners
- * stay installed until `dispose()`, so a second signal does not kill the
- * process by default action while it finishes (for example a release).
+ * Turns a start-up failure (bad CA bundle, missing key file, ...) into one
+ * log line and an exit code.
+ *
+ * @param logger Where the line goes.
+ * @param what The line's message, e.g. `cannot start`.
+ * @param e The failure; its message becomes the `error` field.
+ * @returns {@linkcode EXIT_FAILURE}.
  */
-export function shutdownSignal(
-  logger: Logger,
-): { signal: AbortSignal; dispose(): void } {
-  const controller = new AbortController();
-  const names: Deno.Signal[] = ["SIGTERM", "SIGINT"];
-  const handlers = names.map((name) => {
-    const handler = () => {
-      if (controller.signal.aborted) {
-        logger.info("signal received again; still finishing", { signal: name });
-        return;
-      }
-      logger.info("signal received; shutting down", { signal: name });
-      controller.abort(new DOMException(`received ${name}`, "AbortError"));
-    };
-    Deno.addSignalListener(name, handler);
-    return [name, handler] as const;
-  });
-  return {
-    signal: controller.signal,
-    dispose: () =>
-      handlers.forEach(([n, h]) => Deno.removeSignalListener(n, h)),
-  };
-}
-
-/** Turns a start-up failure (bad CA bundle, missing key file, ...) into one log line and an exit code. */
 export function startupFailure(
   logger: Logger,
   what: string,

@@ -7,7 +7,7 @@
  *
  * @module
  */
-import type { Mode } from "./config.ts";
+import type { Mode } from "./modes.ts";
 
 /** The API's limit on a holder: at most this many bytes of UTF-8. */
 export const MAX_HOLDER_BYTES = 253;

@@ -8,7 +8,7 @@
  * @module
  */
 import type { Clock } from "../state/clock.ts";
-import { ConfigError } from "../config/config.ts";
+import { ConfigError } from "../config/error.ts";
 import { formatDurationMs } from "../config/duration.ts";
 import type { Logger } from "./log.ts";
 import type { Verdict } from "../state/marker.ts";

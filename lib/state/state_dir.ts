@@ -48,9 +48,6 @@ import {
   StateFileError,
 } from "./marker.ts";
 
-/** The state directory the webhook mounts when nothing else is configured. */
-export const DEFAULT_STATE_DIR = "/berth";
-
 /** The file names in the state directory; fixed by the webhook and the probe argv. */
 export const STATE_FILES = {
   holder: "holder",

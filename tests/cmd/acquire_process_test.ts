@@ -358,3 +358,107 @@ Deno.test("a second acquire under the same holder identity does not get a lease 
   assert.match(second.stderr, /already held under this holder identity/);
   assert.deepEqual(listDir(two.path), [], "nothing handed over");
 });
+
+Deno.test("acquire creates a missing state directory (and its parents, mode 0755) before the hand-over", async () => {
+  await using server = await startDevServer();
+  await using dir = await tempDir();
+  const stateDir = `${dir.path}/a/b/berth`;
+  const r = await runCli(["acquire"], {
+    env: leaseEnv({ apiServer: server.url, stateDir }),
+    signal: AbortSignal.timeout(RUN_BOUND_MS),
+  });
+  assert.equal(r.code, 0, r.stderr);
+  assert.equal(readStateFile(stateDir, "token"), "1");
+  for (const d of [`${dir.path}/a`, `${dir.path}/a/b`, stateDir]) {
+    const info = await Deno.stat(d);
+    assert.ok(info.isDirectory, d);
+    // 0755 as requested, less whatever the umask takes away.
+    assert.equal(info.mode! & 0o777 & ~0o755, 0, d);
+  }
+});
+
+Deno.test("acquire names an unexpected argument, and the nearest flag for a misspelled one", async () => {
+  await using dir = await tempDir();
+  const env = leaseEnv({ apiServer: "http://127.0.0.1:9", stateDir: dir.path });
+  const foo = await runCli(["acquire", "foo"], {
+    env,
+    signal: AbortSignal.timeout(RUN_BOUND_MS),
+  });
+  assert.equal(foo.code, 1);
+  assert.match(
+    foo.stderr,
+    /^berth-acquire acquire: invalid configuration: unexpected argument "foo"/,
+  );
+  const typo = await runCli(["acquire", "--acquire-timout=1s"], {
+    env,
+    signal: AbortSignal.timeout(RUN_BOUND_MS),
+  });
+  assert.equal(typo.code, 1);
+  assert.match(typo.stderr, /did you mean --acquire-timeout\?/);
+  assert.doesNotMatch(typo.stderr, /--lease-namespace/, "no whole flag list");
+  assert.deepEqual(listDir(dir.path), []);
+});
+
+Deno.test("an API server URL with a password is refused without printing the password", async () => {
+  await using dir = await tempDir();
+  const r = await runCli(["acquire"], {
+    env: leaseEnv({
+      apiServer: "https://user:S3CRET@127.0.0.1:9",
+      stateDir: dir.path,
+    }),
+    signal: AbortSignal.timeout(RUN_BOUND_MS),
+  });
+  assert.equal(r.code, 1);
+  assert.match(r.stderr, /must not carry credentials/);
+  assert.match(r.stderr, /https:\/\/\*\*\*@127\.0\.0\.1:9/);
+  assert.doesNotMatch(r.stderr + r.stdout, /S3CRET/);
+});
+
+Deno.test("an invalid lease name is refused at start-up with the server's rule, not retried against 400", async () => {
+  await using dir = await tempDir();
+  const r = await runCli(["acquire"], {
+    env: leaseEnv({
+      apiServer: "http://127.0.0.1:9",
+      stateDir: dir.path,
+      leaseName: "Web_1",
+    }),
+    signal: AbortSignal.timeout(RUN_BOUND_MS),
+  });
+  assert.equal(r.code, 1);
+  assert.match(
+    r.stderr,
+    /invalid configuration: invalid name "Web_1": must be an RFC 1123 subdomain .*set BERTH_LEASE_NAME or --lease-name/,
+  );
+});
+
+Deno.test("with BERTH_LOG_FORMAT=json a configuration error and an unknown-variable warning are JSON lines", async () => {
+  await using dir = await tempDir();
+  const r = await runCli(["acquire"], {
+    env: {
+      ...leaseEnv({
+        apiServer: "http://127.0.0.1:9",
+        stateDir: dir.path,
+        omit: ["BERTH_TTL_SECONDS", "BERTH_HEARTBEAT_SECONDS"],
+      }),
+      BERTH_LOG_FORMAT: "json",
+      BERTH_TTL_SECOND: "30",
+    },
+    signal: AbortSignal.timeout(RUN_BOUND_MS),
+  });
+  assert.equal(r.code, 1);
+  const lines = r.stderr.trim().split("\n").map((l) => JSON.parse(l));
+  assert.equal(lines.length, 2, r.stderr);
+  assert.equal(lines[0].level, "WARN");
+  assert.equal(lines[0].variable, "BERTH_TTL_SECOND");
+  assert.match(lines[0].msg, /did you mean BERTH_TTL_SECONDS\?/);
+  assert.equal(lines[1].level, "ERROR");
+  assert.equal(lines[1].subcommand, "acquire");
+  assert.match(lines[1].msg, /^invalid configuration: ttl must be positive/);
+  // The log format is settled first: a bad flag is reported as JSON too.
+  const bad = await runCli(["acquire", "--nope"], {
+    env: { BERTH_LOG_FORMAT: "json" },
+    signal: AbortSignal.timeout(RUN_BOUND_MS),
+  });
+  assert.equal(bad.code, 1);
+  assert.equal(JSON.parse(bad.stderr.trim()).level, "ERROR", bad.stderr);
+});

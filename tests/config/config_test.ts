@@ -1,13 +1,13 @@
 import assert from "node:assert/strict";
+import { loadConfig, resolveConfig } from "../../lib/config/config.ts";
+import { ConfigError } from "../../lib/config/error.ts";
+import { parseCommandLine } from "../../lib/config/flags.ts";
 import {
-  CONFIG_FLAGS_HELP,
-  CONFIG_SETTINGS,
-  ConfigError,
+  configFlagsHelp,
   formatExtraFlagsHelp,
-  loadConfig,
-  parseCommandLine,
-  resolveConfig,
-} from "../../lib/config/config.ts";
+} from "../../lib/config/help.ts";
+import { CONFIG_SETTINGS } from "../../lib/config/settings.ts";
+import { SIGNAL_SENDER_LEAD_DEFAULT } from "../../lib/config/lead.ts";
 import { Secret } from "../../lib/obs/log.ts";
 
 type Env = Record<string, string | undefined>;
@@ -173,11 +173,11 @@ Deno.test("config: a flag overrides env, and an explicitly empty flag overrides 
   );
   assert.equal(
     problem(() => loadConfig(env(), ["--lease-name="])),
-    "lease name is required",
+    "lease name is required (set BERTH_LEASE_NAME or --lease-name)",
   );
   assert.equal(
     problem(() => loadConfig(env(), ["--lease-name", ""])),
-    "lease name is required",
+    "lease name is required (set BERTH_LEASE_NAME or --lease-name)",
   );
   assert.equal(
     problem(() => loadConfig(env(), ["--lease-namespace="])),
@@ -193,7 +193,7 @@ Deno.test("config: a flag overrides env, and an explicitly empty flag overrides 
   );
   assert.equal(
     problem(() => loadConfig(env(), ["--api-server="])),
-    "api server URL is required",
+    "api server URL is required (set BERTH_API_SERVER or --api-server)",
   );
   assert.match(
     problem(() => loadConfig(env(), ["--state-dir="])),
@@ -415,9 +415,31 @@ Deno.test("config: flag syntax", () => {
     problem(() => loadConfig(env(), ["--ttl-seconds"])),
     "flag --ttl-seconds needs a value",
   );
-  assert.match(
+  assert.equal(
     problem(() => loadConfig(env(), ["renew"])),
-    /^unexpected argument: /,
+    'unexpected argument "renew": this subcommand takes flags only (--name=value)',
+  );
+  // A word that may be a key typed after `--api-key=` is not echoed.
+  assert.equal(
+    problem(() => loadConfig(env(), ["--api-key=", "kid-1:secret"])),
+    "unexpected argument (not shown: it may hold a secret): this subcommand takes flags only (--name=value)",
+  );
+  assert.doesNotMatch(
+    problem(() => loadConfig(env(), ["--api-key=", "s3cr3t"])),
+    /s3cr3t/,
+  );
+  // A misspelled flag is answered with the nearest one, not the whole list.
+  assert.equal(
+    problem(() => loadConfig(env(), ["--lease-nmae=x"])),
+    "unknown flag --lease-nmae: did you mean --lease-name?",
+  );
+  assert.equal(
+    problem(() => loadConfig(env(), ["--ttl=30"])),
+    "unknown flag --ttl: did you mean --ttl-seconds?",
+  );
+  assert.equal(
+    problem(() => parseCommandLine(["--hepl"], { help: { type: "boolean" } })),
+    "unknown flag --hepl: did you mean --help?",
   );
   assert.match(
     problem(() => loadConfig(env(), ["--", "x"])),
@@ -471,6 +493,7 @@ Deno.test("config: subcommands add their own flags", () => {
 });
 
 Deno.test("config: the help text lists every flag with its env variable and default", () => {
+  const CONFIG_FLAGS_HELP = configFlagsHelp();
   for (const s of CONFIG_SETTINGS) {
     includes(CONFIG_FLAGS_HELP, `--${s.flag}`);
     includes(CONFIG_FLAGS_HELP, `env ${s.env};`);
@@ -539,7 +562,7 @@ const ORDERED: Case[] = [
   {
     name: "1",
     env: { BERTH_LEASE_NAME: undefined },
-    want: "lease name is required",
+    want: "lease name is required (set BERTH_LEASE_NAME or --lease-name)",
   },
   {
     name: "2",
@@ -589,12 +612,29 @@ const ORDERED: Case[] = [
   {
     name: "10",
     env: { BERTH_API_SERVER: undefined },
-    want: "api server URL is required",
+    want: "api server URL is required (set BERTH_API_SERVER or --api-server)",
   },
   {
     name: "11",
     env: { BERTH_API_KEY: KEY, BERTH_API_KEY_FILE: "/keys/key" },
     want: "api key and api key file are mutually exclusive",
+  },
+  {
+    name: "12 namespace",
+    env: { POD_NAMESPACE: "Prod" },
+    want:
+      /^invalid namespace "Prod": must be an RFC 1123 label .*; set BERTH_LEASE_NAMESPACE or --lease-namespace/,
+  },
+  {
+    name: "12 name",
+    env: { BERTH_LEASE_NAME: "check_out" },
+    want:
+      /^invalid name "check_out": must be an RFC 1123 subdomain .*; set BERTH_LEASE_NAME or --lease-name/,
+  },
+  {
+    name: "12 key",
+    env: { BERTH_LEASE_NAME: "a".repeat(200), POD_NAMESPACE: "n".repeat(60) },
+    want: /^invalid key "n{60}\/a{200}": .* at most 253 characters/,
   },
   {
     name: "12 empty startup-gate holder",
@@ -616,6 +656,12 @@ const ORDERED: Case[] = [
     name: "14 url",
     env: { BERTH_API_SERVER: "berth.example:8443" },
     want: /^api server URL "berth.example:8443" is not an http/,
+  },
+  {
+    name: "14 url with credentials",
+    env: { BERTH_API_SERVER: "https://user:SECRET@berth.example" },
+    want:
+      /^api server URL "https:\/\/\*\*\*@berth.example" must not carry credentials/,
   },
   {
     name: "15 lead",
@@ -925,5 +971,54 @@ Deno.test("config: holder identity in the configuration", () => {
       [],
     ).holder,
     "east/prod:checkout-7f6c-j4n8x",
+  );
+});
+
+Deno.test("config: a role passes its own lead default as a parameter (run: enforce grace + 1)", () => {
+  const run = { leadDefault: SIGNAL_SENDER_LEAD_DEFAULT };
+  assert.equal(loadConfig(env(), [], run).enforceLeadMs, 1000);
+  assert.equal(
+    loadConfig(env({ BERTH_ENFORCE_GRACE_SECONDS: "3" }), [], run)
+      .enforceLeadMs,
+    4000,
+  );
+  assert.equal(
+    loadConfig(env(), ["--enforce-grace-seconds=5"], run).enforceLeadMs,
+    6000,
+  );
+  // An explicit lead still wins, and the environment is not rewritten.
+  const e = env({ BERTH_ENFORCE_GRACE_SECONDS: "3" });
+  assert.equal(
+    loadConfig(e, ["--enforce-lead-seconds=2"], run).enforceLeadMs,
+    2000,
+  );
+  assert.equal(e.BERTH_ENFORCE_LEAD_SECONDS, undefined);
+  // The room check states the default that was used.
+  const p = problem(() =>
+    loadConfig(
+      env({ BERTH_TTL_SECONDS: "8", BERTH_ENFORCE_GRACE_SECONDS: "5" }),
+      [],
+      run,
+    )
+  );
+  includes(
+    p,
+    "the enforce lead (6s, the default for a process group stopped by signals: enforce grace + 1s)",
+  );
+  includes(p, "BERTH_ENFORCE_GRACE_SECONDS");
+});
+
+Deno.test("config: a role's help text states its own lead default and leaves out what it does not offer", () => {
+  const run = configFlagsHelp({
+    leadDefault: SIGNAL_SENDER_LEAD_DEFAULT,
+    omit: ["mode"],
+  });
+  includes(run, "env BERTH_ENFORCE_LEAD_SECONDS; default: enforce grace + 1]");
+  assert.doesNotMatch(run, /--mode|startup-gate or runtime-singleton/);
+  const generic = configFlagsHelp();
+  includes(generic, "--mode MODE");
+  includes(
+    generic,
+    "default: probe: 4; signal: the larger of enforce grace + 1 and 4]",
   );
 });

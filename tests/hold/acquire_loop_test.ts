@@ -1,6 +1,6 @@
 /**
- * The init container's acquire loop and the marker it hands over, driven by
- * a fake clock and a scripted server: every instant asserted here is exact.
+ * The acquire loop (the init container's and `run`'s), driven by a fake
+ * clock and a scripted server: every instant asserted here is exact.
  *
  * @module
  */
@@ -9,8 +9,8 @@ import {
   type AcquiredLease,
   acquireLease,
   type AcquireLeaseOptions,
-  handoffMarker,
-} from "../../lib/cmd/acquire.ts";
+  REJECTION_LOG_INTERVAL_MS,
+} from "../../lib/hold/acquire_loop.ts";
 import { extendedExistingGrant } from "../../lib/hold/deadline.ts";
 import type { GrantOutcome } from "../../lib/lease/rpc.ts";
 import {
@@ -243,40 +243,6 @@ Deno.test("acquireLease stops when aborted during a request, and never starts on
   assert.equal(client.calls.length, 0);
 });
 
-Deno.test("handoffMarker: runtime-singleton carries the acquisition's deadline and gate; startup-gate carries none", () => {
-  assert.deepEqual(
-    handoffMarker(
-      { mode: "runtime-singleton", ttlSeconds: 8, enforceLeadMs: 4_000 },
-      { sentAtBoot: 50_000, sentAtWall: 1_700_000_000_000 },
-    ),
-    {
-      leaseDeadlineBootMs: 58_000,
-      gateClosesBootMs: 54_000,
-      leaseDeadlineWallMs: 1_700_000_008_000,
-      gateClosesWallMs: 1_700_000_004_000,
-    },
-  );
-  assert.deepEqual(
-    handoffMarker(
-      { mode: "runtime-singleton", ttlSeconds: 30, enforceLeadMs: 2_000 },
-      { sentAtBoot: 1_234, sentAtWall: 2_000 },
-    ),
-    {
-      leaseDeadlineBootMs: 31_234,
-      gateClosesBootMs: 29_234,
-      leaseDeadlineWallMs: 32_000,
-      gateClosesWallMs: 30_000,
-    },
-  );
-  assert.equal(
-    handoffMarker(
-      { mode: "startup-gate", ttlSeconds: 8, enforceLeadMs: 4_000 },
-      { sentAtBoot: 50_000, sentAtWall: 1_700_000_000_000 },
-    ),
-    undefined,
-  );
-});
-
 Deno.test("acquireLease: a grant that arrives after its own gate-closing time is confirmed again, not handed over", async () => {
   const clock = new FakeClock();
   const client = new ScriptedClient(() => clock.now());
@@ -365,4 +331,73 @@ Deno.test("acquireLease accepts an extension of its own grant whose answer was l
   second.answer(extended(3));
   await t.done;
   assert.equal((t.result() as AcquiredLease).token, 3);
+});
+
+Deno.test("acquireLease retries 401/403/404/400 but logs them at ERROR: the first at once, then one line a minute", async () => {
+  const t = setup();
+  const rejected = (status: number): GrantOutcome => ({
+    kind: "server-error",
+    status,
+    message: "unauthorized",
+  });
+  const errors = () => t.logs.filter((l) => l.level === "ERROR");
+  const first = t.clock.now();
+  (await t.pending()).answer(rejected(401));
+  await settle();
+  assert.equal(errors().length, 1, "the first rejection is an ERROR at once");
+  assert.match(String(errors()[0].fields.error), /401/);
+  assert.match(errors()[0].msg, /does not heal by waiting/);
+  // Retried at the error back-off (capped at the heartbeat), not logged again
+  // within the minute, and never at WARN.
+  let attempts = 1;
+  for (;;) {
+    await t.clock.advanceTo(t.clock.now() + HB);
+    if (t.clock.now() >= first + REJECTION_LOG_INTERVAL_MS) break;
+    (await t.pending()).answer(rejected(401));
+    attempts++;
+  }
+  assert.ok(attempts > 5, `retried ${attempts} times`);
+  assert.equal(errors().length, 1, "one line within the first minute");
+  assert.equal(t.logs.filter((l) => l.level === "WARN").length, 0);
+  // A minute after the first line, the next rejection is logged again,
+  // counting the ones in between.
+  (await t.pending()).answer(rejected(401));
+  await settle();
+  assert.equal(errors().length, 2);
+  assert.equal(errors()[1].fields.rejected_since_last_line, attempts - 1);
+  // A different rejection is news: logged at once.
+  await t.clock.advanceTo(t.clock.now() + HB);
+  (await t.pending()).answer(rejected(403));
+  await settle();
+  assert.equal(errors().length, 3);
+  assert.match(String(errors()[2].fields.error), /403/);
+  // Other failures stay WARN lines.
+  await t.clock.advanceTo(t.clock.now() + HB);
+  (await t.pending()).answer(broken);
+  await settle();
+  assert.equal(errors().length, 3);
+  assert.equal(t.logs.filter((l) => l.level === "WARN").length, 1);
+  t.stop.abort();
+  await t.done;
+});
+
+Deno.test("acquireLease logs 400 and 404 as rejections too, and a 500 as a plain retry", async () => {
+  for (const status of [400, 404]) {
+    const t = setup();
+    (await t.pending()).answer({
+      kind: "server-error",
+      status,
+      message: "nope",
+    });
+    await settle();
+    assert.deepEqual(t.logs.map((l) => l.level), ["ERROR"], `status ${status}`);
+    t.stop.abort();
+    await t.done;
+  }
+  const t = setup();
+  (await t.pending()).answer(broken);
+  await settle();
+  assert.deepEqual(t.logs.map((l) => l.level), ["WARN"]);
+  t.stop.abort();
+  await t.done;
 });

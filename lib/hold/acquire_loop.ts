@@ -1,0 +1,215 @@
+/**
+ * The acquire loop shared by `acquire` (the init container) and `run`:
+ * retry Acquire until the lease is held, polling at the heartbeat while
+ * another holder has it and backing off on errors. A rejection that does not
+ * heal by waiting (400, 401, 403, 404: a wrong key, holder, namespace or URL)
+ * is still retried, because a rotated key or a fixed server heals it, but it
+ * is logged at ERROR with what to do: at once, then at most once a minute.
+ *
+ * @module
+ */
+import type { Clock } from "../state/clock.ts";
+import {
+  classifyAcquire,
+  deadlineFrom,
+  extendedExistingGrant,
+  gateClosesAt,
+  mayHaveBeenGranted,
+  SHARED_HOLDER_MESSAGE,
+  sharedHolderQuietMs,
+} from "./deadline.ts";
+import type { LeaseClient, LeaseFailure } from "../lease/rpc.ts";
+import type { Logger } from "../obs/log.ts";
+
+/** The statuses that say the request itself is refused: waiting alone does not change the answer. */
+const REJECTED_STATUSES: ReadonlySet<number> = new Set([
+  400,
+  401,
+  403,
+  404,
+]);
+
+/** How often a rejection that goes on is logged again at ERROR, ms. */
+export const REJECTION_LOG_INTERVAL_MS = 60_000;
+
+/** Whether `f` is a rejection (see `REJECTED_STATUSES`). */
+function isRejection(f: LeaseFailure): boolean {
+  return f.kind === "server-error" && REJECTED_STATUSES.has(f.status);
+}
+
+/** Options for {@linkcode acquireLease}. */
+export interface AcquireLeaseOptions {
+  /** The lease RPCs. */
+  client: LeaseClient;
+  /** Holder identity to acquire for. */
+  holder: string;
+  /** TTL to request, whole seconds. */
+  ttlSeconds: number;
+  /** Poll interval while another holder has the lease; also the cap of the error back-off. */
+  heartbeatMs: number;
+  /**
+   * The enforcement lead (ms). An answer that arrives after its own gate
+   * closing time (send + TTL - lead) is of no use to the workload, so the
+   * lease is confirmed again at once instead of handed over expired. Default 0.
+   */
+  enforceLeadMs?: number;
+  /** Bound on each RPC (ms); default 10000, the reference client's bound. */
+  requestTimeoutMs?: number;
+  /** Aborts the wait: SIGTERM/SIGINT, or `--acquire-timeout`. */
+  signal: AbortSignal;
+  /** Monotonic clock and waits. */
+  clock: Clock;
+  /** Where each wait is reported, with the current holder. */
+  logger: Logger;
+  /** Jitter source in [0, 1); injectable so tests are exact. Default `Math.random`. */
+  random?: () => number;
+}
+
+/** A lease the caller now holds. */
+export interface AcquiredLease {
+  /** The fencing token the server granted. */
+  token: number;
+  /** Monotonic ms at which the successful request was sent (the deadline counts from here). */
+  sentAt: number;
+  /** Boot-time ms at the same moment, to write the deadline into the marker. */
+  sentAtBoot: number;
+  /** Wall-clock ms at the same moment, for the marker's second copy of the deadline. */
+  sentAtWall: number;
+}
+
+/**
+ * Retries Acquire until it succeeds or `signal` aborts (then resolves
+ * `undefined`). "Held by another" is polled at the heartbeat, as upstream
+ * does; errors back off from 0.5 s, doubling up to the heartbeat, with
+ * jitter, so a crowd of pods waiting on a broken server does not hammer it
+ * in step. Other errors are logged at WARN each time; a rejection (400, 401,
+ * 403, 404) at ERROR, the first time and then once a
+ * minute while it goes on, with how many were not logged.
+ *
+ * @param o The client, the lease's parameters, the clock and the logger.
+ * @returns The lease, or undefined when `signal` aborted first.
+ */
+export async function acquireLease(
+  o: AcquireLeaseOptions,
+): Promise<AcquiredLease | undefined> {
+  const { client, holder, ttlSeconds, heartbeatMs, signal, clock, logger } = o;
+  const random = o.random ?? Math.random;
+  const requestTimeoutMs = o.requestTimeoutMs ?? 10_000;
+  let backoff = Math.min(500, heartbeatMs);
+  // Whether an earlier attempt may have been granted without our knowing
+  // (no answer, or an answer we did not use): then an extension of our own
+  // grant is expected and is not someone else's.
+  let mayHoldAlready = false;
+  const rejections = new RejectionLog(logger, clock);
+  while (!signal.aborted) {
+    const sentAt = clock.now();
+    const sentAtBoot = clock.bootNow();
+    const sentAtWall = clock.wallNow();
+    const outcome = await client.acquire(
+      holder,
+      ttlSeconds,
+      AbortSignal.any([clock.timeout(requestTimeoutMs), signal]),
+    );
+    const verdict = classifyAcquire(outcome);
+    let wait = heartbeatMs;
+    switch (verdict.kind) {
+      case "acquired":
+        if (
+          !mayHoldAlready && extendedExistingGrant(verdict.lease, ttlSeconds)
+        ) {
+          // Another process or pod uses this holder identity and holds the
+          // lease. Polling would extend its lease for it, so wait until the
+          // lease we just extended can have expired, then ask again.
+          logger.warn(SHARED_HOLDER_MESSAGE, {
+            current_fencing_token: verdict.token,
+            acquired_at: verdict.lease.acquiredAt,
+          });
+          wait = clock.now() - sentAt + sharedHolderQuietMs(ttlSeconds);
+          break;
+        }
+        if (
+          clock.now() <
+            gateClosesAt(deadlineFrom(sentAt, ttlSeconds), o.enforceLeadMs ?? 0)
+        ) {
+          return { token: verdict.token, sentAt, sentAtBoot, sentAtWall };
+        }
+        // Acquire by the same live holder keeps the token and acts as a renew.
+        mayHoldAlready = true;
+        logger.warn(
+          "the lease was granted too late to use; confirming it again",
+          {
+            fencing_token: verdict.token,
+          },
+        );
+        continue;
+      case "cancelled":
+        return undefined;
+      case "held":
+        rejections.reset();
+        backoff = Math.min(500, heartbeatMs);
+        logger.info("lease held by another holder; waiting", {
+          current_holder: verdict.holder,
+          current_fencing_token: verdict.token,
+        });
+        break;
+      case "failed":
+        if (mayHaveBeenGranted(verdict.failure)) mayHoldAlready = true;
+        wait = backoff * (0.5 + random() / 2);
+        backoff = Math.min(backoff * 2, heartbeatMs);
+        if (isRejection(verdict.failure)) {
+          rejections.report(verdict.reason, Math.round(wait));
+          break;
+        }
+        rejections.reset();
+        logger.warn("lease acquire failed; retrying", {
+          error: verdict.reason,
+          retry_in_ms: Math.round(wait),
+        });
+        break;
+    }
+    await clock.sleep(sentAt + wait - clock.now(), signal);
+  }
+  return undefined;
+}
+
+/**
+ * Logs a rejection that goes on at ERROR without flooding the log: the first
+ * one (or the first with a different reason) at once, then one line a minute
+ * on the injected clock, counting the attempts in between.
+ */
+class RejectionLog {
+  #reason: string | undefined;
+  #loggedAt = 0;
+  #unlogged = 0;
+
+  constructor(private logger: Logger, private clock: Clock) {}
+
+  report(reason: string, retryInMs: number): void {
+    const now = this.clock.now();
+    if (
+      reason === this.#reason &&
+      now - this.#loggedAt < REJECTION_LOG_INTERVAL_MS
+    ) {
+      this.#unlogged++;
+      return;
+    }
+    this.logger.error(
+      "the API server rejects the acquire request; retrying, but this does not heal by waiting: fix what the error names",
+      {
+        error: reason,
+        retry_in_ms: retryInMs,
+        ...(this.#unlogged > 0
+          ? { rejected_since_last_line: this.#unlogged }
+          : {}),
+      },
+    );
+    this.#reason = reason;
+    this.#loggedAt = now;
+    this.#unlogged = 0;
+  }
+
+  reset(): void {
+    this.#reason = undefined;
+    this.#unlogged = 0;
+  }
+}

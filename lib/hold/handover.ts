@@ -1,0 +1,93 @@
+/**
+ * The hand-over after an acquisition: holder, token and health marker
+ * written to the state directory (and the probe installed) for the roles
+ * that come next, the sidecar and the probe, or `run`'s own renewer. When
+ * the volume cannot be written the lease is given back at once, so the
+ * standby does not wait a whole TTL for a lease nobody will renew.
+ *
+ * @module
+ */
+import type { Clock } from "../state/clock.ts";
+import type { Config } from "../config/config.ts";
+import { deadlineFrom, gateClosesAt } from "./deadline.ts";
+import type { AcquiredLease } from "./acquire_loop.ts";
+import { describeFailure, type LeaseClient } from "../lease/rpc.ts";
+import type { Logger } from "../obs/log.ts";
+import type { MarkerDeadlines } from "../state/marker.ts";
+import type { StateDir } from "../state/state_dir.ts";
+
+/**
+ * The marker `acquire` hands over: in runtime-singleton mode it carries the
+ * deadline of this acquisition, so the workload cannot outlive the lease even
+ * if the sidecar never starts; in startup-gate mode nobody renews, so it
+ * carries none and only its presence counts.
+ */
+export function handoffMarker(
+  config: Pick<Config, "mode" | "ttlSeconds" | "enforceLeadMs">,
+  sent: Pick<AcquiredLease, "sentAtBoot" | "sentAtWall">,
+): MarkerDeadlines | undefined {
+  if (config.mode === "startup-gate") return undefined;
+  const leaseDeadlineBootMs = deadlineFrom(sent.sentAtBoot, config.ttlSeconds);
+  const leaseDeadlineWallMs = deadlineFrom(sent.sentAtWall, config.ttlSeconds);
+  return {
+    leaseDeadlineBootMs,
+    gateClosesBootMs: gateClosesAt(leaseDeadlineBootMs, config.enforceLeadMs),
+    leaseDeadlineWallMs,
+    gateClosesWallMs: gateClosesAt(leaseDeadlineWallMs, config.enforceLeadMs),
+  };
+}
+
+/** Options for {@linkcode handOver}. */
+export interface HandOverOptions {
+  /** The state directory to write. */
+  state: StateDir;
+  /** Mode, TTL, lead (for the marker), holder and state directory (for messages). */
+  config: Pick<
+    Config,
+    "mode" | "ttlSeconds" | "enforceLeadMs" | "holder" | "stateDir"
+  >;
+  /** The lease just acquired. */
+  lease: AcquiredLease;
+  /** To release the lease when the state cannot be written. */
+  client: LeaseClient;
+  /** Bounds that release. */
+  clock: Clock;
+  /** Reports a failure. */
+  logger: Logger;
+  /** Also copy the probe to `<state>/check` (the init container does; `run` does not). */
+  installCheck: boolean;
+}
+
+/**
+ * Writes holder, token and marker (and the probe) for the roles that come
+ * next. When the volume cannot be written the lease is released at once
+ * (bounded, 5 s), so the standby does not wait a whole TTL for a lease
+ * nobody will renew; returns false then.
+ */
+export async function handOver(o: HandOverOptions): Promise<boolean> {
+  const { state, config, lease, client, clock, logger } = o;
+  try {
+    await state.writeHolder(config.holder);
+    await state.writeToken(lease.token);
+    await state.writeMarker(handoffMarker(config, lease));
+    if (o.installCheck) await state.installCheck();
+    return true;
+  } catch (e) {
+    logger.error("cannot write the state volume; releasing the lease", {
+      error: e,
+      state_dir: config.stateDir,
+      fencing_token: lease.token,
+    });
+    const released = await client.release(
+      config.holder,
+      lease.token,
+      clock.timeout(5_000),
+    );
+    if (released.kind !== "released") {
+      logger.warn("release failed; the lease expires on its own", {
+        error: describeFailure(released),
+      });
+    }
+    return false;
+  }
+}

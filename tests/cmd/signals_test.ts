@@ -1,0 +1,64 @@
+/**
+ * The one stop-signal module, driven by a fake signal source: no signal is
+ * sent to the test process.
+ *
+ * @module
+ */
+import assert from "node:assert/strict";
+import {
+  SHUTDOWN_SIGNALS,
+  shutdownSignal,
+  type SignalSource,
+} from "../../lib/cmd/signals.ts";
+import { createLogger } from "../../lib/obs/log.ts";
+
+/** Records listeners and delivers signals on demand. */
+class FakeSignals implements SignalSource {
+  listeners = new Map<Deno.Signal, Set<() => void>>();
+  addSignalListener(signal: Deno.Signal, handler: () => void): void {
+    if (!this.listeners.has(signal)) this.listeners.set(signal, new Set());
+    this.listeners.get(signal)!.add(handler);
+  }
+  removeSignalListener(signal: Deno.Signal, handler: () => void): void {
+    this.listeners.get(signal)?.delete(handler);
+  }
+  deliver(signal: Deno.Signal): void {
+    for (const h of this.listeners.get(signal) ?? []) h();
+  }
+  count(): number {
+    return [...this.listeners.values()].reduce((n, s) => n + s.size, 0);
+  }
+}
+
+function logger(lines: string[]) {
+  return createLogger({ write: (l) => lines.push(l) });
+}
+
+Deno.test("shutdownSignal aborts on the first SIGTERM or SIGINT, naming it, and logs a second one", () => {
+  for (const sig of SHUTDOWN_SIGNALS) {
+    const source = new FakeSignals();
+    const lines: string[] = [];
+    const s = shutdownSignal(logger(lines), { source });
+    assert.equal(s.signal.aborted, false);
+    source.deliver(sig);
+    assert.equal(s.signal.aborted, true);
+    assert.equal((s.signal.reason as DOMException).name, "AbortError");
+    assert.match((s.signal.reason as DOMException).message, new RegExp(sig));
+    source.deliver(sig);
+    assert.equal(lines.length, 2);
+    assert.match(lines[0], /signal received; shutting down/);
+    assert.match(lines[1], /signal received again; still finishing/);
+    s.dispose();
+    assert.equal(source.count(), 0, "dispose removes every listener");
+  }
+});
+
+Deno.test("shutdownSignal listens only to the signals it is given", () => {
+  const source = new FakeSignals();
+  const s = shutdownSignal(logger([]), { source, signals: ["SIGHUP"] });
+  source.deliver("SIGTERM");
+  assert.equal(s.signal.aborted, false);
+  source.deliver("SIGHUP");
+  assert.equal(s.signal.aborted, true);
+  s.dispose();
+});
