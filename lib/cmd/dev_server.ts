@@ -12,7 +12,7 @@ import { type DevServer, startDevServer } from "../devserver/server.ts";
 import { type HostPort, ListenError, parseHostPort } from "../net/addr.ts";
 import { aborted } from "../state/clock.ts";
 import { createLogger } from "../obs/log.ts";
-import { shutdownSignal } from "./startup.ts";
+import { shutdownSignal } from "./signals.ts";
 
 const HELP = `berth-acquire dev-server: a DEVELOPMENT Berth lease server
 
