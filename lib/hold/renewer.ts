@@ -5,19 +5,26 @@
  *
  * This is where the product's promise lives, so the rules are spelled out:
  * - The deadline is the send time of the last successful Renew/Acquire plus
- *   the TTL (see `hold.ts`). The gate closes `enforceLeadMs` before it, on a
+ *   the TTL (see `deadline.ts`). The gate closes `enforceLeadMs` before it, on a
  *   timer of its own, even while an RPC is in flight.
  * - 409 or `acquired:false` lose the lease at once; any other failure leaves
  *   the local deadline in charge.
  * - A success re-opens the gate only while its own closing time is ahead.
  * - While the lease is lost, every tick re-applies the enforcer (a restarted
  *   container is stopped again) and tries to acquire.
+ * - A reacquired token the state volume refuses is kept in memory (so the
+ *   next answer is not mistaken for another process's), and the lease is
+ *   released: a token the workload cannot read is worth nothing.
+ * - At shutdown the lease is released only once the workload is known to be
+ *   stopped or the enforcement lead has passed since the gate closed (see
+ *   `shutdown.ts`).
  *
  * @module
  */
 import { aborted, type Clock } from "../state/clock.ts";
 import type { Enforcer } from "../enforce/enforcer.ts";
 import {
+  adoptedDeadlineMs,
   classifyAcquire,
   classifyRenew,
   deadlineFrom,
@@ -29,9 +36,9 @@ import {
   sharedHolderQuietMs,
 } from "./deadline.ts";
 import type { LeaseClient } from "../lease/rpc.ts";
-import { describeFailure } from "../lease/rpc.ts";
 import type { Logger } from "../obs/log.ts";
 import type { MarkerDeadlines } from "../state/marker.ts";
+import { release, shutdownRelease, waitForStop } from "./shutdown.ts";
 
 /**
  * What the renewer reads and writes on the state volume: the init
@@ -80,21 +87,13 @@ export interface RenewerOptions {
 }
 
 /**
- * Hooks for the health endpoint and the metrics, so they are computed from
- * the renewer's own state instead of a second reading of the files. All
+ * Hooks for the metrics (and `run`), so they are computed from the
+ * renewer's own state instead of a second reading of the files. All
  * optional; none may throw.
  */
 export interface RenewerObserver {
   /** After every state change (gate opened or closed, token changed). */
   changed?(status: RenewerStatus): void;
-  /** After every RPC, with its outcome kind and how long it took (ms). */
-  rpc?(
-    rpc: "acquire" | "renew" | "release",
-    outcome: string,
-    latencyMs: number,
-  ): void;
-  /** The server said the lease is gone (409 or `acquired:false` on renew). */
-  lost?(reason: string): void;
   /** The lease was acquired again after it was lost or refused. */
   reacquired?(token: number): void;
 }
@@ -109,9 +108,14 @@ export interface RenewerStatus {
   gateClosesAt?: number;
   /** Monotonic ms of the local lease deadline, when the lease is confirmed. */
   deadline?: number;
-  /** Why the gate is closed, when it is. */
+  /** Why the gate is closed, when it is; in this project's words only (no server text). */
   reason?: string;
 }
+
+/** How often a refused token or holder write is tried before the lease is released. */
+const PERSIST_ATTEMPTS = 3;
+/** The pause between those tries (ms). */
+const PERSIST_RETRY_MS = 100;
 
 /**
  * Runs the sidecar's lease loop until `shutdown` aborts. One instance per
@@ -128,6 +132,14 @@ export class Renewer {
   #lost: string | undefined;
   #gateOpen = false;
   #reason: string | undefined = "starting";
+  /** Monotonic ms when the gate last closed; start-up counts, as the gate starts closed. */
+  #closedAt: number;
+  /** The token the state volume holds (the handoff's or the last one written); 0: none. */
+  #savedToken = 0;
+  /** Whether the state volume's holder file is ours. */
+  #holderSaved = false;
+  /** Whether the last marker write failed (reported once per run of failures). */
+  #markerFailing = false;
   /** Aborted and replaced whenever the deadline moves, to re-arm the gate timer. */
   #rearm = new AbortController();
   /**
@@ -144,6 +156,7 @@ export class Renewer {
   /** Validates nothing: the config module already did; see {@linkcode RenewerOptions}. */
   constructor(options: RenewerOptions) {
     this.#o = { releaseTimeoutMs: 5000, ...options };
+    this.#closedAt = options.clock.now();
   }
 
   /** The current state, for health checks and metrics. */
@@ -161,7 +174,10 @@ export class Renewer {
 
   /**
    * Adopts the handoff, then renews at the heartbeat until `shutdown`
-   * aborts; then releases when configured and held. Resolves when done.
+   * aborts; then releases when configured and held, once that is safe.
+   *
+   * @param shutdown Aborts the lease loop (SIGTERM/SIGINT).
+   * @returns Resolves when the release (or the decision not to) is done.
    */
   async run(shutdown: AbortSignal): Promise<void> {
     const { clock, heartbeatMs } = this.#o;
@@ -183,7 +199,7 @@ export class Renewer {
       await timer;
       await this.#enforcing;
     }
-    await this.#releaseOnShutdown();
+    await this.#shutdown();
     await this.#o.enforcer.dispose();
   }
 
@@ -219,6 +235,8 @@ export class Renewer {
       return;
     }
     this.#token = token;
+    this.#savedToken = token;
+    this.#holderSaved = true;
     let marker: MarkerDeadlines | undefined;
     try {
       marker = store.readMarkerDeadlines();
@@ -228,32 +246,19 @@ export class Renewer {
         { error: e },
       );
     }
-    if (marker) {
-      // The marker's deadline is on the boot-time clock that every container
-      // of the node shares, so it survives a sidecar restart. Trust it only
-      // while it lies in the future and no further than one TTL away.
-      // The wall-clock copy, when present, can only shorten it.
-      const left = Math.min(
-        marker.leaseDeadlineBootMs - clock.bootNow(),
-        marker.leaseDeadlineWallMs === undefined
-          ? Infinity
-          : marker.leaseDeadlineWallMs - clock.wallNow(),
-      );
-      if (left > 0 && left <= ttlSeconds * 1000) {
-        this.#deadline = clock.now() + left;
-        if (clock.now() < gateClosesAt(this.#deadline, this.#o.enforceLeadMs)) {
-          this.#gateOpen = true;
-          this.#reason = undefined;
-          logger.info(
-            "adopted the lease; the workload keeps running while it is confirmed",
-            {
-              fencing_token: token,
-              deadline_in_ms: Math.round(left),
-            },
-          );
-          this.#changed();
-          return;
-        }
+    const left = marker &&
+      adoptedDeadlineMs(marker, clock.bootNow(), clock.wallNow(), ttlSeconds);
+    if (left !== undefined) {
+      this.#deadline = clock.now() + left;
+      if (clock.now() < gateClosesAt(this.#deadline, this.#o.enforceLeadMs)) {
+        this.#gateOpen = true;
+        this.#reason = undefined;
+        logger.info(
+          "adopted the lease; the workload keeps running while it is confirmed",
+          { fencing_token: token, deadline_in_ms: Math.round(left) },
+        );
+        this.#changed();
+        return;
       }
     }
     this.#close("confirming the handed-over lease before the workload may run");
@@ -270,21 +275,19 @@ export class Renewer {
       ttlSeconds,
       AbortSignal.any([clock.timeout(bound), shutdown]),
     );
-    this.#o.observer?.rpc?.("renew", outcome.kind, clock.now() - sentAt);
     const verdict = classifyRenew(outcome, token);
     switch (verdict.kind) {
       case "confirmed":
         this.#confirm(sentAt, "renewed");
         return;
       case "lost":
-        this.#lost = verdict.reason;
+        this.#lost = verdict.summary;
         this.#deadline = undefined;
-        this.#o.observer?.lost?.(verdict.reason);
         logger.error("lease lost; stopping the workload", {
           reason: verdict.reason,
           fencing_token: token,
         });
-        this.#close(`lease lost: ${verdict.reason}`);
+        this.#close(`lease lost: ${verdict.summary}`);
         return;
       case "unconfirmed": {
         const closes = this.status().gateClosesAt;
@@ -306,8 +309,7 @@ export class Renewer {
   }
 
   async #reacquireOnce(shutdown: AbortSignal): Promise<void> {
-    const { client, holder, ttlSeconds, heartbeatMs, clock, logger, store } =
-      this.#o;
+    const { client, holder, ttlSeconds, heartbeatMs, clock, logger } = this.#o;
     // Re-apply first: the kubelet may have restarted the container since the last tick.
     this.#close(this.#reason ?? "lease not held");
     if (this.#quietUntil !== undefined && clock.now() < this.#quietUntil) {
@@ -319,7 +321,6 @@ export class Renewer {
       ttlSeconds,
       AbortSignal.any([clock.timeout(heartbeatMs), shutdown]),
     );
-    this.#o.observer?.rpc?.("acquire", outcome.kind, clock.now() - sentAt);
     const verdict = classifyAcquire(outcome);
     const maybeGranted = this.#maybeGranted;
     this.#maybeGranted = verdict.kind === "failed" &&
@@ -338,25 +339,11 @@ export class Renewer {
           this.#quietUntil = clock.now() + sharedHolderQuietMs(ttlSeconds);
           return;
         }
-        const previous = this.#token;
+        // Ours from here on, even if the volume refuses it: the next answer
+        // for this token is our own grant, never another process's.
         this.#token = verdict.token;
         this.#lost = undefined;
-        try {
-          if (previous === 0) await store.writeHolder(holder);
-          if (previous !== verdict.token) await store.writeToken(verdict.token);
-        } catch (e) {
-          logger.error(
-            "cannot persist the new fencing token; the workload stays stopped",
-            {
-              error: e,
-              fencing_token: verdict.token,
-            },
-          );
-          this.#token = previous;
-          this.#lost =
-            "the fencing token could not be written to the state volume";
-          return;
-        }
+        if (!await this.#persist(verdict.token, shutdown)) return;
         this.#confirm(sentAt, "lease reacquired");
         this.#o.observer?.reacquired?.(verdict.token);
         return;
@@ -375,6 +362,47 @@ export class Renewer {
       case "cancelled":
         return;
     }
+  }
+
+  /**
+   * Writes the holder and token the workload reads, trying
+   * {@linkcode PERSIST_ATTEMPTS} times; when the volume keeps refusing,
+   * releases the lease (a token the workload cannot read is held for
+   * nothing) and returns false, so the next tick tries again with a new grant.
+   */
+  async #persist(token: number, shutdown: AbortSignal): Promise<boolean> {
+    const { store, holder, clock, logger } = this.#o;
+    let error: unknown;
+    let write = "";
+    for (let attempt = 1; attempt <= PERSIST_ATTEMPTS; attempt++) {
+      try {
+        if (!this.#holderSaved) {
+          write = "holder";
+          await store.writeHolder(holder);
+          this.#holderSaved = true;
+        }
+        if (this.#savedToken !== token) {
+          write = "token";
+          await store.writeToken(token);
+          this.#savedToken = token;
+        }
+        return true;
+      } catch (e) {
+        error = e;
+      }
+      if (attempt < PERSIST_ATTEMPTS) {
+        await clock.sleep(PERSIST_RETRY_MS, shutdown);
+      }
+    }
+    logger.error(
+      `cannot write the ${write} file to the state volume, so the workload cannot get the new fencing token; releasing the lease (make the state volume writable: it is read-only or full)`,
+      { write, error, fencing_token: token, attempts: PERSIST_ATTEMPTS },
+    );
+    this.#lost = `the ${write} file could not be written to the state volume`;
+    this.#close(`lease not usable: ${this.#lost}`);
+    await this.#enforcing;
+    await release({ ...this.#o, token });
+    return false;
   }
 
   /** Records a success sent at `sentAt`; re-opens the gate only if that leaves time. */
@@ -408,10 +436,36 @@ export class Renewer {
       leaseDeadlineWallMs: wall + (deadline - now),
       gateClosesWallMs: wall + (closes - now),
     };
-    this.#enforce((e) => e.open(marker));
+    this.#enforce((e) => this.#openMarker(e, marker));
     if (!wasOpen) logger.info(what, { fencing_token: this.#token });
     else logger.debug(what, { fencing_token: this.#token });
     this.#changed();
+  }
+
+  /**
+   * Opens the gate through the enforcer; a marker the volume refuses is
+   * reported once per run of failures, with the path, because the probe
+   * then says the lease is not confirmed while it is.
+   */
+  async #openMarker(e: Enforcer, marker: MarkerDeadlines): Promise<void> {
+    try {
+      await e.open(marker);
+    } catch (err) {
+      if (!this.#markerFailing) {
+        this.#markerFailing = true;
+        this.#o.logger.error(
+          "the lease is confirmed, but the health marker cannot be written; the workload's liveness probe will report it absent or stale (make the state volume writable: it is read-only or full)",
+          { write: "health marker", error: err, fencing_token: this.#token },
+        );
+      }
+      return;
+    }
+    if (this.#markerFailing) {
+      this.#markerFailing = false;
+      this.#o.logger.info("the health marker is written again", {
+        fencing_token: this.#token,
+      });
+    }
   }
 
   /** Closes (or re-applies the closed) gate; logs only on the transition. */
@@ -424,6 +478,7 @@ export class Renewer {
       } else if (this.#gateOpen) {
         this.#o.logger.warn("gate closed: stopping the workload", { reason });
       }
+      if (this.#gateOpen) this.#closedAt = this.#o.clock.now();
       this.#gateOpen = false;
       this.#reason = reason;
       this.#changed();
@@ -462,16 +517,17 @@ export class Renewer {
     }
   }
 
-  async #releaseOnShutdown(): Promise<void> {
-    const {
-      client,
-      holder,
-      releaseOnShutdown,
-      releaseTimeoutMs,
-      clock,
-      logger,
-    } = this.#o;
-    if (!releaseOnShutdown || this.#token <= 0 || this.#lost !== undefined) {
+  /**
+   * Closes the gate for the release, waits until the workload is known to
+   * be stopped or the enforcement lead has passed (see `shutdown.ts`), then
+   * releases; without a release, still lets a pending SIGKILL land.
+   */
+  async #shutdown(): Promise<void> {
+    const { releaseOnShutdown, logger } = this.#o;
+    const held = releaseOnShutdown && this.#token > 0 &&
+      this.#lost === undefined;
+    if (!held) {
+      if (!this.#gateOpen) await waitForStop(this.#o, this.#closedAt);
       logger.info("shutting down without releasing the lease", {
         reason: !releaseOnShutdown
           ? "release on shutdown is off"
@@ -479,31 +535,16 @@ export class Renewer {
       });
       return;
     }
-    // Native sidecars stop after the main containers, so the workload is gone
-    // by now; closing the gate first still keeps it from running on a lease
-    // we are about to give away if this sidecar was stopped on its own.
+    // Native sidecars stop after the main containers, so the workload is
+    // usually gone by now; but this sidecar may have been stopped on its
+    // own, and the next holder may start the moment the lease is released.
     this.#close("the lease is being released at shutdown", true);
     await this.#enforcing;
-    // Deliberately not tied to the shutdown signal: a second SIGTERM must not cut it short.
-    const outcome = await client.release(
-      holder,
-      this.#token,
-      clock.timeout(releaseTimeoutMs),
-    );
-    if (outcome.kind === "released") {
-      logger.info("lease released", { fencing_token: this.#token });
-    } else if (outcome.kind === "conflict") {
-      logger.info(
-        "lease already belongs to another holder; nothing to release",
-        {
-          fencing_token: this.#token,
-        },
-      );
-    } else {
-      logger.warn("lease release failed; it will expire on its own", {
-        error: describeFailure(outcome),
-        fencing_token: this.#token,
-      });
-    }
+    await shutdownRelease({
+      ...this.#o,
+      token: this.#token,
+      closedAt: this.#closedAt,
+      deadline: this.#deadline,
+    });
   }
 }

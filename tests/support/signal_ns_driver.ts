@@ -14,10 +14,8 @@
  * @module
  */
 import { waitFor as waitForCondition } from "./wait.ts";
-import {
-  type MarkerStore,
-  SignalEnforcer,
-} from "../../lib/enforce/enforcer.ts";
+import type { MarkerStore } from "../../lib/enforce/enforcer.ts";
+import { SignalEnforcer } from "../../lib/enforce/signal.ts";
 import { systemClock } from "../../lib/state/clock.ts";
 import { createLogger } from "../../lib/obs/log.ts";
 import { LinuxProcessTable } from "../../lib/enforce/proc.ts";
