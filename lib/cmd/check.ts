@@ -12,7 +12,8 @@
  *
  * Cost matters more here than anywhere else: it runs inside the workload's
  * container and memory budget, started every 2 s. It imports only
- * lib/marker.ts, lib/duration.ts and lib/clock.ts, and does no work at load.
+ * lib/state/marker.ts (with lib/state/nofollow.ts), lib/config/duration.ts
+ * and lib/state/clock.ts, and does no work at load.
  *
  * @module
  */
@@ -21,7 +22,7 @@ import { examineMarker } from "../state/marker.ts";
 
 /**
  * The state directory when neither `--state-dir` nor `BERTH_STATE_DIR` is
- * given; the same as `DEFAULT_STATE_DIR` in lib/state.ts, repeated because
+ * given; the same as `DEFAULT_STATE_DIR` in lib/state/state_dir.ts, repeated because
  * the probe must not load that module.
  */
 const DEFAULT_STATE_DIR = "/berth";

@@ -9,9 +9,8 @@
  */
 import type { Clock } from "../state/clock.ts";
 import { ConfigError } from "../config/config.ts";
-import { formatDurationMs } from "../config/duration.ts";
 import type { Logger } from "./log.ts";
-import type { Verdict } from "../state/marker.ts";
+import { shownMs, type Verdict } from "../state/marker.ts";
 import { METRICS_CONTENT_TYPE } from "./metrics.ts";
 import type { RenewerStatus } from "../hold/renewer.ts";
 
@@ -61,18 +60,18 @@ export function healthAddrFrom(
   return parseHealthAddr(env, HEALTH_ADDR_ENV);
 }
 
-/** Ages are shown truncated to 100 ms, as the probe shows them. */
-function shownMs(ms: number): string {
-  const t = Math.floor(ms / 100) * 100;
-  return formatDurationMs(t > 0 ? t : Math.max(0, Math.floor(ms)));
-}
-
 /**
  * The probe's verdict from the renewer's state at monotonic time `now`,
  * matching what `check` would say about the marker the same renewer keeps:
  * gate closed is `Absent` (the renewer stopped the workload itself: lease
  * lost, not confirmed, not yet acquired), gate open past its closing time is
- * `Stale` (the renewer did not act on time: an incident), else `OK`.
+ * `Stale` (the renewer did not act on time: an incident), else `OK`. The
+ * endpoint is unauthenticated, so the reason line is the renewer's own
+ * words ({@linkcode RenewerStatus.reason}), never text a server sent.
+ *
+ * @param status The renewer's state.
+ * @param now Monotonic ms, on the clock of `status`'s deadlines.
+ * @returns The verdict `/healthz` answers with.
  */
 export function healthVerdict(status: RenewerStatus, now: number): Verdict {
   if (!status.gateOpen) {
