@@ -97,6 +97,45 @@ export async function removeMarker(
   }
 }
 
+/**
+ * `inner`, with refused marker writes reported: the first of a run of
+ * failures as an ERROR that names the write and (through the error) the
+ * path, and the recovery as an INFO; the probe meanwhile reports the marker
+ * absent or stale, as if the lease were not confirmed, so the operator must
+ * find this line. `open()` then resolves: the gate's decision stands.
+ *
+ * @param inner The enforcer to wrap.
+ * @param logger Where the report goes.
+ * @returns An enforcer that behaves like `inner` otherwise.
+ */
+export function reportingMarkerWrites(
+  inner: Enforcer,
+  logger: Logger,
+): Enforcer {
+  let failing = false;
+  return {
+    async open(d) {
+      try {
+        await inner.open(d);
+      } catch (error) {
+        if (!failing) {
+          logger.error(
+            "the lease is confirmed, but the health marker cannot be written; the workload's liveness probe will report it absent or stale (make the state volume writable: it is read-only or full)",
+            { write: "health marker", error },
+          );
+        }
+        failing = true;
+        return;
+      }
+      if (failing) logger.info("the health marker is written again");
+      failing = false;
+    },
+    close: (reason) => inner.close(reason),
+    workloadStopped: (signal) => inner.workloadStopped(signal),
+    dispose: () => inner.dispose(),
+  };
+}
+
 /** Options for {@linkcode ProbeEnforcer}. */
 export interface ProbeEnforcerOptions {
   /** The health marker on the state volume. */

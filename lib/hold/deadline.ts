@@ -32,6 +32,35 @@ export function gateClosesAt(deadline: number, enforceLeadMs: number): number {
 }
 
 /**
+ * The deadlines the marker carries for a lease deadline on the monotonic
+ * clock: the same moments on the boot-time clock (which the probe and a
+ * restarted sidecar read) and on the wall clock (in case the boot clock is
+ * not shared after all).
+ *
+ * @param deadline Monotonic ms of the lease deadline.
+ * @param enforceLeadMs The enforcement lead.
+ * @param now The monotonic clock now.
+ * @param bootNow The boot-time clock now.
+ * @param wallNow The wall clock now.
+ * @returns The deadlines the health marker is written with.
+ */
+export function markerDeadlines(
+  deadline: number,
+  enforceLeadMs: number,
+  now: number,
+  bootNow: number,
+  wallNow: number,
+): MarkerDeadlines {
+  const closes = gateClosesAt(deadline, enforceLeadMs);
+  return {
+    leaseDeadlineBootMs: bootNow + (deadline - now),
+    gateClosesBootMs: bootNow + (closes - now),
+    leaseDeadlineWallMs: wallNow + (deadline - now),
+    gateClosesWallMs: wallNow + (closes - now),
+  };
+}
+
+/**
  * How much of a handed-over lease is left, from the deadlines a health
  * marker carries (a restarted sidecar adopts them). The boot-time deadline
  * is on the clock every container of the node shares; the wall-clock copy,

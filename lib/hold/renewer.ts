@@ -22,14 +22,14 @@
  * @module
  */
 import { aborted, type Clock } from "../state/clock.ts";
-import type { Enforcer } from "../enforce/enforcer.ts";
+import { type Enforcer, reportingMarkerWrites } from "../enforce/enforcer.ts";
 import {
-  adoptedDeadlineMs,
   classifyAcquire,
   classifyRenew,
   deadlineFrom,
   extendedExistingGrant,
   gateClosesAt,
+  markerDeadlines,
   mayHaveBeenGranted,
   renewBound,
   SHARED_HOLDER_MESSAGE,
@@ -37,26 +37,17 @@ import {
 } from "./deadline.ts";
 import type { LeaseClient } from "../lease/rpc.ts";
 import type { Logger } from "../obs/log.ts";
-import type { MarkerDeadlines } from "../state/marker.ts";
-import { release, shutdownRelease, waitForStop } from "./shutdown.ts";
+import {
+  type HandoffStore,
+  HandoffWriter,
+  PERSIST_ATTEMPTS,
+  readHandoff,
+} from "./handoff.ts";
+import { release, shutdownRelease } from "./shutdown.ts";
+import type { RenewerObserver, RenewerStatus } from "./status.ts";
 
-/**
- * What the renewer reads and writes on the state volume: the init
- * container's handoff on start-up, and the holder and token whenever they
- * change, so a restarted sidecar and the workload see the current token.
- */
-export interface HandoffStore {
-  /** The `holder` file; undefined when absent. */
-  readHolder(): string | undefined;
-  /** The `token` file; undefined when absent; throws when it is not a positive int32. */
-  readToken(): number | undefined;
-  /** The deadlines inside the health marker; undefined when absent or not ours. */
-  readMarkerDeadlines(): MarkerDeadlines | undefined;
-  /** Persists the holder (atomic). */
-  writeHolder(holder: string): Promise<void>;
-  /** Persists the fencing token (atomic). */
-  writeToken(token: number): Promise<void>;
-}
+export type { HandoffStore } from "./handoff.ts";
+export type { RenewerObserver, RenewerStatus } from "./status.ts";
 
 /** Options for {@linkcode Renewer}. */
 export interface RenewerOptions {
@@ -87,37 +78,6 @@ export interface RenewerOptions {
 }
 
 /**
- * Hooks for the metrics (and `run`), so they are computed from the
- * renewer's own state instead of a second reading of the files. All
- * optional; none may throw.
- */
-export interface RenewerObserver {
-  /** After every state change (gate opened or closed, token changed). */
-  changed?(status: RenewerStatus): void;
-  /** The lease was acquired again after it was lost or refused. */
-  reacquired?(token: number): void;
-}
-
-/** A snapshot of the renewer, for health checks and metrics. */
-export interface RenewerStatus {
-  /** True while the workload may run: the lease is confirmed and the gate is open. */
-  gateOpen: boolean;
-  /** The fencing token held or last held (0: never held). */
-  token: number;
-  /** Monotonic ms at which the gate closes, when the lease is confirmed. */
-  gateClosesAt?: number;
-  /** Monotonic ms of the local lease deadline, when the lease is confirmed. */
-  deadline?: number;
-  /** Why the gate is closed, when it is; in this project's words only (no server text). */
-  reason?: string;
-}
-
-/** How often a refused token or holder write is tried before the lease is released. */
-const PERSIST_ATTEMPTS = 3;
-/** The pause between those tries (ms). */
-const PERSIST_RETRY_MS = 100;
-
-/**
  * Runs the sidecar's lease loop until `shutdown` aborts. One instance per
  * process; call {@linkcode Renewer.run} once.
  */
@@ -125,6 +85,8 @@ export class Renewer {
   #o:
     & Required<Omit<RenewerOptions, "observer">>
     & Pick<RenewerOptions, "observer">;
+  /** The configured enforcer, reporting refused marker writes once per run of them. */
+  #enforcer: Enforcer;
   #token = 0;
   /** Monotonic deadline of the confirmed lease; undefined until confirmed. */
   #deadline: number | undefined;
@@ -134,12 +96,8 @@ export class Renewer {
   #reason: string | undefined = "starting";
   /** Monotonic ms when the gate last closed; start-up counts, as the gate starts closed. */
   #closedAt: number;
-  /** The token the state volume holds (the handoff's or the last one written); 0: none. */
-  #savedToken = 0;
-  /** Whether the state volume's holder file is ours. */
-  #holderSaved = false;
-  /** Whether the last marker write failed (reported once per run of failures). */
-  #markerFailing = false;
+  /** Writes the holder and token, knowing what the volume holds. */
+  #writer: HandoffWriter;
   /** Aborted and replaced whenever the deadline moves, to re-arm the gate timer. */
   #rearm = new AbortController();
   /**
@@ -157,6 +115,12 @@ export class Renewer {
   constructor(options: RenewerOptions) {
     this.#o = { releaseTimeoutMs: 5000, ...options };
     this.#closedAt = options.clock.now();
+    this.#enforcer = reportingMarkerWrites(options.enforcer, options.logger);
+    this.#writer = new HandoffWriter(
+      options.store,
+      options.holder,
+      options.clock,
+    );
   }
 
   /** The current state, for health checks and metrics. */
@@ -200,7 +164,7 @@ export class Renewer {
       await this.#enforcing;
     }
     await this.#shutdown();
-    await this.#o.enforcer.dispose();
+    await this.#enforcer.dispose();
   }
 
   /** True while a Renew (rather than an Acquire) is the right call. */
@@ -210,52 +174,25 @@ export class Renewer {
   }
 
   #adoptHandoff(): void {
-    const { store, holder, logger, clock, ttlSeconds } = this.#o;
-    let fileHolder: string | undefined;
-    let token: number | undefined;
-    try {
-      fileHolder = store.readHolder();
-      token = store.readToken();
-    } catch (e) {
-      logger.warn(
-        "cannot read the init container's handoff; acquiring afresh",
-        { error: e },
-      );
-    }
-    if (fileHolder === undefined || token === undefined) {
-      this.#close("no lease handed over by the init container; acquiring");
+    const { store, holder, logger, clock, ttlSeconds, enforceLeadMs } = this.#o;
+    const handoff = readHandoff(store, holder, clock, ttlSeconds, logger);
+    if (handoff.kind === "none") {
+      this.#close(handoff.reason);
       return;
     }
-    if (fileHolder !== holder) {
-      logger.warn(
-        "the state volume names another holder; never renewing or releasing its lease, acquiring as the configured holder",
-        { file_holder: fileHolder },
-      );
-      this.#close("the handed-over lease belongs to another holder");
-      return;
-    }
-    this.#token = token;
-    this.#savedToken = token;
-    this.#holderSaved = true;
-    let marker: MarkerDeadlines | undefined;
-    try {
-      marker = store.readMarkerDeadlines();
-    } catch (e) {
-      logger.warn(
-        "cannot read the health marker's deadline; confirming the lease first",
-        { error: e },
-      );
-    }
-    const left = marker &&
-      adoptedDeadlineMs(marker, clock.bootNow(), clock.wallNow(), ttlSeconds);
-    if (left !== undefined) {
-      this.#deadline = clock.now() + left;
-      if (clock.now() < gateClosesAt(this.#deadline, this.#o.enforceLeadMs)) {
+    this.#token = handoff.token;
+    this.#writer.adopted(handoff.token);
+    if (handoff.leftMs !== undefined) {
+      this.#deadline = clock.now() + handoff.leftMs;
+      if (clock.now() < gateClosesAt(this.#deadline, enforceLeadMs)) {
         this.#gateOpen = true;
         this.#reason = undefined;
         logger.info(
           "adopted the lease; the workload keeps running while it is confirmed",
-          { fencing_token: token, deadline_in_ms: Math.round(left) },
+          {
+            fencing_token: handoff.token,
+            deadline_in_ms: Math.round(handoff.leftMs),
+          },
         );
         this.#changed();
         return;
@@ -365,36 +302,16 @@ export class Renewer {
   }
 
   /**
-   * Writes the holder and token the workload reads, trying
-   * {@linkcode PERSIST_ATTEMPTS} times; when the volume keeps refusing,
-   * releases the lease (a token the workload cannot read is held for
-   * nothing) and returns false, so the next tick tries again with a new grant.
+   * Writes the holder and token the workload reads; when the volume keeps
+   * refusing, releases the lease (a token the workload cannot read is held
+   * for nothing) and returns false, so the next tick tries again with a new
+   * grant.
    */
   async #persist(token: number, shutdown: AbortSignal): Promise<boolean> {
-    const { store, holder, clock, logger } = this.#o;
-    let error: unknown;
-    let write = "";
-    for (let attempt = 1; attempt <= PERSIST_ATTEMPTS; attempt++) {
-      try {
-        if (!this.#holderSaved) {
-          write = "holder";
-          await store.writeHolder(holder);
-          this.#holderSaved = true;
-        }
-        if (this.#savedToken !== token) {
-          write = "token";
-          await store.writeToken(token);
-          this.#savedToken = token;
-        }
-        return true;
-      } catch (e) {
-        error = e;
-      }
-      if (attempt < PERSIST_ATTEMPTS) {
-        await clock.sleep(PERSIST_RETRY_MS, shutdown);
-      }
-    }
-    logger.error(
+    const failure = await this.#writer.persist(token, shutdown);
+    if (failure === undefined) return true;
+    const { write, error } = failure;
+    this.#o.logger.error(
       `cannot write the ${write} file to the state volume, so the workload cannot get the new fencing token; releasing the lease (make the state volume writable: it is read-only or full)`,
       { write, error, fencing_token: token, attempts: PERSIST_ATTEMPTS },
     );
@@ -427,45 +344,17 @@ export class Renewer {
     const wasOpen = this.#gateOpen;
     this.#gateOpen = true;
     this.#reason = undefined;
-    const boot = clock.bootNow();
-    const wall = clock.wallNow();
-    const closes = gateClosesAt(deadline, enforceLeadMs);
-    const marker: MarkerDeadlines = {
-      leaseDeadlineBootMs: boot + (deadline - now),
-      gateClosesBootMs: boot + (closes - now),
-      leaseDeadlineWallMs: wall + (deadline - now),
-      gateClosesWallMs: wall + (closes - now),
-    };
-    this.#enforce((e) => this.#openMarker(e, marker));
+    const marker = markerDeadlines(
+      deadline,
+      enforceLeadMs,
+      now,
+      clock.bootNow(),
+      clock.wallNow(),
+    );
+    this.#enforce((e) => e.open(marker));
     if (!wasOpen) logger.info(what, { fencing_token: this.#token });
     else logger.debug(what, { fencing_token: this.#token });
     this.#changed();
-  }
-
-  /**
-   * Opens the gate through the enforcer; a marker the volume refuses is
-   * reported once per run of failures, with the path, because the probe
-   * then says the lease is not confirmed while it is.
-   */
-  async #openMarker(e: Enforcer, marker: MarkerDeadlines): Promise<void> {
-    try {
-      await e.open(marker);
-    } catch (err) {
-      if (!this.#markerFailing) {
-        this.#markerFailing = true;
-        this.#o.logger.error(
-          "the lease is confirmed, but the health marker cannot be written; the workload's liveness probe will report it absent or stale (make the state volume writable: it is read-only or full)",
-          { write: "health marker", error: err, fencing_token: this.#token },
-        );
-      }
-      return;
-    }
-    if (this.#markerFailing) {
-      this.#markerFailing = false;
-      this.#o.logger.info("the health marker is written again", {
-        fencing_token: this.#token,
-      });
-    }
   }
 
   /** Closes (or re-applies the closed) gate; logs only on the transition. */
@@ -487,7 +376,7 @@ export class Renewer {
   }
 
   #enforce(action: (e: Enforcer) => Promise<void>): void {
-    this.#enforcing = this.#enforcing.then(() => action(this.#o.enforcer))
+    this.#enforcing = this.#enforcing.then(() => action(this.#enforcer))
       .catch((e) => {
         this.#o.logger.error("enforcement failed", { error: e });
       });
@@ -517,31 +406,19 @@ export class Renewer {
     }
   }
 
-  /**
-   * Closes the gate for the release, waits until the workload is known to
-   * be stopped or the enforcement lead has passed (see `shutdown.ts`), then
-   * releases; without a release, still lets a pending SIGKILL land.
-   */
+  /** Closes the gate for a release, then hands over to `shutdown.ts`. */
   async #shutdown(): Promise<void> {
-    const { releaseOnShutdown, logger } = this.#o;
-    const held = releaseOnShutdown && this.#token > 0 &&
+    const held = this.#o.releaseOnShutdown && this.#token > 0 &&
       this.#lost === undefined;
-    if (!held) {
-      if (!this.#gateOpen) await waitForStop(this.#o, this.#closedAt);
-      logger.info("shutting down without releasing the lease", {
-        reason: !releaseOnShutdown
-          ? "release on shutdown is off"
-          : "the lease is not held",
-      });
-      return;
+    if (held) {
+      this.#close("the lease is being released at shutdown", true);
+      await this.#enforcing;
     }
-    // Native sidecars stop after the main containers, so the workload is
-    // usually gone by now; but this sidecar may have been stopped on its
-    // own, and the next holder may start the moment the lease is released.
-    this.#close("the lease is being released at shutdown", true);
-    await this.#enforcing;
     await shutdownRelease({
       ...this.#o,
+      enforcer: this.#enforcer,
+      held,
+      gateOpen: this.#gateOpen,
       token: this.#token,
       closedAt: this.#closedAt,
       deadline: this.#deadline,

@@ -93,6 +93,12 @@ export async function release(o: ReleaseOptions): Promise<void> {
 /** Options for {@linkcode shutdownRelease}. */
 export interface ShutdownReleaseOptions
   extends StopWaitOptions, ReleaseOptions {
+  /** Whether to release: configured to, and the lease is held. */
+  held: boolean;
+  /** Whether release on shutdown is configured (for the log line). */
+  releaseOnShutdown: boolean;
+  /** Whether the gate is open now (only looked at when not releasing). */
+  gateOpen: boolean;
   /** Monotonic ms at which the gate closed. */
   closedAt: number;
   /** Monotonic ms of the local lease deadline, when confirmed. */
@@ -101,14 +107,26 @@ export interface ShutdownReleaseOptions
 
 /**
  * Releases the lease once that is safe (see the module doc); lets it expire
- * when its deadline passes first. Logs which, and why.
+ * when its deadline passes first. Logs which, and why. Without a release,
+ * still waits (at most the lead) while the gate is closed, so a pending
+ * SIGKILL lands before the enforcer is disposed.
  *
- * @param o The enforcer, clock, lead, client and the gate's closing time.
+ * @param o The enforcer, clock, lead, client and the gate's closing time;
+ * the gate must be closed already when `held`.
  */
 export async function shutdownRelease(
   o: ShutdownReleaseOptions,
 ): Promise<void> {
   const { clock, logger } = o;
+  if (!o.held) {
+    if (!o.gateOpen) await waitForStop(o, o.closedAt);
+    logger.info("shutting down without releasing the lease", {
+      reason: !o.releaseOnShutdown
+        ? "release on shutdown is off"
+        : "the lease is not held",
+    });
+    return;
+  }
   const evidence = await waitForStop(o, o.closedAt);
   let why = "the workload is stopped";
   if (!evidence.stopped) {

@@ -12,7 +12,7 @@ import { ConfigError } from "../config/config.ts";
 import type { Logger } from "./log.ts";
 import { shownMs, type Verdict } from "../state/marker.ts";
 import { METRICS_CONTENT_TYPE } from "./metrics.ts";
-import type { RenewerStatus } from "../hold/renewer.ts";
+import type { RenewerStatus } from "../hold/status.ts";
 
 /** The env variable that sets the listener's address when `--health-addr` is not given. */
 export const HEALTH_ADDR_ENV = "BERTH_HEALTH_ADDR";

@@ -11,7 +11,7 @@ import type { Clock } from "../state/clock.ts";
 import type { MarkerStore } from "../enforce/enforcer.ts";
 import type { LeaseClient } from "../lease/rpc.ts";
 import type { ProcessTable } from "../enforce/proc.ts";
-import type { RenewerObserver, RenewerStatus } from "../hold/renewer.ts";
+import type { RenewerObserver, RenewerStatus } from "../hold/status.ts";
 
 /** The `Content-Type` a Prometheus server expects for the text format 0.0.4. */
 export const METRICS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8";
