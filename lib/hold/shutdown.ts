@@ -20,7 +20,7 @@ import type { Enforcer, StopEvidence } from "../enforce/enforcer.ts";
 import { describeFailure, type LeaseClient } from "../lease/rpc.ts";
 import type { Logger } from "../obs/log.ts";
 
-/** What {@linkcode waitForStop} needs. */
+/** What `waitForStop` needs. */
 export interface StopWaitOptions {
   /** The enforcer whose gate is closed. */
   enforcer: Enforcer;
@@ -38,7 +38,7 @@ export interface StopWaitOptions {
  * @param closedAt Monotonic ms at which the gate closed.
  * @returns What the enforcer knows when the wait ends.
  */
-export function waitForStop(
+function waitForStop(
   o: StopWaitOptions,
   closedAt: number,
 ): Promise<StopEvidence> {

@@ -11,7 +11,7 @@ import type { Clock } from "../state/clock.ts";
 import { ConfigError } from "../config/config.ts";
 import type { Logger } from "./log.ts";
 import { shownMs, type Verdict } from "../state/marker.ts";
-import { METRICS_CONTENT_TYPE } from "./metrics.ts";
+import { METRICS_CONTENT_TYPE } from "./prometheus.ts";
 import type { RenewerStatus } from "../hold/status.ts";
 
 /** The env variable that sets the listener's address when `--health-addr` is not given. */

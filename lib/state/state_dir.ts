@@ -55,7 +55,7 @@ import { checkSource, type InstallCheckOptions } from "./install_check.ts";
 export const DEFAULT_STATE_DIR = "/berth";
 
 /** The file names in the state directory; fixed by the webhook and the probe argv. */
-export const STATE_FILES = {
+const STATE_FILES = {
   holder: "holder",
   token: "token",
   marker: "healthy",
@@ -63,10 +63,10 @@ export const STATE_FILES = {
 } as const;
 
 /** The largest holder read or written; the API allows 253 bytes, so this is generous. */
-export const HOLDER_MAX_BYTES = 1024;
+const HOLDER_MAX_BYTES = 1024;
 
 /** The largest token file read; a positive int32 needs at most 10 digits. */
-export const TOKEN_MAX_BYTES = 32;
+const TOKEN_MAX_BYTES = 32;
 
 /** The largest fencing token: the API's tokens are positive int32 values. */
 export const TOKEN_MAX = 2147483647;
@@ -110,7 +110,7 @@ export class StateDir {
   /** Uses `dir` as the state directory; nothing is touched until a method is called. */
   constructor(readonly dir: string) {}
 
-  /** The path of one of the {@linkcode STATE_FILES}, for logs and messages. */
+  /** The path of one of the `STATE_FILES`, for logs and messages. */
   path(name: string): string {
     return `${this.dir.replace(/\/+$/, "")}/${name}`;
   }
@@ -123,7 +123,7 @@ export class StateDir {
   /**
    * Records the holder the lease was acquired for, so that the sidecar only
    * ever adopts a lease that was taken for its own holder. Refuses a holder
-   * longer than {@linkcode HOLDER_MAX_BYTES}, which could not be read back.
+   * longer than `HOLDER_MAX_BYTES` (1 KiB), which could not be read back.
    */
   async writeHolder(holder: string): Promise<void> {
     const bytes = new TextEncoder().encode(holder);
