@@ -99,7 +99,12 @@ function parseCheckArgs(args: string[]): CheckArgs {
   return out;
 }
 
-/** Runs the probe; see the module doc. Returns the exit code. */
+/**
+ * Runs the probe; see the module doc. Returns the exit code.
+ *
+ * @param args The arguments after `check`.
+ * @returns 0 when healthy, else 1.
+ */
 export function main(args: string[]): Promise<number> {
   let path: string;
   let maxAgeMs = 0;

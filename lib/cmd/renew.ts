@@ -92,7 +92,12 @@ export function enforcerFor(
   });
 }
 
-/** `berth-acquire renew`: see the usage text. */
+/**
+ * `berth-acquire renew`: see the usage text.
+ *
+ * @param args The arguments after `renew`.
+ * @returns 0 after a shutdown, 1 on a configuration or start-up error.
+ */
 export async function main(args: string[]): Promise<number> {
   const started = start(
     { name: "renew", usage: USAGE, flags: RENEW_FLAGS },

@@ -89,6 +89,10 @@ const PF_KTHREAD = 0x00200000;
  * hold spaces and parentheses (a process can name itself `a) R (b`), so the
  * fields must be split after the LAST `)`, which only a tested parser gets
  * right. Throws on a line that does not have the expected shape.
+ *
+ * @param text One line of `/proc/PID/stat`.
+ * @returns The fields the table uses.
+ * @throws {Error} When the line does not have the expected shape.
  */
 export function parseProcStat(text: string): ProcStat {
   const open = text.indexOf("(");

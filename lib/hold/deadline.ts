@@ -17,7 +17,17 @@ import {
 } from "../lease/rpc.ts";
 import type { MarkerDeadlines } from "../state/marker.ts";
 
-/** The lease deadline an answer confirms: send time plus the TTL, on the monotonic clock. */
+/**
+ * The lease deadline an answer confirms: send time plus the TTL, on the monotonic clock.
+ *
+ * @param sentAt Monotonic ms when the request was sent.
+ * @param ttlSeconds The TTL the request carried.
+ * @returns The deadline in monotonic ms.
+ * @example
+ * ```ts
+ * deadlineFrom(1_000, 10); // 11_000
+ * ```
+ */
 export function deadlineFrom(sentAt: number, ttlSeconds: number): number {
   return sentAt + ttlSeconds * 1000;
 }
@@ -26,6 +36,10 @@ export function deadlineFrom(sentAt: number, ttlSeconds: number): number {
  * When the gate closes for a deadline: early enough that the workload is
  * stopped (probe period + timeout + grace, or the signal grace) before the
  * server may give the lease to someone else.
+ *
+ * @param deadline The lease deadline (monotonic ms).
+ * @param enforceLeadMs The enforcement lead.
+ * @returns When the gate closes (monotonic ms).
  */
 export function gateClosesAt(deadline: number, enforceLeadMs: number): number {
   return deadline - enforceLeadMs;
@@ -92,6 +106,11 @@ export function adoptedDeadlineMs(
  * How long one renew may take: never past the next heartbeat and never past
  * the lease deadline, so a hung server cannot hold the renewer beyond the
  * point where it must act.
+ *
+ * @param now The monotonic clock when the renew is sent.
+ * @param heartbeatMs The heartbeat.
+ * @param deadline The lease deadline, when confirmed.
+ * @returns The bound in ms, never negative.
  */
 export function renewBound(
   now: number,
@@ -122,6 +141,10 @@ export type RenewVerdict =
  * Classifies a Renew answer. Only a definite answer from the server loses
  * the lease at once; every failure to get one (5xx, timeout, network) leaves
  * the local deadline in charge, because the lease may well still be ours.
+ *
+ * @param outcome The Renew's outcome.
+ * @param heldToken The token the Renew was sent with.
+ * @returns What it means for the held lease.
  */
 export function classifyRenew(
   outcome: GrantOutcome,
@@ -175,7 +198,12 @@ export type AcquireVerdict =
   /** The caller is shutting down. */
   | { kind: "cancelled" };
 
-/** Classifies an Acquire answer for the acquire loop and the renewer's reacquire. */
+/**
+ * Classifies an Acquire answer for the acquire loop and the renewer's reacquire.
+ *
+ * @param outcome The Acquire's outcome.
+ * @returns What it means for a caller that does not hold the lease.
+ */
 export function classifyAcquire(outcome: GrantOutcome): AcquireVerdict {
   switch (outcome.kind) {
     case "acquired":
@@ -268,6 +296,9 @@ export function extendedExistingGrant(
  * Whether the server may have granted a request that ended this way (no
  * answer, or one we could not use), so that an extension of our own grant
  * seen next is not mistaken for another process's.
+ *
+ * @param f How the Acquire failed.
+ * @returns True when the server may have granted it.
  */
 export function mayHaveBeenGranted(f: LeaseFailure): boolean {
   return f.kind === "timeout" || f.kind === "transport-error" ||
@@ -288,6 +319,9 @@ export const SHARED_HOLDER_MESSAGE =
  * extend the other process's lease for it, and after one TTL (plus a second
  * for the server's clock to pass it) that lease has expired unless its
  * holder renewed it itself.
+ *
+ * @param ttlSeconds The TTL the Acquires carry.
+ * @returns The quiet period in ms.
  */
 export function sharedHolderQuietMs(ttlSeconds: number): number {
   return ttlSeconds * 1000 + 1000;

@@ -29,6 +29,11 @@ export interface HealthAddr {
  * Parses `HOST:PORT`, `[V6]:PORT` or `:PORT` (all interfaces, as Go reads
  * it). Its own function because the value comes from env or a flag and a
  * typo must be a start-up error naming where it came from.
+ *
+ * @param value The address as given.
+ * @param source Where it came from, for the message (`--health-addr`).
+ * @returns The hostname and port.
+ * @throws {ConfigError} For a malformed value.
  */
 export function parseHealthAddr(value: string, source: string): HealthAddr {
   const m = /^(?:\[([^\]]+)\]|([^:\[\]]*)):(\d{1,5})$/.exec(value);
@@ -48,6 +53,10 @@ export function parseHealthAddr(value: string, source: string): HealthAddr {
  * The listener's address from the `--health-addr` flag (when given, even
  * empty: empty turns the listener off) or else `BERTH_HEALTH_ADDR` (unset or
  * empty: off). Throws a {@linkcode ConfigError} for a malformed value.
+ *
+ * @param flag The flag's value, when given.
+ * @param env The variable's value, when set.
+ * @returns The address, or `undefined` when the listener is off.
  */
 export function healthAddrFrom(
   flag: string | boolean | undefined,
@@ -128,6 +137,9 @@ function text(
  * The request handler, apart from the socket so tests call it directly:
  * `GET`/`HEAD /healthz` answers `200 ok` or `503 <reason line>`; `GET`/`HEAD
  * /metrics` the exposition; other paths 404, other methods 405.
+ *
+ * @param o The status source, clock and metrics.
+ * @returns A request handler for `Deno.serve`.
  */
 export function healthHandler(
   o: HealthHandlerOptions,
@@ -173,6 +185,10 @@ export interface HealthServer {
  * Starts the listener. Throws when the address cannot be bound (in use, not
  * an address of this host), so the caller fails at start-up with the address
  * in the message rather than running without the probe it was asked for.
+ *
+ * @param o The address, status source, clock, metrics and logger.
+ * @returns The running listener.
+ * @throws {Error} When the address cannot be bound.
  */
 export function startHealthServer(o: HealthServerOptions): HealthServer {
   let server: Deno.HttpServer<Deno.NetAddr>;

@@ -21,6 +21,9 @@ const LABEL_NAME = /^[a-zA-Z_][a-zA-Z0-9_]*$/;
  * with Go's `ParseFloat`, which wants `+Inf`, `-Inf` and `NaN` rather than
  * JavaScript's `Infinity`; finite numbers print as JavaScript prints them,
  * which Go reads back exactly.
+ *
+ * @param v The value.
+ * @returns Its text-format spelling.
  */
 export function formatSampleValue(v: number): string {
   if (Number.isNaN(v)) return "NaN";
@@ -29,12 +32,22 @@ export function formatSampleValue(v: number): string {
   return Object.is(v, -0) ? "0" : String(v);
 }
 
-/** Escapes a label value: backslash, double quote and newline, as the format requires. */
+/**
+ * Escapes a label value: backslash, double quote and newline, as the format requires.
+ *
+ * @param s The raw value.
+ * @returns The escaped value, without quotes.
+ */
 export function escapeLabelValue(s: string): string {
   return s.replace(/[\\"\n]/g, (c) => c === "\n" ? "\\n" : `\\${c}`);
 }
 
-/** Escapes a HELP text: backslash and newline only (quotes stay), as the format requires. */
+/**
+ * Escapes a HELP text: backslash and newline only (quotes stay), as the format requires.
+ *
+ * @param s The raw HELP text.
+ * @returns The escaped text.
+ */
 export function escapeHelp(s: string): string {
   return s.replace(/[\\\n]/g, (c) => c === "\n" ? "\\n" : "\\\\");
 }

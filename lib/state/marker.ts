@@ -49,6 +49,9 @@ const HEADER = "berth-acquire health marker v1";
  * The marker's file content for `d`; small, line-oriented, readable with
  * `cat`. Without deadlines (startup-gate mode, where nobody renews and the
  * workload may run for good) it is the header alone.
+ *
+ * @param d The deadlines, or `undefined` for the header alone.
+ * @returns The file's content.
  */
 export function formatMarker(d: MarkerDeadlines | undefined): string {
   if (d === undefined) return `${HEADER}\n`;
@@ -69,6 +72,10 @@ export function formatMarker(d: MarkerDeadlines | undefined): string {
  * (an empty marker, or one written by the Go helper) and for our header
  * without fields (startup-gate): such a marker is judged by its mtime only. Throws when the content claims to be ours but is
  * malformed, so the probe fails closed.
+ *
+ * @param text The file's content.
+ * @returns The deadlines, or `undefined` for content that carries none.
+ * @throws {Error} When content that claims to be ours is malformed.
  */
 export function parseMarker(text: string): MarkerDeadlines | undefined {
   if (!text.startsWith(HEADER + "\n")) return undefined;
@@ -180,6 +187,10 @@ export function shownMs(ms: number): string {
  * not read. The deadline applies with or without `--max-age`. Age equal to
  * the limit passes, and so does the boot clock equal to the deadline; a
  * marker with an mtime in the future counts as fresh.
+ *
+ * @param obs What examining the marker found.
+ * @param opts The path and the clocks.
+ * @returns The verdict and its reason line.
  */
 export function judgeMarker(
   obs: MarkerObservation,
@@ -269,6 +280,10 @@ export interface ExamineOptions {
  * symlinks, reading at most {@linkcode MARKER_MAX_BYTES}) and hands what it
  * found to {@linkcode judgeMarker}. Never throws: whatever goes wrong is an
  * `Indeterminate` verdict, because a probe must fail closed.
+ *
+ * @param path The marker's path.
+ * @param opts The age limit and, for tests, the clocks.
+ * @returns The verdict; never throws.
  */
 export function examineMarker(path: string, opts: ExamineOptions): Verdict {
   let obs: MarkerObservation;

@@ -41,6 +41,9 @@ export interface FileKind {
  * Says what a state file is instead of a regular file and what to do about
  * it, because every refusal (by the probe or by the sidecar) must tell the
  * operator why a file they can see was not accepted.
+ *
+ * @param info The lstat result.
+ * @returns What the file is instead, and what to do.
  */
 export function describeNonRegular(info: FileKind): string {
   const fix =
@@ -83,6 +86,12 @@ const OPEN_ATTEMPTS = 3;
  *
  * Synchronous on purpose: the files are a few KiB on a local volume, and the
  * probe, which shares this code, pays less without promises.
+ *
+ * @param path The file.
+ * @param maxBytes The largest accepted size.
+ * @param what The file's name in messages (`health marker`).
+ * @returns Absent, not a regular file, or its bytes.
+ * @throws {StateFileError} For anything else that is wrong.
  */
 export function readSmallFileNoFollow(
   path: string,

@@ -80,6 +80,11 @@ const TEMP_RE = /^\.(holder|token|healthy|check)\.tmp-[0-9a-f]{16}$/;
  * not written by either, and the sidecar must not adopt a lease on the
  * strength of a file it cannot vouch for. Throws a `StateFileError` naming
  * `path` and the expected form.
+ *
+ * @param text The file's content.
+ * @param path The file, for the message.
+ * @returns The token.
+ * @throws {StateFileError} When the content is not a canonical positive int32.
  */
 export function parseToken(text: string, path: string): number {
   if (/^[1-9][0-9]{0,9}$/.test(text)) {

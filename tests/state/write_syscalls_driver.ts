@@ -1,7 +1,8 @@
 /**
- * Writes the marker, the token and the holder three times each through a
- * real {@linkcode StateDir}, so `state_dir_test.ts` can count, under strace,
- * the syscalls a state write costs.
+ * Writes the marker, the token and the holder three times each, and installs
+ * the probe once, through a real {@linkcode StateDir}, so
+ * `state_dir_test.ts` can count, under strace, the syscalls a state write
+ * costs.
  *
  * @module
  */
@@ -13,3 +14,4 @@ for (let i = 1; i <= 3; i++) {
   await s.writeToken(i);
   await s.writeHolder("prod/pod:web-0:uid:1");
 }
+await s.installCheck();
