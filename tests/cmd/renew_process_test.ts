@@ -435,6 +435,90 @@ Deno.test("SIGTERM with release-on-shutdown=false exits 0 and keeps the lease", 
 });
 
 // ---------------------------------------------------------------------------
+// A state volume that turns read-only while the sidecar runs.
+
+async function canMount(): Promise<string | undefined> {
+  if (Deno.uid() !== 0) return "needs root to mount a tmpfs";
+  const dir = await Deno.makeTempDir({ prefix: "berth-mount-probe-" });
+  try {
+    const out = await new Deno.Command("mount", {
+      args: ["-t", "tmpfs", "-o", "size=1m", "tmpfs", dir],
+      stderr: "piped",
+    }).output();
+    if (!out.success) {
+      return `cannot mount a tmpfs: ${
+        new TextDecoder().decode(out.stderr).trim()
+      }`;
+    }
+    await new Deno.Command("umount", { args: [dir] }).output();
+    return undefined;
+  } finally {
+    await Deno.remove(dir).catch(() => {});
+  }
+}
+
+const noMount = await canMount();
+if (noMount) {
+  console.log(`skipped: renew on a read-only state volume: ${noMount}`);
+}
+
+async function mount(...args: string[]): Promise<void> {
+  const out = await new Deno.Command("mount", { args, stderr: "piped" })
+    .output();
+  assert.ok(out.success, new TextDecoder().decode(out.stderr));
+}
+
+Deno.test({
+  name:
+    "a state volume that turns read-only: the sidecar names the marker write that failed, the probe points at it, and the marker comes back",
+  ignore: noMount !== undefined,
+  async fn() {
+    await using server = await startDevServer();
+    await using dir = await tempDir();
+    await mount("-t", "tmpfs", "-o", "size=1m,mode=0755", "tmpfs", dir.path);
+    try {
+      const { sidecar } = await startSidecar(server, env(server, dir.path));
+      await using _ = sidecar;
+      await mount("-o", "remount,ro", dir.path);
+      const line = await sidecar.waitForLine(
+        /level=ERROR msg="the lease is confirmed, but the health marker cannot be written/,
+      );
+      assert.match(line, /write="health marker"/);
+      assert.ok(line.includes(`${dir.path}/healthy`), line);
+      // The old marker's deadline passes: the probe's line sends the
+      // operator to the sidecar's log rather than blaming the lease.
+      const stale = await waitFor(async () => {
+        const r = await probe(dir.path);
+        return r.code === 1 && r;
+      }, { timeoutMs: FEW_HEARTBEATS_MS, what: "the probe to fail" });
+      assert.match(
+        stale.stdout,
+        /or cannot write the marker \(its log says which\)/,
+      );
+      assert.equal(
+        sidecar.lines.filter((l) =>
+          l.includes("health marker cannot be written")
+        )
+          .length,
+        1,
+        "once per run of failures, not at every heartbeat",
+      );
+      await mount("-o", "remount,rw", dir.path);
+      await sidecar.waitForLine(/the health marker is written again/);
+      const ok = await waitFor(async () => {
+        const r = await probe(dir.path);
+        return r.code === 0 && r;
+      }, { timeoutMs: FEW_HEARTBEATS_MS, what: "the probe to pass again" });
+      assert.equal(ok.stdout, "");
+      sidecar.kill("SIGTERM");
+      assert.equal((await sidecar.wait()).code, 0, sidecar.log);
+    } finally {
+      await new Deno.Command("umount", { args: ["-l", dir.path] }).output();
+    }
+  },
+});
+
+// ---------------------------------------------------------------------------
 // Signal mode, end to end, in a private PID namespace.
 
 const noSignalMode = await namespaceUnavailable();
