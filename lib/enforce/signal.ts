@@ -113,6 +113,8 @@ export class SignalEnforcer implements Enforcer {
   #tasks = new Set<Promise<void>>();
 
   /**
+   * Validates the options; nothing is scanned until the first `close()`.
+   *
    * @param options See {@linkcode SignalEnforcerOptions}.
    * @throws {Error} On an empty target, a negative grace or a scan interval
    * that is not positive: all configuration errors.

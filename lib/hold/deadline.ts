@@ -310,7 +310,7 @@ export function mayHaveBeenGranted(f: LeaseFailure): boolean {
  * lease under their holder identity (see {@linkcode extendedExistingGrant}),
  * one text so operators can search for one line.
  */
-export const SHARED_HOLDER_MESSAGE =
+export const SHARED_HOLDER_MESSAGE: string =
   "the lease is already held under this holder identity by another process or pod; " +
   "waiting until it is released or expires (give every instance its own holder identity)";
 

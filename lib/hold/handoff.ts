@@ -122,6 +122,9 @@ export class HandoffWriter {
   #holderSaved = false;
 
   /**
+   * Knows nothing of the volume's content yet: call
+   * {@linkcode HandoffWriter.adopted} after reading a handoff.
+   *
    * @param store The state volume.
    * @param holder The configured holder identity.
    * @param clock Times the retries.
