@@ -7,8 +7,9 @@
  * shared PID namespace, and keeps stopping the ones the kubelet restarts
  * while the lease is lost.
  *
- * The interface lives apart from the signal enforcer so that the probe-mode
- * sidecar and `run` load no process-table code.
+ * The interface lives apart from the signal enforcer, so that each mode's
+ * rules are read in one place and `run`'s enforcer implements the same
+ * interface without the signal mode's matching.
  *
  * @module
  */
