@@ -356,7 +356,7 @@ Deno.test("a sidecar restarted with a healthy lease never drops the marker and r
   assert.deepEqual([rec?.holder, rec?.fencingToken], [HOLDER, 1]);
 });
 
-Deno.test("SIGTERM releases the lease and exits 0; the next holder gets the next token at once", async () => {
+Deno.test("SIGTERM releases the lease once the lead has passed and exits 0; the next holder gets the next token at once", async () => {
   await using server = await startDevServer();
   await using dir = await tempDir();
   const { sidecar } = await startSidecar(server, env(server, dir.path));
@@ -365,6 +365,15 @@ Deno.test("SIGTERM releases the lease and exits 0; the next holder gets the next
   const status = await sidecar.wait();
   assert.equal(status.code, 0, sidecar.log);
   assert.match(sidecar.log, /msg="lease released".* fencing_token=1(\s|$)/m);
+  // Probe mode cannot see the workload: the release waits out the lead.
+  assert.match(
+    sidecar.log,
+    /msg="waiting for the enforcement lead to pass before releasing the lease".* wait_ms=\d+/,
+  );
+  assert.match(
+    sidecar.log,
+    /msg="releasing the lease: the enforcement lead has passed since the gate closed"/,
+  );
   assert.equal(server.rpcCount("release"), 1);
   assert.equal(readMarker(dir.path), undefined, "gate closed before release");
 
