@@ -62,7 +62,7 @@ Deno.test("acquire and renew name the first configuration problem and exit 1", a
   }
 });
 
-Deno.test("the probe loads only what it needs: check, marker, duration, clock and the default state directory, and no node: module", async () => {
+Deno.test("the probe loads only what it needs: check, marker, no-follow reads, duration, clock and the default state directory, and no node: module", async () => {
   // main.ts loads the subcommand's module on demand, so what `check` pays for
   // at every start is exactly lib/cmd/check.ts and its static imports.
   const out = await new Deno.Command(Deno.execPath(), {
@@ -81,6 +81,7 @@ Deno.test("the probe loads only what it needs: check, marker, duration, clock an
     "lib/config/duration.ts",
     "lib/state/clock.ts",
     "lib/state/marker.ts",
+    "lib/state/nofollow.ts",
   ]);
   const main = await Deno.readTextFile(`${REPO_ROOT}/main.ts`);
   assert.doesNotMatch(main, /^import /m, "main.ts imports nothing statically");

@@ -12,8 +12,9 @@
  *
  * Cost matters more here than anywhere else: it runs inside the workload's
  * container and memory budget, started every 2 s. It imports only
- * state/marker.ts, state/clock.ts, config/duration.ts and the one-constant
- * config/defaults.ts, and does no work at load.
+ * lib/state/marker.ts (with lib/state/nofollow.ts), lib/state/clock.ts,
+ * lib/config/duration.ts and the one-constant lib/config/defaults.ts, and
+ * does no work at load.
  *
  * @module
  */
@@ -93,7 +94,12 @@ function parseCheckArgs(args: string[]): CheckArgs {
   return out;
 }
 
-/** Runs the probe; see the module doc. Returns the exit code. */
+/**
+ * Runs the probe; see the module doc. Returns the exit code.
+ *
+ * @param args The arguments after `check`.
+ * @returns 0 when healthy, else 1.
+ */
 export function main(args: string[]): Promise<number> {
   let path: string;
   let maxAgeMs = 0;

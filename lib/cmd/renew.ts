@@ -14,8 +14,8 @@ import {
   type Enforcer,
   type MarkerStore,
   ProbeEnforcer,
-  SignalEnforcer,
 } from "../enforce/enforcer.ts";
+import { SignalEnforcer } from "../enforce/signal.ts";
 import {
   HEALTH_ADDR_ENV,
   type HealthAddr,
@@ -56,9 +56,14 @@ const RENEW_FLAGS = {
 } as const;
 
 /**
- * The enforcer `config` asks for, writing the marker through `state`. Shared
- * with `run`, which stops its child by process group instead. `wrap`, when
- * given, instruments the marker store and the process table (metrics).
+ * The enforcer `config` asks for, writing the marker through `state`. Only
+ * signal mode builds a process table (probe mode never reads `/proc`).
+ *
+ * @param config The resolved configuration (`enforce`, `signalTarget`, grace).
+ * @param state The state directory whose marker the enforcer keeps.
+ * @param logger Where enforcement events go.
+ * @param wrap When given, instruments the marker store and the process table (metrics).
+ * @returns A {@linkcode ProbeEnforcer} or a {@linkcode SignalEnforcer}.
  */
 export function enforcerFor(
   config: Config,
@@ -71,8 +76,8 @@ export function enforcerFor(
     remove: () => state.removeMarker(),
   };
   const marker = wrap ? wrap.markerStore(stateMarker) : stateMarker;
-  const processTable = new LinuxProcessTable();
   if (config.enforce === "probe") return new ProbeEnforcer({ marker, logger });
+  const processTable = new LinuxProcessTable();
   return new SignalEnforcer({
     target: config.signalTarget,
     graceMs: config.enforceGraceSeconds * 1000,
@@ -83,7 +88,12 @@ export function enforcerFor(
   });
 }
 
-/** `berth-acquire renew`: see the usage text. */
+/**
+ * `berth-acquire renew`: see the usage text.
+ *
+ * @param args The arguments after `renew`.
+ * @returns 0 after a shutdown, 1 on a configuration or start-up error.
+ */
 export async function main(args: string[]): Promise<number> {
   const started = start(
     { name: "renew", usage: USAGE, flags: RENEW_FLAGS },

@@ -18,6 +18,12 @@ export type StopSignal = "SIGTERM" | "SIGKILL";
  */
 export type KillResult = "sent" | "gone" | "denied";
 
+/** The kernel keeps at most this many bytes of a process name in `comm`. */
+export const COMM_BYTES = 15;
+
+/** How many leading `cmdline` arguments {@linkcode LinuxProcessTable} keeps. */
+const CMDLINE_ARGS = 3;
+
 /** One process as enforcement needs to see it. */
 export interface ProcessInfo {
   /** Process id, as seen in the reader's PID namespace. */
@@ -26,6 +32,13 @@ export interface ProcessInfo {
   comm: string;
   /** Absolute path of the running executable; `undefined` when it cannot be read (another user's process without CAP_SYS_PTRACE, a zombie). */
   exe?: string;
+  /**
+   * The first arguments of `/proc/PID/cmdline` (at most three), read only
+   * when `comm` is {@linkcode COMM_BYTES} long and so may be cut: they carry
+   * the full name (`argv[0]`, or a `#!` script's path after its
+   * interpreter). `undefined` when not read or unreadable.
+   */
+  cmdline?: string[];
   /** Start time in clock ticks since boot; with `pid` it identifies one process, so a reused PID is never mistaken for the process seen earlier. */
   startTime: number;
   /** One-letter state from `/proc/PID/stat` (`R`, `S`, `D`, `Z`, ...); `Z` and `X` are already dead. */
@@ -76,6 +89,10 @@ const PF_KTHREAD = 0x00200000;
  * hold spaces and parentheses (a process can name itself `a) R (b`), so the
  * fields must be split after the LAST `)`, which only a tested parser gets
  * right. Throws on a line that does not have the expected shape.
+ *
+ * @param text One line of `/proc/PID/stat`.
+ * @returns The fields the table uses.
+ * @throws {Error} When the line does not have the expected shape.
  */
 export function parseProcStat(text: string): ProcStat {
   const open = text.indexOf("(");
@@ -118,6 +135,7 @@ export interface LinuxProcessTableOptions {
 
 const DELETED = " (deleted)";
 const decoder = new TextDecoder();
+const encoder = new TextEncoder();
 
 /**
  * The process table of this process's PID namespace, read from procfs. In a
@@ -170,10 +188,22 @@ export class LinuxProcessTable implements ProcessTable {
     } catch {
       exe = undefined;
     }
+    let cmdline: string[] | undefined;
+    if (encoder.encode(stat.comm).length >= COMM_BYTES) {
+      try {
+        const raw = decoder.decode(await Deno.readFile(`${dir}/cmdline`));
+        cmdline = raw.split("\0").slice(0, CMDLINE_ARGS).filter((a) =>
+          a !== ""
+        );
+      } catch {
+        cmdline = undefined;
+      }
+    }
     return {
       pid,
       comm: stat.comm,
       exe,
+      cmdline,
       startTime: stat.startTime,
       state: stat.state,
       uid,

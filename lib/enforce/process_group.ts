@@ -11,7 +11,7 @@
  * @module
  */
 import type { Clock } from "../state/clock.ts";
-import type { Enforcer } from "./enforcer.ts";
+import type { Enforcer, StopEvidence } from "./enforcer.ts";
 import type { Logger } from "../obs/log.ts";
 import type { MarkerDeadlines } from "../state/marker.ts";
 import { parseProcStat } from "./proc.ts";
@@ -394,6 +394,14 @@ export class ChildEnforcer implements Enforcer {
       stop.finally(() => this.#stops.delete(stop));
     }
     await this.#o.marker?.close(reason);
+  }
+
+  /** Stopped once its stops have finished and no command is attached. */
+  async workloadStopped(): Promise<StopEvidence> {
+    await Promise.all([...this.#stops]);
+    return this.#child === undefined
+      ? { stopped: true, detail: "the command has exited" }
+      : { stopped: false, detail: "the command is still running" };
   }
 
   async dispose(): Promise<void> {

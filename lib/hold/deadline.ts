@@ -15,8 +15,19 @@ import {
   type LeaseFailure,
   type LeaseRecord,
 } from "../lease/rpc.ts";
+import type { MarkerDeadlines } from "../state/marker.ts";
 
-/** The lease deadline an answer confirms: send time plus the TTL, on the monotonic clock. */
+/**
+ * The lease deadline an answer confirms: send time plus the TTL, on the monotonic clock.
+ *
+ * @param sentAt Monotonic ms when the request was sent.
+ * @param ttlSeconds The TTL the request carried.
+ * @returns The deadline in monotonic ms.
+ * @example
+ * ```ts
+ * deadlineFrom(1_000, 10); // 11_000
+ * ```
+ */
 export function deadlineFrom(sentAt: number, ttlSeconds: number): number {
   return sentAt + ttlSeconds * 1000;
 }
@@ -25,15 +36,81 @@ export function deadlineFrom(sentAt: number, ttlSeconds: number): number {
  * When the gate closes for a deadline: early enough that the workload is
  * stopped (probe period + timeout + grace, or the signal grace) before the
  * server may give the lease to someone else.
+ *
+ * @param deadline The lease deadline (monotonic ms).
+ * @param enforceLeadMs The enforcement lead.
+ * @returns When the gate closes (monotonic ms).
  */
 export function gateClosesAt(deadline: number, enforceLeadMs: number): number {
   return deadline - enforceLeadMs;
 }
 
 /**
+ * The deadlines the marker carries for a lease deadline on the monotonic
+ * clock: the same moments on the boot-time clock (which the probe and a
+ * restarted sidecar read) and on the wall clock (in case the boot clock is
+ * not shared after all).
+ *
+ * @param deadline Monotonic ms of the lease deadline.
+ * @param enforceLeadMs The enforcement lead.
+ * @param now The monotonic clock now.
+ * @param bootNow The boot-time clock now.
+ * @param wallNow The wall clock now.
+ * @returns The deadlines the health marker is written with.
+ */
+export function markerDeadlines(
+  deadline: number,
+  enforceLeadMs: number,
+  now: number,
+  bootNow: number,
+  wallNow: number,
+): MarkerDeadlines {
+  const closes = gateClosesAt(deadline, enforceLeadMs);
+  return {
+    leaseDeadlineBootMs: bootNow + (deadline - now),
+    gateClosesBootMs: bootNow + (closes - now),
+    leaseDeadlineWallMs: wallNow + (deadline - now),
+    gateClosesWallMs: wallNow + (closes - now),
+  };
+}
+
+/**
+ * How much of a handed-over lease is left, from the deadlines a health
+ * marker carries (a restarted sidecar adopts them). The boot-time deadline
+ * is on the clock every container of the node shares; the wall-clock copy,
+ * when present, can only shorten it. Trusted only while it lies in the
+ * future and no further than one TTL away.
+ *
+ * @param marker The deadlines read from the marker.
+ * @param bootNow The boot-time clock now (ms).
+ * @param wallNow The wall clock now (ms since the epoch).
+ * @param ttlSeconds The configured TTL.
+ * @returns Milliseconds left, or `undefined` when the marker cannot be trusted.
+ */
+export function adoptedDeadlineMs(
+  marker: MarkerDeadlines,
+  bootNow: number,
+  wallNow: number,
+  ttlSeconds: number,
+): number | undefined {
+  const left = Math.min(
+    marker.leaseDeadlineBootMs - bootNow,
+    marker.leaseDeadlineWallMs === undefined
+      ? Infinity
+      : marker.leaseDeadlineWallMs - wallNow,
+  );
+  return left > 0 && left <= ttlSeconds * 1000 ? left : undefined;
+}
+
+/**
  * How long one renew may take: never past the next heartbeat and never past
  * the lease deadline, so a hung server cannot hold the renewer beyond the
  * point where it must act.
+ *
+ * @param now The monotonic clock when the renew is sent.
+ * @param heartbeatMs The heartbeat.
+ * @param deadline The lease deadline, when confirmed.
+ * @returns The bound in ms, never negative.
  */
 export function renewBound(
   now: number,
@@ -48,8 +125,13 @@ export function renewBound(
 export type RenewVerdict =
   /** The server extended the lease; the new deadline counts from the send time. */
   | { kind: "confirmed" }
-  /** The lease is gone now (409, `acquired:false`, or a token the server should never change). */
-  | { kind: "lost"; reason: string }
+  /**
+   * The lease is gone now (409, `acquired:false`, or a token the server
+   * should never change). `reason` is for the log and may quote the server;
+   * `summary` is in this project's words only, for the unauthenticated
+   * `/healthz` and the gate's reason.
+   */
+  | { kind: "lost"; reason: string; summary: string }
   /** No answer that counts; the lease stands until its local deadline. */
   | { kind: "unconfirmed"; reason: string }
   /** The caller is shutting down. */
@@ -59,6 +141,10 @@ export type RenewVerdict =
  * Classifies a Renew answer. Only a definite answer from the server loses
  * the lease at once; every failure to get one (5xx, timeout, network) leaves
  * the local deadline in charge, because the lease may well still be ours.
+ *
+ * @param outcome The Renew's outcome.
+ * @param heldToken The token the Renew was sent with.
+ * @returns What it means for the held lease.
  */
 export function classifyRenew(
   outcome: GrantOutcome,
@@ -69,6 +155,7 @@ export function classifyRenew(
       if (outcome.lease.fencingToken !== heldToken) {
         return {
           kind: "lost",
+          summary: "the server renewed with another fencing token",
           reason:
             `the server renewed with fencing token ${outcome.lease.fencingToken}, ` +
             `not the held ${heldToken}; treating the lease as lost`,
@@ -78,12 +165,18 @@ export function classifyRenew(
     case "not-acquired":
       return {
         kind: "lost",
+        summary: "the server refused the renewal",
         reason: outcome.lease.holder
           ? `the server refused the renewal: the lease is held by ${outcome.lease.holder}`
           : "the server refused the renewal: the lease expired or was released",
       };
     case "conflict":
-      return { kind: "lost", reason: describeFailure(outcome) };
+      return {
+        kind: "lost",
+        summary:
+          "the server answered 409: the lease belongs to another holder or token",
+        reason: describeFailure(outcome),
+      };
     case "aborted":
       return { kind: "cancelled" };
     default:
@@ -105,7 +198,12 @@ export type AcquireVerdict =
   /** The caller is shutting down. */
   | { kind: "cancelled" };
 
-/** Classifies an Acquire answer for the acquire loop and the renewer's reacquire. */
+/**
+ * Classifies an Acquire answer for the acquire loop and the renewer's reacquire.
+ *
+ * @param outcome The Acquire's outcome.
+ * @returns What it means for a caller that does not hold the lease.
+ */
 export function classifyAcquire(outcome: GrantOutcome): AcquireVerdict {
   switch (outcome.kind) {
     case "acquired":
@@ -132,32 +230,75 @@ export function classifyAcquire(outcome: GrantOutcome): AcquireVerdict {
 }
 
 /**
+ * The smallest gap between a lease's `acquiredAt` and the renewal an answer
+ * reports that counts as an extension (see {@linkcode extendedExistingGrant}),
+ * in nanoseconds. A server that reads its clock once per request (as the dev
+ * server does) gives a fresh grant a gap of exactly 0; the tolerance covers
+ * one that reads it twice (microseconds apart), and it is the window left to
+ * two processes that share one holder identity (see the README's Known
+ * limits): Acquires that reach the server less than 1 ms apart both succeed.
+ */
+export const EXTENSION_MIN_GAP_NS = 1_000_000n;
+
+const RFC3339 =
+  /^(\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2})(?:\.(\d{1,9}))?([Zz]|[+-]\d{2}:\d{2})$/;
+
+/**
+ * Parses an RFC 3339 time to nanoseconds since the epoch, keeping all nine
+ * fractional digits the server may send (`Date.parse` keeps three, which
+ * would hide a gap of up to a millisecond). Returns `undefined` for anything
+ * that is not RFC 3339.
+ *
+ * @param text A time as the server sends it, e.g. `2026-05-07T00:00:00.123456789Z`.
+ * @returns Nanoseconds since 1970-01-01T00:00:00Z (negative before it).
+ * @example
+ * ```ts
+ * parseTimeNs("1970-01-01T00:00:01.5Z"); // 1_500_000_000n
+ * ```
+ */
+export function parseTimeNs(text: string): bigint | undefined {
+  const m = RFC3339.exec(text);
+  if (!m) return undefined;
+  const whole = Date.parse(`${m[1].toUpperCase()}${m[3].toUpperCase()}`);
+  if (!Number.isFinite(whole)) return undefined;
+  const frac = BigInt((m[2] ?? "").padEnd(9, "0"));
+  return BigInt(whole) * 1_000_000n + frac;
+}
+
+/**
  * Whether an `acquired:true` answer extended a lease that this same holder
  * identity already held, rather than granting it afresh. The server answers
  * a live holder's Acquire like a Renew (same token, `acquiredAt` kept), so
  * two processes that share one holder identity would both be told they hold
  * the lease. A fresh grant has `acquiredAt` equal to the renewal time
- * (`expiresAt` minus the TTL just sent); an extension has an older one. Both
- * times are the server's, so clock skew does not matter. Unknown or zero
- * times (old servers) answer false.
+ * (`expiresAt` minus the TTL just sent); an extension has an older one, by at
+ * least {@linkcode EXTENSION_MIN_GAP_NS}. Both times are the server's, so
+ * clock skew does not matter. Unknown or zero times (old servers) answer
+ * false.
+ *
+ * @param lease The record of an `acquired:true` answer.
+ * @param ttlSeconds The TTL the Acquire sent.
+ * @returns True when the answer extended an earlier grant.
  */
 export function extendedExistingGrant(
   lease: LeaseRecord,
   ttlSeconds: number,
 ): boolean {
-  const acquiredAt = Date.parse(lease.acquiredAt);
-  const expiresAt = Date.parse(lease.expiresAt);
-  if (!Number.isFinite(acquiredAt) || !Number.isFinite(expiresAt)) return false;
-  if (acquiredAt <= 0 || expiresAt <= 0) return false; // year 1: unset
-  const renewedAt = expiresAt - ttlSeconds * 1000;
-  // A few milliseconds of tolerance for a server that reads its clock twice.
-  return renewedAt - acquiredAt > 5;
+  const acquiredAt = parseTimeNs(lease.acquiredAt);
+  const expiresAt = parseTimeNs(lease.expiresAt);
+  if (acquiredAt === undefined || expiresAt === undefined) return false;
+  if (acquiredAt <= 0n || expiresAt <= 0n) return false; // year 1: unset
+  const renewedAt = expiresAt - BigInt(ttlSeconds) * 1_000_000_000n;
+  return renewedAt - acquiredAt >= EXTENSION_MIN_GAP_NS;
 }
 
 /**
  * Whether the server may have granted a request that ended this way (no
  * answer, or one we could not use), so that an extension of our own grant
  * seen next is not mistaken for another process's.
+ *
+ * @param f How the Acquire failed.
+ * @returns True when the server may have granted it.
  */
 export function mayHaveBeenGranted(f: LeaseFailure): boolean {
   return f.kind === "timeout" || f.kind === "transport-error" ||
@@ -169,7 +310,7 @@ export function mayHaveBeenGranted(f: LeaseFailure): boolean {
  * lease under their holder identity (see {@linkcode extendedExistingGrant}),
  * one text so operators can search for one line.
  */
-export const SHARED_HOLDER_MESSAGE =
+export const SHARED_HOLDER_MESSAGE: string =
   "the lease is already held under this holder identity by another process or pod; " +
   "waiting until it is released or expires (give every instance its own holder identity)";
 
@@ -178,6 +319,9 @@ export const SHARED_HOLDER_MESSAGE =
  * extend the other process's lease for it, and after one TTL (plus a second
  * for the server's clock to pass it) that lease has expired unless its
  * holder renewed it itself.
+ *
+ * @param ttlSeconds The TTL the Acquires carry.
+ * @returns The quiet period in ms.
  */
 export function sharedHolderQuietMs(ttlSeconds: number): number {
   return ttlSeconds * 1000 + 1000;

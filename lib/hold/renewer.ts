@@ -5,51 +5,49 @@
  *
  * This is where the product's promise lives, so the rules are spelled out:
  * - The deadline is the send time of the last successful Renew/Acquire plus
- *   the TTL (see `hold.ts`). The gate closes `enforceLeadMs` before it, on a
+ *   the TTL (see `deadline.ts`). The gate closes `enforceLeadMs` before it, on a
  *   timer of its own, even while an RPC is in flight.
  * - 409 or `acquired:false` lose the lease at once; any other failure leaves
  *   the local deadline in charge.
  * - A success re-opens the gate only while its own closing time is ahead.
  * - While the lease is lost, every tick re-applies the enforcer (a restarted
  *   container is stopped again) and tries to acquire.
+ * - A reacquired token the state volume refuses is kept in memory (so the
+ *   next answer is not mistaken for another process's), and the lease is
+ *   released: a token the workload cannot read is worth nothing.
+ * - At shutdown the lease is released only once the workload is known to be
+ *   stopped or the enforcement lead has passed since the gate closed (see
+ *   `shutdown.ts`).
  *
  * @module
  */
 import { aborted, type Clock } from "../state/clock.ts";
-import type { Enforcer } from "../enforce/enforcer.ts";
+import { type Enforcer, reportingMarkerWrites } from "../enforce/enforcer.ts";
 import {
   classifyAcquire,
   classifyRenew,
   deadlineFrom,
   extendedExistingGrant,
   gateClosesAt,
+  markerDeadlines,
   mayHaveBeenGranted,
   renewBound,
   SHARED_HOLDER_MESSAGE,
   sharedHolderQuietMs,
 } from "./deadline.ts";
 import type { LeaseClient } from "../lease/rpc.ts";
-import { describeFailure } from "../lease/rpc.ts";
 import type { Logger } from "../obs/log.ts";
-import type { MarkerDeadlines } from "../state/marker.ts";
+import {
+  type HandoffStore,
+  HandoffWriter,
+  PERSIST_ATTEMPTS,
+  readHandoff,
+} from "./handoff.ts";
+import { release, shutdownRelease } from "./shutdown.ts";
+import type { RenewerObserver, RenewerStatus } from "./status.ts";
 
-/**
- * What the renewer reads and writes on the state volume: the init
- * container's handoff on start-up, and the holder and token whenever they
- * change, so a restarted sidecar and the workload see the current token.
- */
-export interface HandoffStore {
-  /** The `holder` file; undefined when absent. */
-  readHolder(): string | undefined;
-  /** The `token` file; undefined when absent; throws when it is not a positive int32. */
-  readToken(): number | undefined;
-  /** The deadlines inside the health marker; undefined when absent or not ours. */
-  readMarkerDeadlines(): MarkerDeadlines | undefined;
-  /** Persists the holder (atomic). */
-  writeHolder(holder: string): Promise<void>;
-  /** Persists the fencing token (atomic). */
-  writeToken(token: number): Promise<void>;
-}
+export type { HandoffStore } from "./handoff.ts";
+export type { RenewerObserver, RenewerStatus } from "./status.ts";
 
 /** Options for {@linkcode Renewer}. */
 export interface RenewerOptions {
@@ -80,40 +78,6 @@ export interface RenewerOptions {
 }
 
 /**
- * Hooks for the health endpoint and the metrics, so they are computed from
- * the renewer's own state instead of a second reading of the files. All
- * optional; none may throw.
- */
-export interface RenewerObserver {
-  /** After every state change (gate opened or closed, token changed). */
-  changed?(status: RenewerStatus): void;
-  /** After every RPC, with its outcome kind and how long it took (ms). */
-  rpc?(
-    rpc: "acquire" | "renew" | "release",
-    outcome: string,
-    latencyMs: number,
-  ): void;
-  /** The server said the lease is gone (409 or `acquired:false` on renew). */
-  lost?(reason: string): void;
-  /** The lease was acquired again after it was lost or refused. */
-  reacquired?(token: number): void;
-}
-
-/** A snapshot of the renewer, for health checks and metrics. */
-export interface RenewerStatus {
-  /** True while the workload may run: the lease is confirmed and the gate is open. */
-  gateOpen: boolean;
-  /** The fencing token held or last held (0: never held). */
-  token: number;
-  /** Monotonic ms at which the gate closes, when the lease is confirmed. */
-  gateClosesAt?: number;
-  /** Monotonic ms of the local lease deadline, when the lease is confirmed. */
-  deadline?: number;
-  /** Why the gate is closed, when it is. */
-  reason?: string;
-}
-
-/**
  * Runs the sidecar's lease loop until `shutdown` aborts. One instance per
  * process; call {@linkcode Renewer.run} once.
  */
@@ -121,6 +85,8 @@ export class Renewer {
   #o:
     & Required<Omit<RenewerOptions, "observer">>
     & Pick<RenewerOptions, "observer">;
+  /** The configured enforcer, reporting refused marker writes once per run of them. */
+  #enforcer: Enforcer;
   #token = 0;
   /** Monotonic deadline of the confirmed lease; undefined until confirmed. */
   #deadline: number | undefined;
@@ -128,6 +94,10 @@ export class Renewer {
   #lost: string | undefined;
   #gateOpen = false;
   #reason: string | undefined = "starting";
+  /** Monotonic ms when the gate last closed; start-up counts, as the gate starts closed. */
+  #closedAt: number;
+  /** Writes the holder and token, knowing what the volume holds. */
+  #writer: HandoffWriter;
   /** Aborted and replaced whenever the deadline moves, to re-arm the gate timer. */
   #rearm = new AbortController();
   /**
@@ -144,6 +114,13 @@ export class Renewer {
   /** Validates nothing: the config module already did; see {@linkcode RenewerOptions}. */
   constructor(options: RenewerOptions) {
     this.#o = { releaseTimeoutMs: 5000, ...options };
+    this.#closedAt = options.clock.now();
+    this.#enforcer = reportingMarkerWrites(options.enforcer, options.logger);
+    this.#writer = new HandoffWriter(
+      options.store,
+      options.holder,
+      options.clock,
+    );
   }
 
   /** The current state, for health checks and metrics. */
@@ -161,7 +138,10 @@ export class Renewer {
 
   /**
    * Adopts the handoff, then renews at the heartbeat until `shutdown`
-   * aborts; then releases when configured and held. Resolves when done.
+   * aborts; then releases when configured and held, once that is safe.
+   *
+   * @param shutdown Aborts the lease loop (SIGTERM/SIGINT).
+   * @returns Resolves when the release (or the decision not to) is done.
    */
   async run(shutdown: AbortSignal): Promise<void> {
     const { clock, heartbeatMs } = this.#o;
@@ -183,8 +163,8 @@ export class Renewer {
       await timer;
       await this.#enforcing;
     }
-    await this.#releaseOnShutdown();
-    await this.#o.enforcer.dispose();
+    await this.#shutdown();
+    await this.#enforcer.dispose();
   }
 
   /** True while a Renew (rather than an Acquire) is the right call. */
@@ -194,66 +174,28 @@ export class Renewer {
   }
 
   #adoptHandoff(): void {
-    const { store, holder, logger, clock, ttlSeconds } = this.#o;
-    let fileHolder: string | undefined;
-    let token: number | undefined;
-    try {
-      fileHolder = store.readHolder();
-      token = store.readToken();
-    } catch (e) {
-      logger.warn(
-        "cannot read the init container's handoff; acquiring afresh",
-        { error: e },
-      );
-    }
-    if (fileHolder === undefined || token === undefined) {
-      this.#close("no lease handed over by the init container; acquiring");
+    const { store, holder, logger, clock, ttlSeconds, enforceLeadMs } = this.#o;
+    const handoff = readHandoff(store, holder, clock, ttlSeconds, logger);
+    if (handoff.kind === "none") {
+      this.#close(handoff.reason);
       return;
     }
-    if (fileHolder !== holder) {
-      logger.warn(
-        "the state volume names another holder; never renewing or releasing its lease, acquiring as the configured holder",
-        { file_holder: fileHolder },
-      );
-      this.#close("the handed-over lease belongs to another holder");
-      return;
-    }
-    this.#token = token;
-    let marker: MarkerDeadlines | undefined;
-    try {
-      marker = store.readMarkerDeadlines();
-    } catch (e) {
-      logger.warn(
-        "cannot read the health marker's deadline; confirming the lease first",
-        { error: e },
-      );
-    }
-    if (marker) {
-      // The marker's deadline is on the boot-time clock that every container
-      // of the node shares, so it survives a sidecar restart. Trust it only
-      // while it lies in the future and no further than one TTL away.
-      // The wall-clock copy, when present, can only shorten it.
-      const left = Math.min(
-        marker.leaseDeadlineBootMs - clock.bootNow(),
-        marker.leaseDeadlineWallMs === undefined
-          ? Infinity
-          : marker.leaseDeadlineWallMs - clock.wallNow(),
-      );
-      if (left > 0 && left <= ttlSeconds * 1000) {
-        this.#deadline = clock.now() + left;
-        if (clock.now() < gateClosesAt(this.#deadline, this.#o.enforceLeadMs)) {
-          this.#gateOpen = true;
-          this.#reason = undefined;
-          logger.info(
-            "adopted the lease; the workload keeps running while it is confirmed",
-            {
-              fencing_token: token,
-              deadline_in_ms: Math.round(left),
-            },
-          );
-          this.#changed();
-          return;
-        }
+    this.#token = handoff.token;
+    this.#writer.adopted(handoff.token);
+    if (handoff.leftMs !== undefined) {
+      this.#deadline = clock.now() + handoff.leftMs;
+      if (clock.now() < gateClosesAt(this.#deadline, enforceLeadMs)) {
+        this.#gateOpen = true;
+        this.#reason = undefined;
+        logger.info(
+          "adopted the lease; the workload keeps running while it is confirmed",
+          {
+            fencing_token: handoff.token,
+            deadline_in_ms: Math.round(handoff.leftMs),
+          },
+        );
+        this.#changed();
+        return;
       }
     }
     this.#close("confirming the handed-over lease before the workload may run");
@@ -270,21 +212,19 @@ export class Renewer {
       ttlSeconds,
       AbortSignal.any([clock.timeout(bound), shutdown]),
     );
-    this.#o.observer?.rpc?.("renew", outcome.kind, clock.now() - sentAt);
     const verdict = classifyRenew(outcome, token);
     switch (verdict.kind) {
       case "confirmed":
         this.#confirm(sentAt, "renewed");
         return;
       case "lost":
-        this.#lost = verdict.reason;
+        this.#lost = verdict.summary;
         this.#deadline = undefined;
-        this.#o.observer?.lost?.(verdict.reason);
         logger.error("lease lost; stopping the workload", {
           reason: verdict.reason,
           fencing_token: token,
         });
-        this.#close(`lease lost: ${verdict.reason}`);
+        this.#close(`lease lost: ${verdict.summary}`);
         return;
       case "unconfirmed": {
         const closes = this.status().gateClosesAt;
@@ -306,8 +246,7 @@ export class Renewer {
   }
 
   async #reacquireOnce(shutdown: AbortSignal): Promise<void> {
-    const { client, holder, ttlSeconds, heartbeatMs, clock, logger, store } =
-      this.#o;
+    const { client, holder, ttlSeconds, heartbeatMs, clock, logger } = this.#o;
     // Re-apply first: the kubelet may have restarted the container since the last tick.
     this.#close(this.#reason ?? "lease not held");
     if (this.#quietUntil !== undefined && clock.now() < this.#quietUntil) {
@@ -319,7 +258,6 @@ export class Renewer {
       ttlSeconds,
       AbortSignal.any([clock.timeout(heartbeatMs), shutdown]),
     );
-    this.#o.observer?.rpc?.("acquire", outcome.kind, clock.now() - sentAt);
     const verdict = classifyAcquire(outcome);
     const maybeGranted = this.#maybeGranted;
     this.#maybeGranted = verdict.kind === "failed" &&
@@ -338,25 +276,11 @@ export class Renewer {
           this.#quietUntil = clock.now() + sharedHolderQuietMs(ttlSeconds);
           return;
         }
-        const previous = this.#token;
+        // Ours from here on, even if the volume refuses it: the next answer
+        // for this token is our own grant, never another process's.
         this.#token = verdict.token;
         this.#lost = undefined;
-        try {
-          if (previous === 0) await store.writeHolder(holder);
-          if (previous !== verdict.token) await store.writeToken(verdict.token);
-        } catch (e) {
-          logger.error(
-            "cannot persist the new fencing token; the workload stays stopped",
-            {
-              error: e,
-              fencing_token: verdict.token,
-            },
-          );
-          this.#token = previous;
-          this.#lost =
-            "the fencing token could not be written to the state volume";
-          return;
-        }
+        if (!await this.#persist(verdict.token, shutdown)) return;
         this.#confirm(sentAt, "lease reacquired");
         this.#o.observer?.reacquired?.(verdict.token);
         return;
@@ -375,6 +299,27 @@ export class Renewer {
       case "cancelled":
         return;
     }
+  }
+
+  /**
+   * Writes the holder and token the workload reads; when the volume keeps
+   * refusing, releases the lease (a token the workload cannot read is held
+   * for nothing) and returns false, so the next tick tries again with a new
+   * grant.
+   */
+  async #persist(token: number, shutdown: AbortSignal): Promise<boolean> {
+    const failure = await this.#writer.persist(token, shutdown);
+    if (failure === undefined) return true;
+    const { write, error } = failure;
+    this.#o.logger.error(
+      `cannot write the ${write} file to the state volume, so the workload cannot get the new fencing token; releasing the lease (make the state volume writable: it is read-only or full)`,
+      { write, error, fencing_token: token, attempts: PERSIST_ATTEMPTS },
+    );
+    this.#lost = `the ${write} file could not be written to the state volume`;
+    this.#close(`lease not usable: ${this.#lost}`);
+    await this.#enforcing;
+    await release({ ...this.#o, token });
+    return false;
   }
 
   /** Records a success sent at `sentAt`; re-opens the gate only if that leaves time. */
@@ -399,15 +344,13 @@ export class Renewer {
     const wasOpen = this.#gateOpen;
     this.#gateOpen = true;
     this.#reason = undefined;
-    const boot = clock.bootNow();
-    const wall = clock.wallNow();
-    const closes = gateClosesAt(deadline, enforceLeadMs);
-    const marker: MarkerDeadlines = {
-      leaseDeadlineBootMs: boot + (deadline - now),
-      gateClosesBootMs: boot + (closes - now),
-      leaseDeadlineWallMs: wall + (deadline - now),
-      gateClosesWallMs: wall + (closes - now),
-    };
+    const marker = markerDeadlines(
+      deadline,
+      enforceLeadMs,
+      now,
+      clock.bootNow(),
+      clock.wallNow(),
+    );
     this.#enforce((e) => e.open(marker));
     if (!wasOpen) logger.info(what, { fencing_token: this.#token });
     else logger.debug(what, { fencing_token: this.#token });
@@ -424,6 +367,7 @@ export class Renewer {
       } else if (this.#gateOpen) {
         this.#o.logger.warn("gate closed: stopping the workload", { reason });
       }
+      if (this.#gateOpen) this.#closedAt = this.#o.clock.now();
       this.#gateOpen = false;
       this.#reason = reason;
       this.#changed();
@@ -432,7 +376,7 @@ export class Renewer {
   }
 
   #enforce(action: (e: Enforcer) => Promise<void>): void {
-    this.#enforcing = this.#enforcing.then(() => action(this.#o.enforcer))
+    this.#enforcing = this.#enforcing.then(() => action(this.#enforcer))
       .catch((e) => {
         this.#o.logger.error("enforcement failed", { error: e });
       });
@@ -462,48 +406,22 @@ export class Renewer {
     }
   }
 
-  async #releaseOnShutdown(): Promise<void> {
-    const {
-      client,
-      holder,
-      releaseOnShutdown,
-      releaseTimeoutMs,
-      clock,
-      logger,
-    } = this.#o;
-    if (!releaseOnShutdown || this.#token <= 0 || this.#lost !== undefined) {
-      logger.info("shutting down without releasing the lease", {
-        reason: !releaseOnShutdown
-          ? "release on shutdown is off"
-          : "the lease is not held",
-      });
-      return;
+  /** Closes the gate for a release, then hands over to `shutdown.ts`. */
+  async #shutdown(): Promise<void> {
+    const held = this.#o.releaseOnShutdown && this.#token > 0 &&
+      this.#lost === undefined;
+    if (held) {
+      this.#close("the lease is being released at shutdown", true);
+      await this.#enforcing;
     }
-    // Native sidecars stop after the main containers, so the workload is gone
-    // by now; closing the gate first still keeps it from running on a lease
-    // we are about to give away if this sidecar was stopped on its own.
-    this.#close("the lease is being released at shutdown", true);
-    await this.#enforcing;
-    // Deliberately not tied to the shutdown signal: a second SIGTERM must not cut it short.
-    const outcome = await client.release(
-      holder,
-      this.#token,
-      clock.timeout(releaseTimeoutMs),
-    );
-    if (outcome.kind === "released") {
-      logger.info("lease released", { fencing_token: this.#token });
-    } else if (outcome.kind === "conflict") {
-      logger.info(
-        "lease already belongs to another holder; nothing to release",
-        {
-          fencing_token: this.#token,
-        },
-      );
-    } else {
-      logger.warn("lease release failed; it will expire on its own", {
-        error: describeFailure(outcome),
-        fencing_token: this.#token,
-      });
-    }
+    await shutdownRelease({
+      ...this.#o,
+      enforcer: this.#enforcer,
+      held,
+      gateOpen: this.#gateOpen,
+      token: this.#token,
+      closedAt: this.#closedAt,
+      deadline: this.#deadline,
+    });
   }
 }

@@ -9,11 +9,10 @@
  */
 import type { Clock } from "../state/clock.ts";
 import { ConfigError } from "../config/error.ts";
-import { formatDurationMs } from "../config/duration.ts";
 import type { Logger } from "./log.ts";
-import type { Verdict } from "../state/marker.ts";
-import { METRICS_CONTENT_TYPE } from "./metrics.ts";
-import type { RenewerStatus } from "../hold/renewer.ts";
+import { shownMs, type Verdict } from "../state/marker.ts";
+import { METRICS_CONTENT_TYPE } from "./prometheus.ts";
+import type { RenewerStatus } from "../hold/status.ts";
 
 /** The env variable that sets the listener's address when `--health-addr` is not given. */
 export const HEALTH_ADDR_ENV = "BERTH_HEALTH_ADDR";
@@ -30,6 +29,11 @@ export interface HealthAddr {
  * Parses `HOST:PORT`, `[V6]:PORT` or `:PORT` (all interfaces, as Go reads
  * it). Its own function because the value comes from env or a flag and a
  * typo must be a start-up error naming where it came from.
+ *
+ * @param value The address as given.
+ * @param source Where it came from, for the message (`--health-addr`).
+ * @returns The hostname and port.
+ * @throws {ConfigError} For a malformed value.
  */
 export function parseHealthAddr(value: string, source: string): HealthAddr {
   const m = /^(?:\[([^\]]+)\]|([^:\[\]]*)):(\d{1,5})$/.exec(value);
@@ -49,6 +53,10 @@ export function parseHealthAddr(value: string, source: string): HealthAddr {
  * The listener's address from the `--health-addr` flag (when given, even
  * empty: empty turns the listener off) or else `BERTH_HEALTH_ADDR` (unset or
  * empty: off). Throws a {@linkcode ConfigError} for a malformed value.
+ *
+ * @param flag The flag's value, when given.
+ * @param env The variable's value, when set.
+ * @returns The address, or `undefined` when the listener is off.
  */
 export function healthAddrFrom(
   flag: string | boolean | undefined,
@@ -61,18 +69,18 @@ export function healthAddrFrom(
   return parseHealthAddr(env, HEALTH_ADDR_ENV);
 }
 
-/** Ages are shown truncated to 100 ms, as the probe shows them. */
-function shownMs(ms: number): string {
-  const t = Math.floor(ms / 100) * 100;
-  return formatDurationMs(t > 0 ? t : Math.max(0, Math.floor(ms)));
-}
-
 /**
  * The probe's verdict from the renewer's state at monotonic time `now`,
  * matching what `check` would say about the marker the same renewer keeps:
  * gate closed is `Absent` (the renewer stopped the workload itself: lease
  * lost, not confirmed, not yet acquired), gate open past its closing time is
- * `Stale` (the renewer did not act on time: an incident), else `OK`.
+ * `Stale` (the renewer did not act on time: an incident), else `OK`. The
+ * endpoint is unauthenticated, so the reason line is the renewer's own
+ * words ({@linkcode RenewerStatus.reason}), never text a server sent.
+ *
+ * @param status The renewer's state.
+ * @param now Monotonic ms, on the clock of `status`'s deadlines.
+ * @returns The verdict `/healthz` answers with.
  */
 export function healthVerdict(status: RenewerStatus, now: number): Verdict {
   if (!status.gateOpen) {
@@ -129,6 +137,9 @@ function text(
  * The request handler, apart from the socket so tests call it directly:
  * `GET`/`HEAD /healthz` answers `200 ok` or `503 <reason line>`; `GET`/`HEAD
  * /metrics` the exposition; other paths 404, other methods 405.
+ *
+ * @param o The status source, clock and metrics.
+ * @returns A request handler for `Deno.serve`.
  */
 export function healthHandler(
   o: HealthHandlerOptions,
@@ -174,6 +185,10 @@ export interface HealthServer {
  * Starts the listener. Throws when the address cannot be bound (in use, not
  * an address of this host), so the caller fails at start-up with the address
  * in the message rather than running without the probe it was asked for.
+ *
+ * @param o The address, status source, clock, metrics and logger.
+ * @returns The running listener.
+ * @throws {Error} When the address cannot be bound.
  */
 export function startHealthServer(o: HealthServerOptions): HealthServer {
   let server: Deno.HttpServer<Deno.NetAddr>;

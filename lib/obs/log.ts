@@ -62,6 +62,11 @@ function stderrWrite(line: string): void {
 /**
  * Parses a `--log-format` / `BERTH_LOG_FORMAT` value, so that a typo is a
  * start-up error instead of silently falling back to text.
+ *
+ * @param value The value as given.
+ * @param source Where it came from, for the message.
+ * @returns The format.
+ * @throws {Error} For anything but `text` or `json`.
  */
 export function parseLogFormat(value: string, source: string): LogFormat {
   if (value === "text" || value === "json") return value;
@@ -72,6 +77,14 @@ export function parseLogFormat(value: string, source: string): LogFormat {
  * Builds a logger. Values that are `Error`s log their message; values with a
  * `toJSON` (such as a redacted secret) log what that returns, so a secret
  * wrapped in {@linkcode Secret} can never reach the output.
+ *
+ * @param options Format, level, sink and clock; all optional.
+ * @returns The logger.
+ * @example
+ * ```ts
+ * const log = createLogger({ format: "json" });
+ * log.info("lease acquired", { fencing_token: 4 });
+ * ```
  */
 export function createLogger(options: LoggerOptions = {}): Logger {
   const format = options.format ?? "text";

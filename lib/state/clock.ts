@@ -38,6 +38,10 @@ export interface Clock {
  * Reads the boot-time clock from `/proc/uptime` (10 ms resolution). It exists
  * as its own function because the probe calls it once, only when the marker
  * carries a deadline, and must not pay for anything else.
+ *
+ * @param path The uptime file; default `/proc/uptime`.
+ * @returns Milliseconds since boot.
+ * @throws {Error} When the file cannot be read or parsed.
  */
 export function readBootMillis(path = "/proc/uptime"): number {
   const text = Deno.readTextFileSync(path);
@@ -50,7 +54,12 @@ export function readBootMillis(path = "/proc/uptime"): number {
   return Math.round(seconds * 1000);
 }
 
-/** Resolves when `signal` aborts; the one place a wait turns into a promise. */
+/**
+ * Resolves when `signal` aborts; the one place a wait turns into a promise.
+ *
+ * @param signal The signal to wait for.
+ * @returns Resolves (never rejects) once it aborted.
+ */
 export function aborted(signal: AbortSignal): Promise<void> {
   if (signal.aborted) return Promise.resolve();
   return new Promise((resolve) =>

@@ -11,14 +11,20 @@
  * helper) is judged by its mtime alone.
  *
  * This module holds everything the probe needs, so that `check` loads it and
- * nothing else heavy: the content format, the verdict ({@linkcode judgeMarker},
- * pure; {@linkcode examineMarker}, its I/O) and the hardened small-file read
- * that the state directory (lib/state.ts) shares with it.
+ * nothing else heavy: the content format and the verdict
+ * ({@linkcode judgeMarker}, pure; {@linkcode examineMarker}, its I/O, through
+ * the hardened small-file read of `nofollow.ts`).
  *
  * @module
  */
 import { readBootMillis } from "./clock.ts";
 import { formatDurationMs } from "../config/duration.ts";
+import {
+  describeNonRegular,
+  type FileKind,
+  readSmallFileNoFollow,
+  StateFileError,
+} from "./nofollow.ts";
 
 /**
  * The deadlines a marker carries. The boot-time clock is the one to trust (it
@@ -43,6 +49,9 @@ const HEADER = "berth-acquire health marker v1";
  * The marker's file content for `d`; small, line-oriented, readable with
  * `cat`. Without deadlines (startup-gate mode, where nobody renews and the
  * workload may run for good) it is the header alone.
+ *
+ * @param d The deadlines, or `undefined` for the header alone.
+ * @returns The file's content.
  */
 export function formatMarker(d: MarkerDeadlines | undefined): string {
   if (d === undefined) return `${HEADER}\n`;
@@ -63,6 +72,10 @@ export function formatMarker(d: MarkerDeadlines | undefined): string {
  * (an empty marker, or one written by the Go helper) and for our header
  * without fields (startup-gate): such a marker is judged by its mtime only. Throws when the content claims to be ours but is
  * malformed, so the probe fails closed.
+ *
+ * @param text The file's content.
+ * @returns The deadlines, or `undefined` for content that carries none.
+ * @throws {Error} When content that claims to be ours is malformed.
  */
 export function parseMarker(text: string): MarkerDeadlines | undefined {
   if (!text.startsWith(HEADER + "\n")) return undefined;
@@ -96,156 +109,6 @@ export function parseMarker(text: string): MarkerDeadlines | undefined {
     d.leaseDeadlineWallMs = num("lease_deadline_wall_ms");
   }
   return d;
-}
-
-// ---------------------------------------------------------------------------
-// Reading a small file without following symlinks.
-//
-// This lives here, rather than in state.ts, because the probe may load only
-// this module: state.ts reuses it for `holder` and `token`.
-
-/** Why a state file was refused or could not be read; `detail` omits the path. */
-export class StateFileError extends Error {
-  /**
-   * Carries the path and the bare reason separately so that the probe's
-   * one-line verdict can name the path once while logs get the whole story.
-   */
-  constructor(readonly path: string, readonly detail: string) {
-    super(`${path}: ${detail}`);
-    this.name = "StateFileError";
-  }
-}
-
-/** The file-type bits of an lstat result that {@linkcode describeNonRegular} looks at. */
-export interface FileKind {
-  /** A regular file. */
-  isFile: boolean;
-  /** A directory. */
-  isDirectory: boolean;
-  /** A symbolic link (lstat result: never followed). */
-  isSymlink: boolean;
-  /** A named pipe; `null` where the platform does not say. */
-  isFifo?: boolean | null;
-  /** A Unix socket; `null` where the platform does not say. */
-  isSocket?: boolean | null;
-  /** A character device; `null` where the platform does not say. */
-  isCharDevice?: boolean | null;
-  /** A block device; `null` where the platform does not say. */
-  isBlockDevice?: boolean | null;
-}
-
-/**
- * Says what a state file is instead of a regular file and what to do about
- * it, because every refusal (by the probe or by the sidecar) must tell the
- * operator why a file they can see was not accepted.
- */
-export function describeNonRegular(info: FileKind): string {
-  const fix =
-    "only berth-acquire writes the state volume; remove it and let the helper rewrite it";
-  if (info.isSymlink) {
-    return `is a symbolic link, which is never followed (${fix})`;
-  }
-  if (info.isDirectory) return `is a directory, not a regular file (${fix})`;
-  if (info.isFifo) return `is a named pipe, not a regular file (${fix})`;
-  if (info.isSocket) return `is a socket, not a regular file (${fix})`;
-  if (info.isCharDevice || info.isBlockDevice) {
-    return `is a device, not a regular file (${fix})`;
-  }
-  return `is not a regular file (${fix})`;
-}
-
-/** What {@linkcode readSmallFileNoFollow} found at a path. */
-export type NoFollowRead =
-  | { kind: "absent" }
-  | { kind: "not-regular"; info: Deno.FileInfo }
-  | { kind: "file"; info: Deno.FileInfo; bytes: Uint8Array };
-
-/** How often a path that is replaced between lstat and open is looked at again. */
-const OPEN_ATTEMPTS = 3;
-
-/**
- * Reads a small regular file without ever following a symlink or blocking on
- * a FIFO: the path is lstat-ed first (only a regular file is opened), then
- * the opened file's device and inode are compared with the lstat result, so a
- * path swapped in between is detected rather than trusted. The state files
- * are replaced by atomic renames while they are read, so a mismatch is looked
- * at again ({@linkcode OPEN_ATTEMPTS} times) before it is reported.
- *
- * A missing file (also one removed during the read) is `absent`, not an
- * error. Throws a {@linkcode StateFileError} for anything else that is wrong:
- * a file larger than `maxBytes`, an open or read error, a path that keeps
- * changing. Deno offers no `O_NOFOLLOW`, hence the compare; the remaining
- * window (a regular file replaced by a FIFO between lstat and open) can only
- * make `open` block, which the probe's timeout turns into a failure.
- *
- * Synchronous on purpose: the files are a few KiB on a local volume, and the
- * probe, which shares this code, pays less without promises.
- */
-export function readSmallFileNoFollow(
-  path: string,
-  maxBytes: number,
-  what: string,
-): NoFollowRead {
-  for (let attempt = 1;; attempt++) {
-    let linfo: Deno.FileInfo;
-    try {
-      linfo = Deno.lstatSync(path);
-    } catch (e) {
-      if (e instanceof Deno.errors.NotFound) return { kind: "absent" };
-      throw new StateFileError(
-        path,
-        `cannot examine the ${what}: ${(e as Error).message}`,
-      );
-    }
-    if (!linfo.isFile) return { kind: "not-regular", info: linfo };
-    let file: Deno.FsFile;
-    try {
-      file = Deno.openSync(path, { read: true });
-    } catch (e) {
-      if (e instanceof Deno.errors.NotFound) return { kind: "absent" };
-      throw new StateFileError(
-        path,
-        `cannot open the ${what}: ${(e as Error).message}`,
-      );
-    }
-    try {
-      const info = file.statSync();
-      if (info.dev !== linfo.dev || info.ino !== linfo.ino) {
-        if (attempt < OPEN_ATTEMPTS) continue;
-        throw new StateFileError(
-          path,
-          `kept changing while it was opened (${OPEN_ATTEMPTS} attempts); another process is replacing the ${what}`,
-        );
-      }
-      if (info.size > maxBytes) {
-        throw new StateFileError(path, tooLarge(info.size, maxBytes, what));
-      }
-      // Read one byte more than allowed, so a file that grew since fstat is caught too.
-      const buf = new Uint8Array(maxBytes + 1);
-      let n = 0;
-      while (n < buf.length) {
-        const got = file.readSync(buf.subarray(n));
-        if (got === null || got === 0) break;
-        n += got;
-      }
-      if (n > maxBytes) {
-        throw new StateFileError(path, tooLarge(n, maxBytes, what));
-      }
-      return { kind: "file", info, bytes: buf.slice(0, n) };
-    } catch (e) {
-      if (e instanceof StateFileError) throw e;
-      throw new StateFileError(
-        path,
-        `cannot read the ${what}: ${(e as Error).message}`,
-      );
-    } finally {
-      file.close();
-    }
-  }
-}
-
-function tooLarge(size: number, max: number, what: string): string {
-  return `is ${size} bytes or more, larger than any ${what} berth-acquire writes (limit ${max} bytes); remove it and let the helper rewrite it`;
 }
 
 // ---------------------------------------------------------------------------
@@ -295,13 +158,17 @@ export interface JudgeOptions {
 }
 
 /**
- * Ages in reason lines are truncated to 100 ms, so that 16.04 s prints as
- * `16s` and 15.43 s as `15.4s`; below 100 ms the whole milliseconds are kept
- * so that a short limit never prints a misleading `0s`.
+ * An age as reason lines show it (the probe's and `/healthz`'s), truncated to
+ * 100 ms, so that 16.04 s prints as `16s` and 15.43 s as `15.4s`; below
+ * 100 ms the whole milliseconds are kept so that a short limit never prints
+ * a misleading `0s`.
+ *
+ * @param ms The age in milliseconds; negative counts as 0.
+ * @returns Go duration syntax, e.g. `1.2s`.
  */
-function shownMs(ms: number): string {
+export function shownMs(ms: number): string {
   const t = Math.floor(ms / 100) * 100;
-  return formatDurationMs(t > 0 ? t : Math.floor(ms));
+  return formatDurationMs(t > 0 ? t : Math.max(0, Math.floor(ms)));
 }
 
 /**
@@ -320,6 +187,10 @@ function shownMs(ms: number): string {
  * not read. The deadline applies with or without `--max-age`. Age equal to
  * the limit passes, and so does the boot clock equal to the deadline; a
  * marker with an mtime in the future counts as fresh.
+ *
+ * @param obs What examining the marker found.
+ * @param opts The path and the clocks.
+ * @returns The verdict and its reason line.
  */
 export function judgeMarker(
   obs: MarkerObservation,
@@ -377,7 +248,7 @@ export function judgeMarker(
     kind: "Stale",
     reason: `health marker stale: ${path} gate deadline passed ${
       shownMs(late)
-    } ago (${field} in the marker); the lease sidecar has not confirmed the lease`,
+    } ago (${field} in the marker); the lease sidecar has not confirmed the lease or cannot write the marker (its log says which)`,
   });
   let boot: number;
   try {
@@ -409,6 +280,10 @@ export interface ExamineOptions {
  * symlinks, reading at most {@linkcode MARKER_MAX_BYTES}) and hands what it
  * found to {@linkcode judgeMarker}. Never throws: whatever goes wrong is an
  * `Indeterminate` verdict, because a probe must fail closed.
+ *
+ * @param path The marker's path.
+ * @param opts The age limit and, for tests, the clocks.
+ * @returns The verdict; never throws.
  */
 export function examineMarker(path: string, opts: ExamineOptions): Verdict {
   let obs: MarkerObservation;

@@ -6,50 +6,53 @@
  * |---|---|---|
  * | `holder` | holder bytes (UTF-8), no newline | 0644 |
  * | `token` | decimal fencing token, no newline | 0644 |
- * | `healthy` | health marker (lib/marker.ts); its mtime is what the probe checks | 0644 |
+ * | `healthy` | health marker (`marker.ts`); its mtime is what the probe checks | 0644 |
  * | `check` | the probe executable | 0755 |
  *
- * Writes are atomic and durable: a temp file named `.<name>.tmp-<16 hex>` in
- * the same directory is written, chmod-ed (the mode given to `open` is subject
- * to the umask), fsync-ed, renamed over the target, and then the directory is
- * fsync-ed (best effort: some file systems refuse) so the rename itself
- * survives a node crash. A crash can leave a
- * temp file behind; {@linkcode StateDir.cleanStaleTemps} removes ours at
- * start-up (the init container and the sidecar never run at the same time,
- * so every temp file seen at start-up is stale).
+ * Writes are atomic, and no more: a temp file named `.<name>.tmp-<16 hex>`
+ * in the same directory is created with the file's mode, written, closed and
+ * renamed over the target (chmod-ed first only when the process umask would
+ * strip a bit of the mode). A reader (the probe, a restarted sidecar) sees
+ * the old file or the new one, never a part: rename(2) is atomic for
+ * concurrent readers on its own. Nothing is fsync-ed, because nothing here
+ * must outlive a node crash: the volume is the pod's `emptyDir`, and after a
+ * node crash the kubelet starts the pod in a new sandbox, which runs the init
+ * container again before the sidecar and the main containers; it rewrites
+ * `holder`, `token`, `healthy` and `check` before anyone reads them, so a
+ * file a crash left empty or torn is never read (with `medium: Memory` the
+ * files are gone anyway). A container restart (not a node crash) keeps the
+ * page cache, so it sees every completed write. A crash can leave a temp
+ * file behind; {@linkcode StateDir.cleanStaleTemps} removes ours at start-up
+ * (the init container and the sidecar never run at the same time, so every
+ * temp file seen at start-up is stale).
  *
  * Reads never follow symlinks, accept regular files only and cap their size
  * (holder 1 KiB, token 32 bytes, marker 4 KiB); see `readSmallFileNoFollow`
- * in lib/marker.ts. An absent file reads as `undefined`; anything else wrong
+ * in `nofollow.ts`. An absent file reads as `undefined`; anything else wrong
  * is a `StateFileError` naming the path. Reads are synchronous (tiny local
- * files, and the probe shares the code); writes are async because fsync and
- * copying the executable can take a while.
+ * files, and the probe shares the code); writes are async because copying
+ * the executable can take a while.
  *
- * `check`: the webhook runs the probe as `<state>/check check <state>/healthy
- * --max-age 30s`, so `check` must be something the main container can exec.
- * A compiled binary (`Deno.build.standalone`) copies itself there. Under
- * `deno run` (development, tests, and while `deno compile` is unavailable)
- * there is no self-contained executable to copy, so a `#!/bin/sh` wrapper is
- * installed instead that execs the same `deno` with this checkout's
- * `main.ts` and permission set; it behaves like the binary, but it needs
- * `/bin/sh`, the `deno` executable and this checkout at the same paths in
- * the container that runs the probe, which holds on one machine but not in a
- * real pod.
+ * `check`, the probe executable, is installed as `install_check.ts`
+ * describes.
  *
  * @module
  */
 import {
-  describeNonRegular,
   formatMarker,
   MARKER_MAX_BYTES,
   type MarkerDeadlines,
   parseMarker,
+} from "./marker.ts";
+import {
+  describeNonRegular,
   readSmallFileNoFollow,
   StateFileError,
-} from "./marker.ts";
+} from "./nofollow.ts";
+import { checkSource, type InstallCheckOptions } from "./install_check.ts";
 
 /** The file names in the state directory; fixed by the webhook and the probe argv. */
-export const STATE_FILES = {
+const STATE_FILES = {
   holder: "holder",
   token: "token",
   marker: "healthy",
@@ -57,10 +60,10 @@ export const STATE_FILES = {
 } as const;
 
 /** The largest holder read or written; the API allows 253 bytes, so this is generous. */
-export const HOLDER_MAX_BYTES = 1024;
+const HOLDER_MAX_BYTES = 1024;
 
 /** The largest token file read; a positive int32 needs at most 10 digits. */
-export const TOKEN_MAX_BYTES = 32;
+const TOKEN_MAX_BYTES = 32;
 
 /** The largest fencing token: the API's tokens are positive int32 values. */
 export const TOKEN_MAX = 2147483647;
@@ -74,6 +77,11 @@ const TEMP_RE = /^\.(holder|token|healthy|check)\.tmp-[0-9a-f]{16}$/;
  * not written by either, and the sidecar must not adopt a lease on the
  * strength of a file it cannot vouch for. Throws a `StateFileError` naming
  * `path` and the expected form.
+ *
+ * @param text The file's content.
+ * @param path The file, for the message.
+ * @returns The token.
+ * @throws {StateFileError} When the content is not a canonical positive int32.
  */
 export function parseToken(text: string, path: string): number {
   if (/^[1-9][0-9]{0,9}$/.test(text)) {
@@ -90,50 +98,6 @@ export function parseToken(text: string, path: string): number {
   );
 }
 
-/**
- * Quotes `s` for a POSIX shell with single quotes, so a path with spaces,
- * quotes or `$` in it reaches the wrapped command unchanged.
- */
-export function shellQuote(s: string): string {
-  return `'${s.replaceAll("'", `'\\''`)}'`;
-}
-
-/**
- * The `check` wrapper installed under `deno run`: it makes the probe argv
- * (`<state>/check check ...`) run this checkout's CLI the way the compiled
- * binary would run itself (same permission set, no prompts, quiet).
- */
-export function checkWrapperScript(denoPath: string, repoRoot: string): string {
-  const root = repoRoot.replace(/\/+$/, "");
-  return "#!/bin/sh\n" +
-    "# berth-acquire probe wrapper, installed because the helper ran under `deno run`.\n" +
-    `exec ${
-      shellQuote(denoPath)
-    } run -q --no-prompt -P=berth-acquire --config ${
-      shellQuote(`${root}/deno.json`)
-    } ${shellQuote(`${root}/main.ts`)} "$@"\n`;
-}
-
-/** How {@linkcode StateDir.installCheck} installs the probe; the defaults describe this process. */
-export interface InstallCheckOptions {
-  /** Whether this process is a compiled binary that can copy itself; default `Deno.build.standalone`. */
-  standalone?: boolean;
-  /** The running executable; default `Deno.execPath()`. */
-  execPath?: string;
-  /** The checkout whose `main.ts` the wrapper runs; default the directory above lib/. */
-  repoRoot?: string;
-}
-
-function repoRootOfThisModule(): string {
-  const url = new URL("../..", import.meta.url);
-  if (url.protocol !== "file:") {
-    throw new Error(
-      `cannot install the probe wrapper: berth-acquire was loaded from ${url.href}, not from local files; run it from a checkout or as a compiled binary`,
-    );
-  }
-  return decodeURIComponent(url.pathname);
-}
-
 function randomSuffix(): string {
   const b = crypto.getRandomValues(new Uint8Array(8));
   return Array.from(b, (x) => x.toString(16).padStart(2, "0")).join("");
@@ -144,10 +108,11 @@ function randomSuffix(): string {
  * way (see the module doc). Construct it with the configured directory.
  */
 export class StateDir {
+  #umaskValue: number | undefined;
   /** Uses `dir` as the state directory; nothing is touched until a method is called. */
   constructor(readonly dir: string) {}
 
-  /** The path of one of the {@linkcode STATE_FILES}, for logs and messages. */
+  /** The path of one of the `STATE_FILES`, for logs and messages. */
   path(name: string): string {
     return `${this.dir.replace(/\/+$/, "")}/${name}`;
   }
@@ -160,7 +125,7 @@ export class StateDir {
   /**
    * Records the holder the lease was acquired for, so that the sidecar only
    * ever adopts a lease that was taken for its own holder. Refuses a holder
-   * longer than {@linkcode HOLDER_MAX_BYTES}, which could not be read back.
+   * longer than `HOLDER_MAX_BYTES` (1 KiB), which could not be read back.
    */
   async writeHolder(holder: string): Promise<void> {
     const bytes = new TextEncoder().encode(holder);
@@ -281,23 +246,16 @@ export class StateDir {
    * wrapper under `deno run` (see the module doc for the difference).
    */
   async installCheck(options: InstallCheckOptions = {}): Promise<void> {
-    const standalone = options.standalone ?? Deno.build.standalone;
-    const execPath = options.execPath ?? Deno.execPath();
-    if (standalone) {
-      await this.#replaceAtomic(STATE_FILES.check, 0o755, async (tmp) => {
-        await Deno.copyFile(execPath, tmp);
+    const source = checkSource(options);
+    if ("copyOf" in source) {
+      await this.#replaceAtomic(STATE_FILES.check, async (tmp) => {
+        await Deno.copyFile(source.copyOf, tmp);
+        // copyFile takes the source's mode, whatever the umask.
+        await Deno.chmod(tmp, 0o755);
       });
       return;
     }
-    const script = checkWrapperScript(
-      execPath,
-      options.repoRoot ?? repoRootOfThisModule(),
-    );
-    await this.#writeAtomic(
-      STATE_FILES.check,
-      new TextEncoder().encode(script),
-      0o755,
-    );
+    await this.#writeAtomic(STATE_FILES.check, source.script, 0o755);
   }
 
   /**
@@ -335,7 +293,7 @@ export class StateDir {
   }
 
   #writeAtomic(name: string, bytes: Uint8Array, mode: number): Promise<void> {
-    return this.#replaceAtomic(name, mode, async (tmp) => {
+    return this.#replaceAtomic(name, async (tmp) => {
       const f = await Deno.open(tmp, { write: true, createNew: true, mode });
       try {
         let off = 0;
@@ -343,26 +301,19 @@ export class StateDir {
       } finally {
         f.close();
       }
+      if (mode & this.#umask()) await Deno.chmod(tmp, mode);
     });
   }
 
-  /** Creates the temp file with `fill`, then chmod, fsync, rename, fsync the directory. */
+  /** Creates the temp file with `fill` (which sets its mode), then renames it over the target. */
   async #replaceAtomic(
     name: string,
-    mode: number,
     fill: (tmp: string) => Promise<void>,
   ): Promise<void> {
     const target = this.path(name);
     const tmp = this.path(`.${name}.tmp-${randomSuffix()}`);
     try {
       await fill(tmp);
-      await Deno.chmod(tmp, mode);
-      const f = await Deno.open(tmp, { read: true });
-      try {
-        await f.sync();
-      } finally {
-        f.close();
-      }
       await Deno.rename(tmp, target);
     } catch (e) {
       await Deno.remove(tmp).catch(() => {});
@@ -376,18 +327,15 @@ export class StateDir {
         }; check that the state volume is mounted read-write and has space`,
       );
     }
-    // Best effort: the rename has happened, so a file system that cannot
-    // fsync a directory must not turn a successful write into a failure.
-    try {
-      const d = await Deno.open(this.dir, { read: true });
-      try {
-        await d.sync();
-      } finally {
-        d.close();
-      }
-    } catch {
-      // The write is visible; only its durability across a node crash is weaker.
-    }
+  }
+
+  /**
+   * The process umask, read at the first write (reading it costs two
+   * syscalls; a chmod on every write would cost one each time). Nothing in
+   * this project changes it while running.
+   */
+  #umask(): number {
+    return this.#umaskValue ??= Deno.umask();
   }
 
   #dirError(doing: string, e: unknown): Error {

@@ -97,7 +97,7 @@ Deno.test("gate deadline in the marker has passed: stale even with a fresh mtime
     match(
       r.stdout,
       new RegExp(
-        `^health marker stale: ${dir}/healthy gate deadline passed .+; the lease sidecar has not confirmed the lease\\n$`,
+        `^health marker stale: ${dir}/healthy gate deadline passed .+; the lease sidecar has not confirmed the lease or cannot write the marker \\(its log says which\\)\\n$`,
       ),
     );
   });

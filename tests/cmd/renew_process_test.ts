@@ -302,7 +302,7 @@ Deno.test("a SIGKILLed sidecar's marker makes check fail by the gate deadline in
   assert.match(
     after.stdout,
     new RegExp(
-      `^health marker stale: ${dir.path}/healthy gate deadline passed \\S+ ago \\(gate_closes_boottime_ms in the marker\\); the lease sidecar has not confirmed the lease\\n$`,
+      `^health marker stale: ${dir.path}/healthy gate deadline passed \\S+ ago \\(gate_closes_boottime_ms in the marker\\); the lease sidecar has not confirmed the lease or cannot write the marker \\(its log says which\\)\\n$`,
     ),
   );
   // Nobody removed it: only the deadline in its content failed the probe.
@@ -356,7 +356,7 @@ Deno.test("a sidecar restarted with a healthy lease never drops the marker and r
   assert.deepEqual([rec?.holder, rec?.fencingToken], [HOLDER, 1]);
 });
 
-Deno.test("SIGTERM releases the lease and exits 0; the next holder gets the next token at once", async () => {
+Deno.test("SIGTERM releases the lease once the lead has passed and exits 0; the next holder gets the next token at once", async () => {
   await using server = await startDevServer();
   await using dir = await tempDir();
   const { sidecar } = await startSidecar(server, env(server, dir.path));
@@ -365,6 +365,15 @@ Deno.test("SIGTERM releases the lease and exits 0; the next holder gets the next
   const status = await sidecar.wait();
   assert.equal(status.code, 0, sidecar.log);
   assert.match(sidecar.log, /msg="lease released".* fencing_token=1(\s|$)/m);
+  // Probe mode cannot see the workload: the release waits out the lead.
+  assert.match(
+    sidecar.log,
+    /msg="waiting for the enforcement lead to pass before releasing the lease".* wait_ms=\d+/,
+  );
+  assert.match(
+    sidecar.log,
+    /msg="releasing the lease: the enforcement lead has passed since the gate closed"/,
+  );
   assert.equal(server.rpcCount("release"), 1);
   assert.equal(readMarker(dir.path), undefined, "gate closed before release");
 
@@ -435,6 +444,90 @@ Deno.test("SIGTERM with release-on-shutdown=false exits 0 and keeps the lease", 
 });
 
 // ---------------------------------------------------------------------------
+// A state volume that turns read-only while the sidecar runs.
+
+async function canMount(): Promise<string | undefined> {
+  if (Deno.uid() !== 0) return "needs root to mount a tmpfs";
+  const dir = await Deno.makeTempDir({ prefix: "berth-mount-probe-" });
+  try {
+    const out = await new Deno.Command("mount", {
+      args: ["-t", "tmpfs", "-o", "size=1m", "tmpfs", dir],
+      stderr: "piped",
+    }).output();
+    if (!out.success) {
+      return `cannot mount a tmpfs: ${
+        new TextDecoder().decode(out.stderr).trim()
+      }`;
+    }
+    await new Deno.Command("umount", { args: [dir] }).output();
+    return undefined;
+  } finally {
+    await Deno.remove(dir).catch(() => {});
+  }
+}
+
+const noMount = await canMount();
+if (noMount) {
+  console.log(`skipped: renew on a read-only state volume: ${noMount}`);
+}
+
+async function mount(...args: string[]): Promise<void> {
+  const out = await new Deno.Command("mount", { args, stderr: "piped" })
+    .output();
+  assert.ok(out.success, new TextDecoder().decode(out.stderr));
+}
+
+Deno.test({
+  name:
+    "a state volume that turns read-only: the sidecar names the marker write that failed, the probe points at it, and the marker comes back",
+  ignore: noMount !== undefined,
+  async fn() {
+    await using server = await startDevServer();
+    await using dir = await tempDir();
+    await mount("-t", "tmpfs", "-o", "size=1m,mode=0755", "tmpfs", dir.path);
+    try {
+      const { sidecar } = await startSidecar(server, env(server, dir.path));
+      await using _ = sidecar;
+      await mount("-o", "remount,ro", dir.path);
+      const line = await sidecar.waitForLine(
+        /level=ERROR msg="the lease is confirmed, but the health marker cannot be written/,
+      );
+      assert.match(line, /write="health marker"/);
+      assert.ok(line.includes(`${dir.path}/healthy`), line);
+      // The old marker's deadline passes: the probe's line sends the
+      // operator to the sidecar's log rather than blaming the lease.
+      const stale = await waitFor(async () => {
+        const r = await probe(dir.path);
+        return r.code === 1 && r;
+      }, { timeoutMs: FEW_HEARTBEATS_MS, what: "the probe to fail" });
+      assert.match(
+        stale.stdout,
+        /or cannot write the marker \(its log says which\)/,
+      );
+      assert.equal(
+        sidecar.lines.filter((l) =>
+          l.includes("health marker cannot be written")
+        )
+          .length,
+        1,
+        "once per run of failures, not at every heartbeat",
+      );
+      await mount("-o", "remount,rw", dir.path);
+      await sidecar.waitForLine(/the health marker is written again/);
+      const ok = await waitFor(async () => {
+        const r = await probe(dir.path);
+        return r.code === 0 && r;
+      }, { timeoutMs: FEW_HEARTBEATS_MS, what: "the probe to pass again" });
+      assert.equal(ok.stdout, "");
+      sidecar.kill("SIGTERM");
+      assert.equal((await sidecar.wait()).code, 0, sidecar.log);
+    } finally {
+      await new Deno.Command("umount", { args: ["-l", dir.path] }).output();
+    }
+  },
+});
+
+// ---------------------------------------------------------------------------
 // Signal mode, end to end, in a private PID namespace.
 
 const noSignalMode = await namespaceUnavailable();
@@ -444,17 +537,79 @@ if (noSignalMode) {
 
 /**
  * PID 1 of the namespace: starts the workload (a copy of `sleep` named
- * `workload`), then the sidecar given as arguments, and records how the
- * workload ended.
+ * `workload`; with `stubborn`, one that ignores SIGTERM), then the sidecar
+ * given as arguments, and records how the workload ended.
  */
-const POD_SCRIPT = `work=$1; shift
+const POD_SCRIPT = `work=$1; stubborn=$2; shift 2
+if [ "$stubborn" = yes ]; then trap '' TERM; fi
 "$work/workload" 600 &
 w=$!
+trap - TERM
 "$@" &
 wait "$w"
 echo "$?" > "$work/workload.status.tmp" && mv "$work/workload.status.tmp" "$work/workload.status"
 wait
 `;
+
+/** A pod in its own PID namespace: a workload and the real sidecar. */
+async function startPod(
+  e: Env,
+  work: string,
+  stubborn: boolean,
+): Promise<{ pod: Deno.ChildProcess; output: Promise<Deno.CommandOutput> }> {
+  const sleep = ["/bin/sleep", "/usr/bin/sleep"].find((p) => {
+    try {
+      return Deno.statSync(p).isFile;
+    } catch {
+      return false;
+    }
+  });
+  assert.ok(sleep, "sleep is installed");
+  await Deno.copyFile(sleep, `${work}/workload`);
+  await Deno.chmod(`${work}/workload`, 0o755);
+  const pod = new Deno.Command("unshare", {
+    args: [
+      "--pid",
+      "--fork",
+      "--kill-child",
+      "--mount-proc",
+      "/bin/sh",
+      "-c",
+      POD_SCRIPT,
+      "pod",
+      work,
+      stubborn ? "yes" : "no",
+      ...cliArgv(["renew"]),
+    ],
+    env: { ...e, PATH: Deno.env.get("PATH") ?? "/usr/bin:/bin" },
+    clearEnv: true,
+    stdin: "null",
+    stdout: "piped",
+    stderr: "piped",
+  }).spawn();
+  return { pod, output: pod.output() };
+}
+
+/** The children of `pid`, as this (outer) PID namespace numbers them. */
+function childrenOf(pid: number): { pid: number; comm: string }[] {
+  const out: { pid: number; comm: string }[] = [];
+  for (const entry of Deno.readDirSync("/proc")) {
+    if (!/^\d+$/.test(entry.name)) continue;
+    try {
+      const stat = Deno.readTextFileSync(`/proc/${entry.name}/stat`);
+      const rest = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+      if (Number(rest[1]) === pid) {
+        out.push({
+          pid: Number(entry.name),
+          comm: stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")")),
+        });
+      }
+    } catch {
+      // Exited meanwhile.
+    }
+  }
+  return out;
+}
 
 Deno.test({
   name:
@@ -464,41 +619,11 @@ Deno.test({
     await using server = await startDevServer();
     await using dir = await tempDir();
     await using work = await tempDir("berth-pod-");
-    const sleep = ["/bin/sleep", "/usr/bin/sleep"].find((p) => {
-      try {
-        return Deno.statSync(p).isFile;
-      } catch {
-        return false;
-      }
-    });
-    assert.ok(sleep, "sleep is installed");
-    await Deno.copyFile(sleep, `${work.path}/workload`);
-    await Deno.chmod(`${work.path}/workload`, 0o755);
-
     const e = env(server, dir.path, {
       extra: { BERTH_ENFORCE: "signal", BERTH_SIGNAL_TARGET: "workload" },
     });
     await acquire(e);
-    const pod = new Deno.Command("unshare", {
-      args: [
-        "--pid",
-        "--fork",
-        "--kill-child",
-        "--mount-proc",
-        "/bin/sh",
-        "-c",
-        POD_SCRIPT,
-        "pod",
-        work.path,
-        ...cliArgv(["renew"]),
-      ],
-      env: { ...e, PATH: Deno.env.get("PATH") ?? "/usr/bin:/bin" },
-      clearEnv: true,
-      stdin: "null",
-      stdout: "piped",
-      stderr: "piped",
-    }).spawn();
-    const output = pod.output();
+    const { pod, output } = await startPod(e, work.path, false);
     try {
       const renews = server.rpcCount("renew");
       await waitFor(
@@ -533,5 +658,70 @@ Deno.test({
     const log = new TextDecoder().decode((await output).stderr);
     assert.match(log, /msg="lease lost; stopping the workload"/);
     assert.match(log, /msg="signalled workload process".*comm=workload/);
+    assert.doesNotMatch(log, /shareProcessNamespace/, "the target was seen");
+  },
+});
+
+Deno.test({
+  name:
+    "signal mode: SIGTERM to the sidecar alone releases only after the workload that ignores SIGTERM was killed",
+  ignore: noSignalMode !== undefined,
+  async fn() {
+    await using server = await startDevServer();
+    await using dir = await tempDir();
+    await using work = await tempDir("berth-pod-");
+    const e = env(server, dir.path, {
+      extra: {
+        BERTH_ENFORCE: "signal",
+        BERTH_SIGNAL_TARGET: "workload",
+        BERTH_ENFORCE_GRACE_SECONDS: "1",
+      },
+    });
+    await acquire(e);
+    const { pod, output } = await startPod(e, work.path, true);
+    let log = "";
+    try {
+      const renews = server.rpcCount("renew");
+      await waitFor(
+        () => server.rpcCount("renew") > renews && readMarker(dir.path),
+        { timeoutMs: FEW_HEARTBEATS_MS, what: "the sidecar to renew" },
+      );
+      // The pod's PID 1 is unshare's child; the sidecar is its deno child.
+      const init = await waitFor(() => childrenOf(pod.pid)[0], {
+        timeoutMs: 10_000,
+        what: "the pod's init",
+      });
+      const sidecar = childrenOf(init.pid).find((c) => c.comm !== "workload");
+      assert.ok(sidecar, JSON.stringify(childrenOf(init.pid)));
+      Deno.kill(sidecar.pid, "SIGTERM");
+      await waitFor(() => server.rpcCount("release") > 0, {
+        timeoutMs: FEW_HEARTBEATS_MS,
+        what: "the release",
+      });
+      const status = await waitFor(
+        () => readStateFile(work.path, "workload.status"),
+        { timeoutMs: FEW_HEARTBEATS_MS, what: "the workload's end" },
+      );
+      assert.equal(
+        status.trim(),
+        "137",
+        "the workload ignored SIGTERM: SIGKILL",
+      );
+    } finally {
+      try {
+        pod.kill("SIGKILL");
+      } catch {
+        // Already exited.
+      }
+      log = new TextDecoder().decode((await output).stderr);
+    }
+    const at = (re: RegExp) => log.search(re);
+    assert.ok(at(/signal=SIGTERM/) >= 0, log);
+    assert.ok(at(/signal=SIGKILL/) > at(/signal=SIGTERM/), log);
+    assert.ok(
+      at(/releasing the lease: the workload is stopped/) > at(/signal=SIGKILL/),
+      log,
+    );
+    assert.ok(at(/msg="lease released"/) > 0, log);
   },
 });

@@ -1,11 +1,14 @@
 import assert from "node:assert/strict";
 import {
   type MarkerStore,
-  matchesTarget,
   ProbeEnforcer,
+  type StopEvidence,
+} from "../../lib/enforce/enforcer.ts";
+import {
+  matchesTarget,
   SignalEnforcer,
   type SignalEnforcerOptions,
-} from "../../lib/enforce/enforcer.ts";
+} from "../../lib/enforce/signal.ts";
 import { createLogger } from "../../lib/obs/log.ts";
 import type { MarkerDeadlines } from "../../lib/state/marker.ts";
 import type {
@@ -46,6 +49,7 @@ class FakeMarker implements MarkerStore {
 interface FakeProc {
   comm: string;
   exe?: string;
+  cmdline?: string[];
   startTime?: number;
   state?: string;
   uid?: number;
@@ -74,6 +78,7 @@ class FakeTable implements ProcessTable {
       pid,
       comm: p.comm,
       exe: p.exe,
+      cmdline: p.cmdline,
       startTime: p.startTime ?? 0,
       state: p.state ?? "S",
       uid: p.uid,
@@ -209,14 +214,45 @@ Deno.test("signal: PID 1, itself, its parent, its own executable, dead and other
   await enforcer.dispose();
 });
 
-Deno.test("signal: a long target matches the kernel's 15-byte comm", async () => {
+Deno.test("signal: a long target matches the kernel's 15-byte comm only when the full name is the target's", async () => {
   const { enforcer, table, kills } = setup({
     target: "payments-worker-main",
     graceMs: 0,
   });
-  table.add(10, { comm: "payments-worker" });
-  table.add(11, { comm: "payments-worke" });
-  table.add(12, { comm: "payments-worker-main-2" });
+  // comm keeps 15 bytes; argv[0] (a symlink to another binary) has the full name.
+  table.add(10, {
+    comm: "payments-worker",
+    exe: "/usr/bin/sleep",
+    cmdline: ["/app/payments-worker-main", "1000"],
+  });
+  // Same cut comm, another full name: never signalled.
+  table.add(11, {
+    comm: "payments-worker",
+    exe: "/usr/bin/sleep",
+    cmdline: ["/app/payments-worker-aux", "1000"],
+  });
+  // Same cut comm, full name unknown: not signalled either.
+  table.add(12, { comm: "payments-worker" });
+  // A script started through its interpreter: the script's path follows it.
+  table.add(13, {
+    comm: "payments-worker",
+    exe: "/usr/bin/python3.12",
+    cmdline: ["/usr/bin/python3", "/app/payments-worker-main"],
+  });
+  table.add(14, { comm: "payments-worke" });
+  table.add(15, { comm: "payments-worker-main-2" });
+  await enforcer.close("lease lost");
+  assert.deepEqual(kills(), ["kill 10 SIGTERM", "kill 13 SIGTERM"]);
+  await enforcer.dispose();
+});
+
+Deno.test("signal: a 15-byte target is confirmed by the full name too", async () => {
+  const { enforcer, table, kills } = setup({
+    target: "payments-worker", // exactly 15 bytes: a comm of it may be cut
+    graceMs: 0,
+  });
+  table.add(10, { comm: "payments-worker", cmdline: ["./payments-worker"] });
+  table.add(11, { comm: "payments-worker", cmdline: ["payments-worker-2"] });
   await enforcer.close("lease lost");
   assert.deepEqual(kills(), ["kill 10 SIGTERM"]);
   await enforcer.dispose();
@@ -227,13 +263,18 @@ Deno.test("matchesTarget: truncation that splits a multi-byte character matches 
   const kept = new TextDecoder().decode(
     new TextEncoder().encode(target).subarray(0, 15),
   );
-  const p = (comm: string): ProcessInfo => ({
+  const p = (comm: string, cmdline?: string[]): ProcessInfo => ({
     pid: 10,
     comm,
+    cmdline,
     startTime: 1,
     state: "S",
   });
-  assert.equal(matchesTarget(p(kept), target), true);
+  assert.equal(matchesTarget(p(kept, [`/bin/${target}`]), target), true);
+  assert.equal(
+    matchesTarget(p(kept, ["/bin/wörker-ünïcode-y"]), target),
+    false,
+  );
   assert.equal(matchesTarget(p("wörker-ünïcode"), target), false);
   assert.equal(
     matchesTarget(p(""), ""),
@@ -411,22 +452,74 @@ Deno.test("signal: dispose() stops rescans and pending SIGKILLs", async () => {
   assert.equal(clock.nextWake(), undefined, "no timer left behind");
 });
 
-Deno.test("signal: finding no target is logged once per closing, at its first scan", async () => {
+Deno.test("signal: no target is blamed on the PID namespace only until one was seen, and said once per streak", async () => {
   const { enforcer, table, clock, records, kills } = setup();
-  const none = () =>
-    records.filter((r) => r.msg.startsWith("no process matches")).length;
+  const namespace = () =>
+    records.filter((r) => r.msg.includes("shareProcessNamespace")).length;
+  const notRunning = () =>
+    records.filter((r) => r.msg.startsWith("the signal target is not running"))
+      .length;
   await enforcer.close("lease lost");
-  assert.equal(none(), 1);
-  assert.match(
-    records.find((r) => r.level === "INFO")!.msg,
-    /shareProcessNamespace/,
+  await clock.advance(1000); // four rescans, still nothing
+  await enforcer.close("lease lost");
+  assert.equal(namespace(), 1, "said once, not at every scan");
+  assert.equal(
+    records.find((r) => r.level === "WARN")?.msg.includes(
+      "shareProcessNamespace",
+    ),
+    true,
   );
   table.add(10, { comm: "app" });
   await clock.advance(250);
   assert.deepEqual(kills(), ["kill 10 SIGTERM"]);
-  await clock.advance(1000); // the target is gone: not worth another record
+  // The target was seen: from now on its absence is just "not running".
+  await clock.advance(1000);
+  await enforcer.open(DEADLINES);
   await enforcer.close("lease lost");
-  assert.equal(none(), 1);
+  await clock.advance(1000);
+  assert.equal(namespace(), 1);
+  assert.equal(notRunning(), 1, "once for the whole streak, across closings");
+  table.add(11, { comm: "app" });
+  await clock.advance(250);
+  await clock.advance(250);
+  assert.equal(notRunning(), 2, "a new streak after a target was seen again");
+  await enforcer.dispose();
+});
+
+Deno.test("signal: workloadStopped waits for the SIGKILL of a target that ignores SIGTERM", async () => {
+  const { enforcer, table, clock, kills } = setup({ graceMs: 5000 });
+  table.add(10, { comm: "app", ignoreTerm: true });
+  const t0 = clock.now();
+  await enforcer.close("lease lost");
+  const result: { evidence?: StopEvidence } = {};
+  enforcer.workloadStopped(clock.timeout(6000)).then((e) =>
+    result.evidence = e
+  );
+  await clock.advanceTo(t0 + 4999);
+  assert.ok(!("evidence" in result), "still running: no verdict yet");
+  await clock.advanceTo(t0 + 5250);
+  assert.deepEqual(kills(), ["kill 10 SIGTERM", "kill 10 SIGKILL"]);
+  assert.equal(result.evidence?.stopped, true);
+  await enforcer.dispose();
+});
+
+Deno.test("signal: workloadStopped is false when no target was ever seen, or one still runs at the bound", async () => {
+  const never = setup();
+  await never.enforcer.close("lease lost");
+  const e1 = await never.enforcer.workloadStopped(new AbortController().signal);
+  assert.equal(e1.stopped, false);
+  assert.match(e1.detail, /shareProcessNamespace/);
+  await never.enforcer.dispose();
+
+  const { enforcer, table, clock } = setup({ graceMs: 5000 });
+  table.add(10, { comm: "app", denied: true });
+  await enforcer.close("lease lost");
+  const bound = clock.timeout(1000);
+  const wait = enforcer.workloadStopped(bound);
+  await clock.advance(1000);
+  const e2 = await wait;
+  assert.equal(e2.stopped, false);
+  assert.match(e2.detail, /still running/);
   await enforcer.dispose();
 });
 
@@ -460,5 +553,7 @@ Deno.test("probe: close() removes the marker, open() rewrites it, a missing mark
   marker.failRemove = true;
   await enforcer.close("lease lost"); // reported, not thrown
   assert.equal(records.filter((r) => r.level === "ERROR").length, 1);
+  const evidence = await enforcer.workloadStopped();
+  assert.equal(evidence.stopped, false, "probe mode never knows");
   await enforcer.dispose();
 });

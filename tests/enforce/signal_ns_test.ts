@@ -59,6 +59,7 @@ Deno.test({
     // Privileged enforcer (root, CAP_KILL).
     const root = report.root as Record<string, Summary> & {
       graceMs: number;
+      stopped: unknown;
       markerGone: boolean;
       events: Event[];
     };
@@ -97,9 +98,19 @@ Deno.test({
       assert.equal(signals(root[name].pid)[0]?.signal, "SIGTERM", name);
     }
     assert.equal(signals(root.renamed.pid)[0].comm, "renamed");
+    assert.deepEqual(
+      root.stopped,
+      {
+        stopped: true,
+        detail: "no process named payments-worker-main is running",
+      },
+      "with every target gone the workload is known to be stopped",
+    );
 
-    // Spared: a sidecar, a name that is only a prefix, a copy of the enforcer's own binary.
-    for (const name of ["shipper", "prefix", "ownCopy"]) {
+    // Spared: a sidecar, a name that is only a prefix, another workload
+    // whose name has the same first 15 bytes (the same comm), a copy of the
+    // enforcer's own binary.
+    for (const name of ["shipper", "prefix", "lookalike", "ownCopy"]) {
       assert.equal(root[name].alive, true, `${name} must survive`);
       assert.deepEqual(signals(root[name].pid), [], name);
     }

@@ -1,7 +1,7 @@
 // The renewer's timing and handoff rules, driven by a fake clock and a
 // scripted server: every instant asserted here is exact, none is measured.
 import assert from "node:assert/strict";
-import type { Enforcer } from "../../lib/enforce/enforcer.ts";
+import type { Enforcer, StopEvidence } from "../../lib/enforce/enforcer.ts";
 import { createLogger, type Logger } from "../../lib/obs/log.ts";
 import type { MarkerDeadlines } from "../../lib/state/marker.ts";
 import {
@@ -19,7 +19,7 @@ const LEAD = 4_000; // probe period + timeout + grace
 
 interface EnforcerEvent {
   at: number;
-  op: "open" | "close" | "dispose";
+  op: "open" | "close" | "stopped?" | "dispose";
   marker?: MarkerDeadlines;
   reason?: string;
 }
@@ -35,13 +35,21 @@ class RecordingEnforcer implements Enforcer {
     this.events.push({ at: this.clock.now(), op: "close", reason });
     return Promise.resolve();
   }
+  /** What workloadStopped() answers; by default the workload is gone at once. */
+  stopped: (signal: AbortSignal) => Promise<StopEvidence> = () =>
+    Promise.resolve({ stopped: true, detail: "test: stopped" });
+  workloadStopped(signal: AbortSignal): Promise<StopEvidence> {
+    this.events.push({ at: this.clock.now(), op: "stopped?" });
+    return this.stopped(signal);
+  }
   dispose(): Promise<void> {
     this.events.push({ at: this.clock.now(), op: "dispose" });
     return Promise.resolve();
   }
   /** Whether the workload may run now: the last open/close decides. */
   get open_(): boolean {
-    const last = this.events.filter((e) => e.op !== "dispose").at(-1);
+    const last = this.events.filter((e) => e.op === "open" || e.op === "close")
+      .at(-1);
     return last?.op === "open";
   }
   firstClose(): EnforcerEvent | undefined {
@@ -54,6 +62,8 @@ class MemoryStore implements HandoffStore {
   token?: number | Error;
   marker?: MarkerDeadlines;
   writes: string[] = [];
+  /** Token writes fail while set (a read-only volume). */
+  refuseToken = false;
   readHolder() {
     return this.holder;
   }
@@ -70,6 +80,12 @@ class MemoryStore implements HandoffStore {
     return Promise.resolve();
   }
   writeToken(t: number) {
+    if (this.refuseToken) {
+      this.writes.push(`token=${t} refused`);
+      return Promise.reject(
+        new Error("/berth/token: cannot write it: Read-only file system"),
+      );
+    }
     this.token = t;
     this.writes.push(`token=${t}`);
     return Promise.resolve();
@@ -321,7 +337,11 @@ Deno.test("renews at the heartbeat and closes the gate exactly at the deadline m
     t0 + 6_000,
     "closes at deadline - lead, not at a heartbeat",
   );
-  assert.notEqual((t0 + 6_000 - t0) % HB, 0);
+  assert.deepEqual(
+    h.client.calls.filter((c) => c.at! > t0 + HB).map((c) => c.at),
+    [],
+    "no renewal answered or sent since the failed one: the gate's own timer closed it",
+  );
   await stop(h);
 });
 
@@ -417,9 +437,17 @@ Deno.test("acquired:false closes the gate at once; the next tick reacquires and 
     t0 + HB,
     "lost now, not at the deadline",
   );
-  assert.match(
-    h.enforcer.firstClose()!.reason!,
-    /held by prod\/pod:web-1:uid:2/,
+  assert.equal(
+    h.enforcer.firstClose()!.reason,
+    "lease lost: the server refused the renewal",
+    "the gate's reason is ours: no server text",
+  );
+  assert.ok(
+    h.logs.some((l) =>
+      l.includes('"lease lost; stopping the workload"') &&
+      l.includes("held by prod/pod:web-1:uid:2")
+    ),
+    "the log keeps the server's answer",
   );
   // While lost, every tick re-applies the enforcer and tries to acquire.
   await h.clock.advanceTo(t0 + 2 * HB + 1);
@@ -487,4 +515,153 @@ Deno.test("shutdown does not release when release-on-shutdown is off", async () 
   h.client.pending()!.answer({ kind: "acquired", lease: record(HOLDER, 9) });
   await stop(h);
   assert.equal(h.client.of("release").length, 0);
+});
+
+Deno.test("a shutdown whose workload is not known to be stopped releases only once the lead has passed since the gate closed", async () => {
+  const h = start(handoff(9, 10_000));
+  await settle();
+  h.client.pending()!.answer({ kind: "acquired", lease: record(HOLDER, 9) });
+  await settle();
+  h.enforcer.stopped = () =>
+    Promise.resolve({ stopped: false, detail: "test: cannot see it" });
+  const t0 = h.clock.now();
+  h.shutdown.abort();
+  await settle();
+  assert.equal(h.enforcer.open_, false, "the gate closes first");
+  await h.clock.advanceTo(t0 + LEAD - 1);
+  assert.equal(h.client.of("release").length, 0, "not before the lead");
+  await h.clock.advanceTo(t0 + LEAD);
+  const rel = h.client.pending()!;
+  assert.equal(rel.rpc, "release");
+  rel.answer({ kind: "released" });
+  await h.done;
+  assert.ok(
+    h.logs.some((l) =>
+      l.includes("releasing the lease: the enforcement lead has passed")
+    ),
+  );
+});
+
+Deno.test("a shutdown releases at once when the enforcer knows the workload is stopped", async () => {
+  const h = start(handoff(9, 10_000));
+  await settle();
+  h.client.pending()!.answer({ kind: "acquired", lease: record(HOLDER, 9) });
+  await settle();
+  const t0 = h.clock.now();
+  h.shutdown.abort();
+  await settle();
+  const rel = h.client.pending()!;
+  assert.equal(rel.rpc, "release");
+  assert.equal(rel.at, t0);
+  rel.answer({ kind: "released" });
+  await h.done;
+  assert.ok(
+    h.logs.some((l) =>
+      l.includes("releasing the lease: the workload is stopped")
+    ),
+  );
+});
+
+Deno.test("a shutdown after the gate closed for a near deadline lets the lease expire", async () => {
+  const h = start(handoff(9, 10_000));
+  const t0 = h.clock.now();
+  await settle();
+  h.client.pending()!.answer({ kind: "acquired", lease: record(HOLDER, 9) });
+  h.client.queue.push(
+    ...Array.from(
+      { length: 5 },
+      () => ({ kind: "server-error" as const, status: 500, message: "x" }),
+    ),
+  );
+  await h.clock.advanceTo(t0 + 6_000); // gate closes: deadline t0 + 10 s
+  assert.equal(h.enforcer.open_, false);
+  h.enforcer.stopped = (signal) =>
+    new Promise((resolve) =>
+      signal.addEventListener(
+        "abort",
+        () => resolve({ stopped: false, detail: "test: still running" }),
+      )
+    );
+  h.shutdown.abort();
+  await h.clock.advanceTo(t0 + 10_000);
+  await h.done;
+  assert.equal(h.client.of("release").length, 0);
+  assert.ok(h.logs.some((l) => l.includes("it expires on its own")));
+});
+
+Deno.test("a reacquired token the volume refuses is kept, retried, and its lease released; the next grant is not mistaken for another process's", async () => {
+  const h = start(() => {});
+  await settle();
+  h.store.refuseToken = true;
+  h.client.pending()!.answer({ kind: "acquired", lease: record(HOLDER, 6) });
+  await h.clock.advance(1_000); // the retries
+  assert.deepEqual(h.store.writes, [
+    "holder=" + HOLDER,
+    "token=6 refused",
+    "token=6 refused",
+    "token=6 refused",
+  ]);
+  const rel = h.client.pending()!;
+  assert.equal(
+    rel.rpc,
+    "release",
+    "a token the workload cannot get is given back",
+  );
+  assert.equal(rel.token, 6);
+  rel.answer({ kind: "server-error", status: 500, message: "x" }); // not released
+  await settle();
+  assert.equal(h.enforcer.open_, false);
+  const error = h.logs.find((l) => l.includes('"level":"ERROR"'))!;
+  assert.match(error, /cannot write the token file/);
+  assert.match(error, /\/berth\/token/);
+  // The volume is writable again; the server extends our own unreleased grant.
+  h.store.refuseToken = false;
+  await h.clock.advance(HB);
+  h.client.pending()!.answer({
+    kind: "acquired",
+    lease: record(HOLDER, 6, {
+      acquiredAt: "2026-05-07T00:00:00Z",
+      expiresAt: "2026-05-07T00:00:13Z",
+    }),
+  });
+  await settle();
+  assert.ok(h.enforcer.open_, "our own grant, not another process's");
+  assert.ok(!h.logs.some((l) => l.includes("already held under this holder")));
+  assert.equal(h.store.token, 6);
+  await stop(h);
+});
+
+Deno.test("a marker the volume refuses is reported once per run of failures, with the write named", async () => {
+  const h = start(handoff(4, 10_000));
+  const t0 = h.clock.now();
+  let refuse = true;
+  h.enforcer.open = (marker) => {
+    h.enforcer.events.push({ at: h.clock.now(), op: "open", marker });
+    return refuse
+      ? Promise.reject(
+        new Error("/berth/healthy: cannot write it: No space left on device"),
+      )
+      : Promise.resolve();
+  };
+  await settle();
+  h.client.queue.push(
+    ...Array.from(
+      { length: 3 },
+      () => ({ kind: "acquired" as const, lease: record(HOLDER, 4) }),
+    ),
+  );
+  h.client.pending()!.answer({ kind: "acquired", lease: record(HOLDER, 4) });
+  await h.clock.advanceTo(t0 + 2 * HB + 1);
+  const errors = h.logs.filter((l) =>
+    l.includes("health marker cannot be written")
+  );
+  assert.equal(errors.length, 1);
+  assert.match(errors[0], /No space left on device/);
+  assert.match(errors[0], /"write":"health marker"/);
+  refuse = false;
+  await h.clock.advanceTo(t0 + 3 * HB + 1);
+  assert.ok(
+    h.logs.some((l) => l.includes("the health marker is written again")),
+  );
+  await stop(h);
 });

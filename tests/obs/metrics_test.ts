@@ -7,16 +7,16 @@ import type {
   LeaseClient,
   ReleaseOutcome,
 } from "../../lib/lease/rpc.ts";
+import { LeaseMetrics } from "../../lib/obs/metrics.ts";
 import {
   escapeHelp,
   escapeLabelValue,
   formatSampleValue,
-  LeaseMetrics,
   METRICS_CONTENT_TYPE,
   Registry,
-} from "../../lib/obs/metrics.ts";
+} from "../../lib/obs/prometheus.ts";
 import type { ProcessTable } from "../../lib/enforce/proc.ts";
-import type { RenewerStatus } from "../../lib/hold/renewer.ts";
+import type { RenewerStatus } from "../../lib/hold/status.ts";
 
 Deno.test("exposition: HELP, TYPE and samples of every kind, exactly", () => {
   const r = new Registry();

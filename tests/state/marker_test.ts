@@ -6,9 +6,11 @@ import {
   type JudgeOptions,
   type MarkerObservation,
   type MarkerStat,
+} from "../../lib/state/marker.ts";
+import {
   readSmallFileNoFollow,
   StateFileError,
-} from "../../lib/state/marker.ts";
+} from "../../lib/state/nofollow.ts";
 
 const PATH = "/berth/healthy";
 const NOW = Date.UTC(2030, 0, 1, 12, 0, 0);
@@ -199,7 +201,7 @@ Deno.test("deadline passed: Stale naming the gate deadline, though the mtime is 
   deepEqual(r.verdict, {
     kind: "Stale",
     reason:
-      "health marker stale: /berth/healthy gate deadline passed 1.2s ago (gate_closes_boottime_ms in the marker); the lease sidecar has not confirmed the lease",
+      "health marker stale: /berth/healthy gate deadline passed 1.2s ago (gate_closes_boottime_ms in the marker); the lease sidecar has not confirmed the lease or cannot write the marker (its log says which)",
   });
   const justPast = judge({ stat: file(0), content: ours(BOOT - 1) }, 30_000);
   deepEqual(justPast.verdict.kind, "Stale");
@@ -344,7 +346,7 @@ Deno.test("the wall-clock copy of the gate deadline fails the probe even when th
   deepEqual(verdict, {
     kind: "Stale",
     reason:
-      "health marker stale: /berth/healthy gate deadline passed 1.5s ago (gate_closes_wall_ms in the marker); the lease sidecar has not confirmed the lease",
+      "health marker stale: /berth/healthy gate deadline passed 1.5s ago (gate_closes_wall_ms in the marker); the lease sidecar has not confirmed the lease or cannot write the marker (its log says which)",
   });
   const fresh = formatMarker({
     gateClosesBootMs: BOOT + 60_000,

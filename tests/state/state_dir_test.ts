@@ -6,14 +6,13 @@ import {
   rejects,
   throws,
 } from "node:assert/strict";
-import { formatMarker, StateFileError } from "../../lib/state/marker.ts";
+import { formatMarker } from "../../lib/state/marker.ts";
+import { StateFileError } from "../../lib/state/nofollow.ts";
 import {
   checkWrapperScript,
-  parseToken,
   shellQuote,
-  StateDir,
-  TOKEN_MAX,
-} from "../../lib/state/state_dir.ts";
+} from "../../lib/state/install_check.ts";
+import { parseToken, StateDir, TOKEN_MAX } from "../../lib/state/state_dir.ts";
 import { runExecutable } from "../support/cli.ts";
 
 /** Runs `fn` with a fresh state directory that is removed afterwards. */
@@ -290,4 +289,46 @@ Deno.test("a failed write leaves no temp file and names the target", async () =>
     await s.removeMarker();
     deepEqual(names(`${dir}/healthy`), ["keep"]);
   });
+});
+
+const strace = await new Deno.Command("strace", { args: ["-V"] }).output()
+  .then((o) => o.success, () => false);
+if (!strace) {
+  console.log("skipped: state write syscalls: strace is not installed");
+}
+
+Deno.test({
+  name:
+    "a state write (and the probe's install) is create, write, close, rename: no fsync, and no chmod when the umask keeps the mode",
+  ignore: !strace,
+  async fn() {
+    await withState(async (_s, dir) => {
+      const driver = new URL("./write_syscalls_driver.ts", import.meta.url)
+        .pathname;
+      const out = await new Deno.Command("strace", {
+        args: [
+          "-f",
+          "-qq",
+          "-e",
+          "trace=fsync,fdatasync,chmod,fchmod,fchmodat,rename,renameat,renameat2",
+          "-o",
+          `${dir}/trace`,
+          Deno.execPath(),
+          "run",
+          "-A",
+          "--no-config",
+          driver,
+          dir,
+        ],
+        env: { NO_COLOR: "1" },
+      }).output();
+      equal(out.code, 0, new TextDecoder().decode(out.stderr));
+      const calls = (await Deno.readTextFile(`${dir}/trace`)).split("\n")
+        .filter((l) => l.includes(dir) || /fsync|fdatasync/.test(l));
+      const count = (re: RegExp) => calls.filter((l) => re.test(l)).length;
+      equal(count(/\brename(at2?)?\(/), 10, calls.join("\n"));
+      equal(count(/\bf?(data)?sync\(/), 0, calls.join("\n"));
+      equal(count(/chmod/), 0, calls.join("\n"));
+    });
+  },
 });

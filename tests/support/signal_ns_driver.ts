@@ -14,10 +14,8 @@
  * @module
  */
 import { waitFor as waitForCondition } from "./wait.ts";
-import {
-  type MarkerStore,
-  SignalEnforcer,
-} from "../../lib/enforce/enforcer.ts";
+import type { MarkerStore } from "../../lib/enforce/enforcer.ts";
+import { SignalEnforcer } from "../../lib/enforce/signal.ts";
 import { systemClock } from "../../lib/state/clock.ts";
 import { createLogger } from "../../lib/obs/log.ts";
 import { LinuxProcessTable } from "../../lib/enforce/proc.ts";
@@ -119,6 +117,8 @@ async function orchestrate(): Promise<Record<string, unknown>> {
     await Deno.symlink(sleep, `${dir}/a/${target}`);
     await Deno.symlink(sleep, `${dir}/a/log-shipper`);
     await Deno.symlink(sleep, `${dir}/a/payments`);
+    // Same first 15 bytes as the target, so the same comm: another workload.
+    await Deno.symlink(sleep, `${dir}/a/payments-worker-aux`);
     await Deno.copyFile("/usr/bin/bash", `${dir}/b/${target}`);
     await Deno.chmod(`${dir}/b/${target}`, 0o755);
     await Deno.symlink(Deno.execPath(), `${dir}/c/${target}`);
@@ -140,6 +140,7 @@ async function orchestrate(): Promise<Record<string, unknown>> {
     // the enforcer's own executable under the target's name.
     const shipper = start(`${dir}/a/log-shipper`, ["1000"]);
     const prefix = start(`${dir}/a/payments`, ["1000"]);
+    const lookalike = start(`${dir}/a/payments-worker-aux`, ["1000"]);
     const ownCopy = start(`${dir}/c/${target}`, [
       "eval",
       "--no-config",
@@ -152,6 +153,7 @@ async function orchestrate(): Promise<Record<string, unknown>> {
         (await readComm(stubborn.pid)) === "payments-worker" &&
         (await readComm(renamed.pid)) === "renamed" &&
         (await readComm(first.pid)) === "payments-worker" &&
+        (await readComm(lookalike.pid)) === "payments-worker" &&
         (await readComm(ownCopy.pid)) === "payments-worker",
     );
 
@@ -192,6 +194,7 @@ async function orchestrate(): Promise<Record<string, unknown>> {
     await waitFor("the renamed copy to stop", () => !renamed.alive);
     const scans = table.scans;
     await waitFor("two more rescans", () => table.scans >= scans + 2);
+    const stopped = await enforcer.workloadStopped(AbortSignal.timeout(10_000));
     await enforcer.dispose();
     report.root = {
       graceMs,
@@ -204,7 +207,9 @@ async function orchestrate(): Promise<Record<string, unknown>> {
       restarted: restarted.summary(),
       shipper: shipper.summary(),
       prefix: prefix.summary(),
+      lookalike: lookalike.summary(),
       ownCopy: ownCopy.summary(),
+      stopped,
     };
 
     // An enforcer without CAP_KILL: uid 1000 facing targets of uid 65532 and 1000.

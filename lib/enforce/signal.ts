@@ -1,0 +1,378 @@
+/**
+ * `signal` enforcement (needs `shareProcessNamespace: true`): stops the
+ * workload at once instead of waiting for its liveness probe, SIGTERM then
+ * SIGKILL after the grace, and keeps stopping the processes the kubelet
+ * restarts while the lease is lost. Which processes are the workload is
+ * decided by {@linkcode matchesTarget}, on its own because the kernel keeps
+ * only 15 bytes of a process name.
+ *
+ * @module
+ */
+import type { Clock } from "../state/clock.ts";
+import type { Logger } from "../obs/log.ts";
+import type { MarkerDeadlines } from "../state/marker.ts";
+import {
+  type Enforcer,
+  type MarkerStore,
+  removeMarker,
+  type StopEvidence,
+} from "./enforcer.ts";
+import {
+  COMM_BYTES,
+  type ProcessInfo,
+  type ProcessTable,
+  type StopSignal,
+} from "./proc.ts";
+
+/** Options for {@linkcode SignalEnforcer}. */
+export interface SignalEnforcerOptions {
+  /** The workload's executable basename (`BERTH_SIGNAL_TARGET`); must not be empty. */
+  target: string;
+  /** SIGTERM -> SIGKILL grace in milliseconds (`enforceGraceSeconds` * 1000); 0 sends SIGKILL right after SIGTERM. */
+  graceMs: number;
+  /** How often to look for restarted targets while the gate is closed; default 250 ms (the kubelet restarts a stopped container at once the first time). */
+  scanIntervalMs?: number;
+  /** Times the grace and the rescans. */
+  clock: Clock;
+  /** Receives one INFO record per signal sent and a WARN per refused target. */
+  logger: Logger;
+  /** Where targets are found and signalled. */
+  processTable: ProcessTable;
+  /** The health marker, removed before any signal. */
+  marker: MarkerStore;
+}
+
+const encoder = new TextEncoder();
+
+function basename(path: string): string {
+  return path.slice(path.lastIndexOf("/") + 1);
+}
+
+/**
+ * Whether `p` is the workload named `target`, ignoring the exclusions. A
+ * process is the target when its executable's basename is `target` (also
+ * after it renamed itself), or its `comm` is `target` and cannot have been
+ * cut: the kernel keeps 15 bytes of a name, so a `comm` of exactly 15 bytes
+ * may be the start of a longer name (`worker-payments-1` and
+ * `worker-payments-2` both show `worker-payments`). Such a process matches
+ * only when its full name is known and is `target`: the basename of
+ * `cmdline[0]` (a symlinked or copied binary), or of `cmdline[1]` or
+ * `cmdline[2]` (a script the kernel started through its `#!` interpreter).
+ *
+ * @param p The process as the table shows it.
+ * @param target The configured target name.
+ * @returns True when `p` is the target.
+ */
+export function matchesTarget(p: ProcessInfo, target: string): boolean {
+  if (target === "") return false;
+  if (p.exe !== undefined && basename(p.exe) === target) return true;
+  if (p.comm === target && encoder.encode(target).length < COMM_BYTES) {
+    return true;
+  }
+  // A comm of 15 bytes may be the start of a longer name: confirm the full one.
+  if (p.comm !== truncateComm(target)) return false;
+  return (p.cmdline ?? []).some((a) => basename(a) === target);
+}
+
+/** `name` cut to what the kernel would keep in `comm` (decoded the way the process table decodes it). */
+function truncateComm(name: string): string {
+  const bytes = encoder.encode(name);
+  if (bytes.length <= COMM_BYTES) return name;
+  return new TextDecoder().decode(bytes.subarray(0, COMM_BYTES));
+}
+
+function gone(p: ProcessInfo | undefined): boolean {
+  return p === undefined || p.state === "Z" || p.state === "X";
+}
+
+/**
+ * The signal enforcer; see the module doc. It never signals PID 1, itself,
+ * its parent or another copy of its own executable.
+ */
+export class SignalEnforcer implements Enforcer {
+  #o: Required<SignalEnforcerOptions>;
+  /** Present while the gate is closed; aborting it stops the rescans and pending KILLs. */
+  #gate: AbortController | undefined;
+  #reason = "";
+  /** Targets already sent SIGTERM during this closing, by `pid:startTime`. */
+  #termed = new Set<string>();
+  /** PIDs whose refused signal was already reported during this closing. */
+  #deniedReported = new Set<number>();
+  #listFailureReported = false;
+  /** Whether any scan since start found a target: proof that the PID namespace is shared. */
+  #seenTarget = false;
+  /** Whether the current run of scans without a target was already reported. */
+  #absenceReported = false;
+  /** Live targets in the last scan; undefined before the first. */
+  #lastTargets: number | undefined;
+  /** SIGKILLs scheduled and not yet due. */
+  #pendingKills = 0;
+  /** Serialises marker updates and scans so they apply in call order. */
+  #queue: Promise<void> = Promise.resolve();
+  /** Running background tasks (the scan loop, delayed KILLs), awaited by dispose(). */
+  #tasks = new Set<Promise<void>>();
+
+  /**
+   * Validates the options; nothing is scanned until the first `close()`.
+   *
+   * @param options See {@linkcode SignalEnforcerOptions}.
+   * @throws {Error} On an empty target, a negative grace or a scan interval
+   * that is not positive: all configuration errors.
+   */
+  constructor(options: SignalEnforcerOptions) {
+    if (options.target === "") {
+      throw new Error(
+        "signal enforcement needs a target process name (BERTH_SIGNAL_TARGET); an empty one would signal every process in the shared PID namespace",
+      );
+    }
+    if (!(options.graceMs >= 0)) {
+      throw new Error(
+        `enforce grace must not be negative (got ${options.graceMs} ms)`,
+      );
+    }
+    const scanIntervalMs = options.scanIntervalMs ?? 250;
+    if (!(scanIntervalMs > 0)) {
+      throw new Error(
+        `scan interval must be positive (got ${scanIntervalMs} ms)`,
+      );
+    }
+    this.#o = { ...options, scanIntervalMs };
+  }
+
+  /** Cancels pending KILLs and rescans, then writes the marker. */
+  open(d: MarkerDeadlines): Promise<void> {
+    // Stop pending KILLs and rescans now, not after queued work has run.
+    this.#endGate();
+    return this.#serial(async () => {
+      this.#endGate();
+      this.#termed.clear();
+      this.#deniedReported.clear();
+      await this.#o.marker.write(d);
+    });
+  }
+
+  /** Removes the marker, signals the targets and keeps rescanning. */
+  close(reason: string): Promise<void> {
+    return this.#serial(async () => {
+      await removeMarker(this.#o.marker, this.#o.logger, reason);
+      this.#reason = reason;
+      let gate = this.#gate;
+      if (!gate) {
+        gate = new AbortController();
+        this.#gate = gate;
+        this.#deniedReported.clear();
+        this.#listFailureReported = false;
+        this.#track(this.#scanLoop(gate.signal));
+      }
+      await this.#scan(gate.signal);
+    });
+  }
+
+  /**
+   * Stopped means: a target was seen since start (so this sidecar does see
+   * the workload's processes) and a scan after the closing finds none alive
+   * with no SIGKILL still due. Rescans at the scan interval until then.
+   */
+  async workloadStopped(signal: AbortSignal): Promise<StopEvidence> {
+    const { clock, scanIntervalMs, target } = this.#o;
+    for (;;) {
+      const gate = this.#gate;
+      if (!gate) {
+        return { stopped: false, detail: "the gate is open" };
+      }
+      await this.#serial(() => this.#scan(gate.signal));
+      if (!this.#seenTarget) {
+        return {
+          stopped: false,
+          detail:
+            `no process named ${target} was seen since the sidecar started, so it cannot tell whether the workload runs (signal mode needs shareProcessNamespace: true)`,
+        };
+      }
+      if (this.#lastTargets === 0 && this.#pendingKills === 0) {
+        return {
+          stopped: true,
+          detail: `no process named ${target} is running`,
+        };
+      }
+      if (signal.aborted) {
+        return {
+          stopped: false,
+          detail: `${
+            this.#lastTargets ?? "some"
+          } process(es) named ${target} still running`,
+        };
+      }
+      await clock.sleep(scanIntervalMs, signal);
+    }
+  }
+
+  /** Stops rescans and pending KILLs and waits for them to end. */
+  async dispose(): Promise<void> {
+    this.#endGate();
+    await this.#queue;
+    while (this.#tasks.size > 0) await Promise.all([...this.#tasks]);
+  }
+
+  #endGate(): void {
+    this.#gate?.abort();
+    this.#gate = undefined;
+  }
+
+  #serial(fn: () => Promise<void>): Promise<void> {
+    const run = this.#queue.then(fn);
+    this.#queue = run.catch(() => {});
+    return run;
+  }
+
+  #track(task: Promise<void>): void {
+    const t = task.catch((e) =>
+      this.#o.logger.error("signal enforcement failed", { error: e })
+    ).finally(() => this.#tasks.delete(t));
+    this.#tasks.add(t);
+  }
+
+  async #scanLoop(signal: AbortSignal): Promise<void> {
+    const { clock, scanIntervalMs } = this.#o;
+    for (;;) {
+      await clock.sleep(scanIntervalMs, signal);
+      if (signal.aborted) return;
+      await this.#serial(() => this.#scan(signal));
+    }
+  }
+
+  #isTarget(p: ProcessInfo): boolean {
+    const t = this.#o.processTable;
+    if (p.pid === 1 || p.pid === t.selfPid || p.pid === t.parentPid) {
+      return false;
+    }
+    if (p.exe !== undefined && p.exe === t.selfExe) return false;
+    if (gone(p)) return false;
+    return matchesTarget(p, this.#o.target);
+  }
+
+  async #scan(signal: AbortSignal): Promise<void> {
+    if (signal.aborted) return;
+    const { processTable, logger, target, graceMs } = this.#o;
+    let procs: ProcessInfo[];
+    try {
+      procs = await processTable.list();
+    } catch (e) {
+      if (!this.#listFailureReported) {
+        this.#listFailureReported = true;
+        logger.warn(
+          "cannot read the process table; only the liveness probe will stop the workload",
+          { target, error: e },
+        );
+      }
+      return;
+    }
+    const targets = procs.filter((p) => this.#isTarget(p));
+    this.#lastTargets = targets.length;
+    this.#reportAbsence(targets.length === 0);
+    for (const p of targets) {
+      if (signal.aborted) return;
+      const key = `${p.pid}:${p.startTime}`;
+      if (this.#termed.has(key)) continue;
+      if (this.#send(p, "SIGTERM") !== "sent") continue;
+      this.#termed.add(key);
+      if (graceMs === 0) await this.#killIfSame(p, signal);
+      else this.#track(this.#killAfterGrace(p, signal));
+    }
+  }
+
+  /**
+   * One record per run of scans that find no target: that the namespace is
+   * probably not shared while no target was ever seen, else that the target
+   * is not running (stopped, or in the kubelet's restart back-off).
+   */
+  #reportAbsence(absent: boolean): void {
+    if (!absent) {
+      this.#seenTarget = true;
+      this.#absenceReported = false;
+      return;
+    }
+    if (this.#absenceReported) return;
+    this.#absenceReported = true;
+    const fields = { target: this.#o.target, reason: this.#reason };
+    if (this.#seenTarget) {
+      this.#o.logger.info(
+        "the signal target is not running; nothing to stop now",
+        fields,
+      );
+    } else {
+      this.#o.logger.warn(
+        "no process matches the signal target and none was seen since the sidecar started; nothing to stop now (signal mode needs shareProcessNamespace: true in the pod spec)",
+        fields,
+      );
+    }
+  }
+
+  async #killAfterGrace(p: ProcessInfo, signal: AbortSignal): Promise<void> {
+    this.#pendingKills++;
+    try {
+      await this.#o.clock.sleep(this.#o.graceMs, signal);
+      if (signal.aborted) return;
+      await this.#killIfSame(p, signal);
+    } finally {
+      this.#pendingKills--;
+    }
+  }
+
+  /**
+   * SIGKILL `p` only if its PID still names the same process (same start
+   * time): a PID freed by an exit can be reused by an unrelated process.
+   * A race of a few microseconds between the check and the kill remains;
+   * Deno offers no pidfd to close it.
+   */
+  async #killIfSame(p: ProcessInfo, signal: AbortSignal): Promise<void> {
+    let now: ProcessInfo | undefined;
+    try {
+      now = await this.#o.processTable.get(p.pid);
+    } catch {
+      now = undefined;
+    }
+    if (signal.aborted) return;
+    if (gone(now) || now?.startTime !== p.startTime) {
+      this.#o.logger.debug("target exited after SIGTERM", {
+        pid: p.pid,
+        comm: p.comm,
+      });
+      return;
+    }
+    this.#send(p, "SIGKILL");
+  }
+
+  #send(p: ProcessInfo, sig: StopSignal): "sent" | "gone" | "denied" {
+    const { processTable, logger } = this.#o;
+    let result: "sent" | "gone" | "denied";
+    try {
+      result = processTable.kill(p.pid, sig);
+    } catch (e) {
+      logger.error("cannot signal the workload process", {
+        pid: p.pid,
+        comm: p.comm,
+        signal: sig,
+        error: e,
+      });
+      return "denied";
+    }
+    const fields = {
+      pid: p.pid,
+      comm: p.comm,
+      signal: sig,
+      reason: this.#reason,
+    };
+    if (result === "sent") logger.info("signalled workload process", fields);
+    else if (result === "gone") {
+      logger.debug("workload process already exited", fields);
+    } else if (!this.#deniedReported.has(p.pid)) {
+      this.#deniedReported.add(p.pid);
+      logger.warn(
+        "not permitted to signal the workload process: give the sidecar the CAP_KILL capability, " +
+          "run it as the workload's user (matching runAsUser), or use probe enforcement (BERTH_ENFORCE=probe)",
+        { ...fields, target_uid: p.uid, sidecar_uid: Deno.uid() ?? undefined },
+      );
+    }
+    return result;
+  }
+}

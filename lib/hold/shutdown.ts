@@ -1,0 +1,155 @@
+/**
+ * The renewer's last act: giving the lease back at shutdown without letting
+ * the old workload outlive the next holder's start.
+ *
+ * A SIGTERM usually reaches the sidecar after the main containers have
+ * stopped (native sidecars stop last), but not always: an in-place update of
+ * the sidecar container or a manual kill stops it alone, while the workload
+ * runs on. The moment the lease is released another pod may start, so the
+ * release waits until the workload is known to be stopped (signal mode: no
+ * target left and every due SIGKILL sent), or else until the enforcement
+ * lead has passed since the gate closed: the lead is, by its definition, the
+ * time the liveness probe (or the signal grace) needs to stop the workload.
+ * When the lease's own deadline comes first there is nothing to gain: it
+ * expires on its own.
+ *
+ * @module
+ */
+import type { Clock } from "../state/clock.ts";
+import type { Enforcer, StopEvidence } from "../enforce/enforcer.ts";
+import { describeFailure, type LeaseClient } from "../lease/rpc.ts";
+import type { Logger } from "../obs/log.ts";
+
+/** What `waitForStop` needs. */
+export interface StopWaitOptions {
+  /** The enforcer whose gate is closed. */
+  enforcer: Enforcer;
+  /** The renewer's clock. */
+  clock: Clock;
+  /** The enforcement lead (ms). */
+  enforceLeadMs: number;
+}
+
+/**
+ * Waits until the workload is known to be stopped, at most until the
+ * enforcement lead has passed since `closedAt`.
+ *
+ * @param o The enforcer, clock and lead.
+ * @param closedAt Monotonic ms at which the gate closed.
+ * @returns What the enforcer knows when the wait ends.
+ */
+function waitForStop(
+  o: StopWaitOptions,
+  closedAt: number,
+): Promise<StopEvidence> {
+  const left = Math.max(0, closedAt + o.enforceLeadMs - o.clock.now());
+  return o.enforcer.workloadStopped(o.clock.timeout(left));
+}
+
+/** What {@linkcode release} needs. */
+export interface ReleaseOptions {
+  /** The lease RPCs. */
+  client: LeaseClient;
+  /** The holder identity the lease is held for. */
+  holder: string;
+  /** The fencing token to release. */
+  token: number;
+  /** The renewer's clock. */
+  clock: Clock;
+  /** Where the outcome goes. */
+  logger: Logger;
+  /** Bound on the Release RPC (ms). */
+  releaseTimeoutMs: number;
+}
+
+/**
+ * Sends one Release, bounded by `releaseTimeoutMs` and deliberately not tied
+ * to the shutdown signal (a second SIGTERM must not cut it short), and logs
+ * the outcome.
+ *
+ * @param o The client, holder, token and bound.
+ */
+export async function release(o: ReleaseOptions): Promise<void> {
+  const outcome = await o.client.release(
+    o.holder,
+    o.token,
+    o.clock.timeout(o.releaseTimeoutMs),
+  );
+  if (outcome.kind === "released") {
+    o.logger.info("lease released", { fencing_token: o.token });
+  } else if (outcome.kind === "conflict") {
+    o.logger.info(
+      "lease already belongs to another holder; nothing to release",
+      { fencing_token: o.token },
+    );
+  } else {
+    o.logger.warn("lease release failed; it will expire on its own", {
+      error: describeFailure(outcome),
+      fencing_token: o.token,
+    });
+  }
+}
+
+/** Options for {@linkcode shutdownRelease}. */
+export interface ShutdownReleaseOptions
+  extends StopWaitOptions, ReleaseOptions {
+  /** Whether to release: configured to, and the lease is held. */
+  held: boolean;
+  /** Whether release on shutdown is configured (for the log line). */
+  releaseOnShutdown: boolean;
+  /** Whether the gate is open now (only looked at when not releasing). */
+  gateOpen: boolean;
+  /** Monotonic ms at which the gate closed. */
+  closedAt: number;
+  /** Monotonic ms of the local lease deadline, when confirmed. */
+  deadline: number | undefined;
+}
+
+/**
+ * Releases the lease once that is safe (see the module doc); lets it expire
+ * when its deadline passes first. Logs which, and why. Without a release,
+ * still waits (at most the lead) while the gate is closed, so a pending
+ * SIGKILL lands before the enforcer is disposed.
+ *
+ * @param o The enforcer, clock, lead, client and the gate's closing time;
+ * the gate must be closed already when `held`.
+ */
+export async function shutdownRelease(
+  o: ShutdownReleaseOptions,
+): Promise<void> {
+  const { clock, logger } = o;
+  if (!o.held) {
+    if (!o.gateOpen) await waitForStop(o, o.closedAt);
+    logger.info("shutting down without releasing the lease", {
+      reason: !o.releaseOnShutdown
+        ? "release on shutdown is off"
+        : "the lease is not held",
+    });
+    return;
+  }
+  const evidence = await waitForStop(o, o.closedAt);
+  let why = "the workload is stopped";
+  if (!evidence.stopped) {
+    const wait = o.closedAt + o.enforceLeadMs - clock.now();
+    if (wait > 0) {
+      logger.info(
+        "waiting for the enforcement lead to pass before releasing the lease",
+        { detail: evidence.detail, wait_ms: Math.ceil(wait) },
+      );
+      await clock.sleep(wait);
+    }
+    why = "the enforcement lead has passed since the gate closed";
+    if (o.deadline !== undefined && clock.now() >= o.deadline) {
+      logger.warn(
+        "not releasing the lease: its deadline passed before the workload was known to be stopped; it expires on its own",
+        { detail: evidence.detail, fencing_token: o.token },
+      );
+      return;
+    }
+  }
+  logger.info(`releasing the lease: ${why}`, {
+    detail: evidence.detail,
+    fencing_token: o.token,
+  });
+  await release(o);
+}
