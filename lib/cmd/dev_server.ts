@@ -13,6 +13,7 @@ import { type HostPort, ListenError, parseHostPort } from "../net/addr.ts";
 import { aborted } from "../state/clock.ts";
 import { createLogger } from "../obs/log.ts";
 import { shutdownSignal } from "./signals.ts";
+import { unknownFlagMessage } from "../config/flags.ts";
 
 const HELP = `berth-acquire dev-server: a DEVELOPMENT Berth lease server
 
@@ -103,7 +104,10 @@ function parseFlags(args: string[]): DevServerFlags | "help" {
     }
     if (!Object.hasOwn(VALUE_FLAGS, key)) {
       throw new UsageError(
-        `unknown flag${showName(written, i)}; run with --help for the list`,
+        unknownFlagMessage(key, written, i, [
+          ...Object.keys(VALUE_FLAGS),
+          "help",
+        ]),
       );
     }
     const name = key as ValueFlag;
@@ -150,14 +154,6 @@ function parseFlags(args: string[]): DevServerFlags | "help" {
   } catch (e) {
     throw new UsageError((e as Error).message);
   }
-}
-
-// Names a flag only when it looks like one: a word that is not (a key typed
-// after `--api-key=` and a space, say) is not echoed.
-function showName(written: string, index: number): string {
-  return /^-+[a-z][a-z0-9-]{0,63}$/.test(written)
-    ? ` ${written}`
-    : ` in argument ${index + 1} (not shown: it may hold a secret)`;
 }
 
 /**

@@ -169,23 +169,40 @@ function showName(written: string, index: number): string {
     : ` in argument ${index + 1} (not shown: it may hold a secret)`;
 }
 
+/**
+ * The message for an unknown flag: its name when it looks like one (else its
+ * position, since it may be a key typed after a space), and the nearest
+ * known flag when one is close.
+ *
+ * @param given The flag's name without dashes or value.
+ * @param written The flag as written, dashes included, without the value.
+ * @param index Its position among the arguments (0-based).
+ * @param known The flag names the command takes.
+ * @returns E.g. `unknown flag --lisen: did you mean --listen?`.
+ */
+export function unknownFlagMessage(
+  given: string,
+  written: string,
+  index: number,
+  known: readonly string[],
+): string {
+  const shown = showName(written, index);
+  const suggestion = FLAG_SHAPE.test(written)
+    ? nearest(given, known)
+    : undefined;
+  return suggestion === undefined
+    ? `unknown flag${shown}; run with --help for the list`
+    : `unknown flag${shown}: did you mean --${suggestion}?`;
+}
+
 function unknownFlag(
   given: string,
   written: string,
   index: number,
   types: Map<string, "string" | "boolean">,
 ): ConfigError {
-  const shown = showName(written, index);
-  if (!FLAG_SHAPE.test(written)) {
-    return new ConfigError(
-      `unknown flag${shown}; run with --help for the list`,
-    );
-  }
-  const suggestion = nearest(given, [...types.keys()]);
   return new ConfigError(
-    suggestion === undefined
-      ? `unknown flag${shown}; run with --help for the list`
-      : `unknown flag${shown}: did you mean --${suggestion}?`,
+    unknownFlagMessage(given, written, index, [...types.keys()]),
   );
 }
 

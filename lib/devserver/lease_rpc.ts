@@ -20,6 +20,7 @@ import { decodeRequest } from "./request.ts";
 import type { LeaseTarget } from "./routing.ts";
 import { type LeaseStore, StoreFailure } from "./store.ts";
 import { errorResponse, grantBody, jsonResponse } from "./wire.ts";
+import { leaseKeyProblem } from "../config/lease_key.ts";
 
 /** The body limit of the contract; larger bodies are answered 413. */
 const MAX_BODY_BYTES = 4096;
@@ -93,8 +94,8 @@ export async function serveLeaseRpc(
   if (tenant !== undefined && !holderAllowed(tenant, holder)) {
     return fail(403, "holder not authorized for this identity");
   }
-  const invalidKey = keyError(namespace, name);
-  if (invalidKey) return fail(400, invalidKey);
+  const invalidKey = leaseKeyProblem(namespace, name);
+  if (invalidKey) return fail(400, invalidKey.message);
 
   const now = ctx.now();
   const fields = { request_id: id, namespace, lease: name, holder };
@@ -138,30 +139,6 @@ export async function serveLeaseRpc(
     ctx.log.error("internal error", { ...fields, error: e });
     return errorResponse(500, "internal error", id);
   }
-}
-
-const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
-const DNS_SUBDOMAIN =
-  /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
-
-// The path keys' rules (checked after authorization, as the contract orders).
-function keyError(namespace: string, name: string): string | undefined {
-  if (namespace.length > 63 || !DNS_LABEL.test(namespace)) {
-    return `invalid namespace ${
-      JSON.stringify(namespace)
-    }: must be an RFC 1123 label (1-63 characters of [a-z0-9-], starting and ending with a letter or digit)`;
-  }
-  if (name.length > 253 || !DNS_SUBDOMAIN.test(name)) {
-    return `invalid name ${
-      JSON.stringify(name)
-    }: must be an RFC 1123 subdomain (1-253 characters of [a-z0-9.-], each dot-separated part starting and ending with a letter or digit)`;
-  }
-  if (namespace.length + 1 + name.length > 253) {
-    return `invalid key ${
-      JSON.stringify(`${namespace}/${name}`)
-    }: namespace, "/" and name together must be at most 253 characters`;
-  }
-  return undefined;
 }
 
 // The body as text, or null when it exceeds the limit (read no further).

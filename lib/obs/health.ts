@@ -9,6 +9,13 @@
  */
 import type { Clock } from "../state/clock.ts";
 import { ConfigError } from "../config/error.ts";
+import {
+  type HostPort,
+  HostPortError,
+  ListenError,
+  listenerUrl,
+  parseHostPort,
+} from "../net/addr.ts";
 import type { Logger } from "./log.ts";
 import { shownMs, type Verdict } from "../state/marker.ts";
 import { METRICS_CONTENT_TYPE } from "./prometheus.ts";
@@ -18,17 +25,12 @@ import type { RenewerStatus } from "../hold/status.ts";
 export const HEALTH_ADDR_ENV = "BERTH_HEALTH_ADDR";
 
 /** Where the listener binds. */
-export interface HealthAddr {
-  /** Interface address; `0.0.0.0` for `:PORT`. */
-  hostname: string;
-  /** TCP port; 0 picks a free one (logged at start). */
-  port: number;
-}
+export type HealthAddr = HostPort;
 
 /**
- * Parses `HOST:PORT`, `[V6]:PORT` or `:PORT` (all interfaces, as Go reads
- * it). Its own function because the value comes from env or a flag and a
- * typo must be a start-up error naming where it came from.
+ * Parses the listener's address (`HOST:PORT`, `[V6]:PORT` or `:PORT`, as
+ * {@linkcode parseHostPort} reads every listen address of the CLI), as a
+ * configuration error that says what a Kubernetes `httpGet` probe needs.
  *
  * @param value The address as given.
  * @param source Where it came from, for the message (`--health-addr`).
@@ -36,17 +38,16 @@ export interface HealthAddr {
  * @throws {ConfigError} For a malformed value.
  */
 export function parseHealthAddr(value: string, source: string): HealthAddr {
-  const m = /^(?:\[([^\]]+)\]|([^:\[\]]*)):(\d{1,5})$/.exec(value);
-  const port = m ? Number(m[3]) : NaN;
-  if (!m || port > 65535) {
+  try {
+    return parseHostPort(value, source);
+  } catch (e) {
+    if (!(e instanceof HostPortError)) throw e;
     throw new ConfigError(
       `${source}=${
         JSON.stringify(value)
-      }: want HOST:PORT with a port 0-65535, e.g. 127.0.0.1:8471, or :8471 for all interfaces (what a Kubernetes httpGet probe needs)`,
+      }: ${e.problem}; want HOST:PORT with a port 0-65535, e.g. 127.0.0.1:8471, or :8471 for all interfaces (what a Kubernetes httpGet probe needs)`,
     );
   }
-  const hostname = m[1] ?? m[2];
-  return { hostname: hostname === "" ? "0.0.0.0" : hostname, port };
 }
 
 /**
@@ -200,16 +201,14 @@ export function startHealthServer(o: HealthServerOptions): HealthServer {
     }, healthHandler(o));
   } catch (e) {
     throw new Error(
-      `cannot listen on ${o.hostname}:${o.port} for the health endpoint: ${
-        (e as Error).message
-      }; choose another --health-addr / ${HEALTH_ADDR_ENV}`,
+      `${
+        new ListenError(o, e).message
+      } for the health endpoint; choose another --health-addr / ${HEALTH_ADDR_ENV}`,
+      { cause: e },
     );
   }
   const addr = server.addr;
-  const host = addr.hostname.includes(":")
-    ? `[${addr.hostname}]`
-    : addr.hostname;
-  const url = `http://${host}:${addr.port}`;
+  const url = listenerUrl(addr, "http");
   o.logger.info("serving /healthz and /metrics", { url });
   let closed: Promise<void> | undefined;
   return {

@@ -50,6 +50,7 @@ import {
   StateFileError,
 } from "./nofollow.ts";
 import { checkSource, type InstallCheckOptions } from "./install_check.ts";
+import { randomHex } from "../encoding/hex.ts";
 
 /** The file names in the state directory; fixed by the webhook and the probe argv. */
 const STATE_FILES = {
@@ -96,11 +97,6 @@ export function parseToken(text: string, path: string): number {
       "no leading zero, sign, space or newline, as berth-acquire writes it); " +
       "remove the state directory's token and holder files and restart the pod",
   );
-}
-
-function randomSuffix(): string {
-  const b = crypto.getRandomValues(new Uint8Array(8));
-  return Array.from(b, (x) => x.toString(16).padStart(2, "0")).join("");
 }
 
 /**
@@ -311,7 +307,7 @@ export class StateDir {
     fill: (tmp: string) => Promise<void>,
   ): Promise<void> {
     const target = this.path(name);
-    const tmp = this.path(`.${name}.tmp-${randomSuffix()}`);
+    const tmp = this.path(`.${name}.tmp-${randomHex(8)}`);
     try {
       await fill(tmp);
       await Deno.rename(tmp, target);

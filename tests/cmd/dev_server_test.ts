@@ -91,10 +91,10 @@ Deno.test("dev-server: an address in use names the address and the flag", async 
   );
 });
 
-Deno.test("dev-server: an unknown flag is named, with a pointer to --help instead of the help", async () => {
+Deno.test("dev-server: an unknown flag is named, with the nearest flag or a pointer to --help instead of the help", async () => {
   assertOneLineError(
     await devServer("--lisen", "127.0.0.1:0"),
-    "unknown flag --lisen; run with --help for the list",
+    "unknown flag --lisen: did you mean --listen?",
   );
   assertOneLineError(
     await devServer("-x=hunter2"),
