@@ -23,7 +23,11 @@ import {
   SHARED_HOLDER_MESSAGE,
   sharedHolderQuietMs,
 } from "../hold/deadline.ts";
-import { describeFailure, type LeaseClient } from "../lease/rpc.ts";
+import {
+  DEFAULT_REQUEST_TIMEOUT_MS,
+  describeFailure,
+  type LeaseClient,
+} from "../lease/rpc.ts";
 import type { Logger } from "../obs/log.ts";
 import type { MarkerDeadlines } from "../state/marker.ts";
 import { StateDir } from "../state/state_dir.ts";
@@ -53,7 +57,7 @@ export interface AcquireLeaseOptions {
    * lease is confirmed again at once instead of handed over expired. Default 0.
    */
   enforceLeadMs?: number;
-  /** Bound on each RPC (ms); default 10000, the reference client's bound. */
+  /** Bound on each RPC (ms); default {@linkcode DEFAULT_REQUEST_TIMEOUT_MS}, the reference client's. */
   requestTimeoutMs?: number;
   /** Aborts the wait: SIGTERM/SIGINT, or `--acquire-timeout`. */
   signal: AbortSignal;
@@ -89,7 +93,7 @@ export async function acquireLease(
 ): Promise<AcquiredLease | undefined> {
   const { client, holder, ttlSeconds, heartbeatMs, signal, clock, logger } = o;
   const random = o.random ?? Math.random;
-  const requestTimeoutMs = o.requestTimeoutMs ?? 10_000;
+  const requestTimeoutMs = o.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
   let backoff = Math.min(500, heartbeatMs);
   // Whether an earlier attempt may have been granted without our knowing
   // (no answer, or an answer we did not use): then an extension of our own

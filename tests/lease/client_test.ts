@@ -12,8 +12,8 @@ import { ApiKeySource } from "../../lib/lease/api_key.ts";
 import {
   createHttpLeaseClient,
   type HttpLeaseClientOptions,
-  MAX_RESPONSE_BYTES,
 } from "../../lib/lease/client.ts";
+import { MAX_RESPONSE_BYTES } from "../../lib/lease/transport.ts";
 import type { GrantOutcome, LeaseClient } from "../../lib/lease/rpc.ts";
 import { createLogger, Secret } from "../../lib/obs/log.ts";
 import { VERSION } from "../../lib/version.ts";
@@ -145,11 +145,37 @@ const HOLDER = "east/prod:ReplicaSet:checkout-7f6c:pod:p1:uid:8c21b044";
 const ZERO = "0001-01-01T00:00:00Z";
 const never = () => new AbortController().signal;
 
+/** The transports every socket-level test runs against. */
+const TRANSPORTS = ["fetch", "node"] as const;
+type TransportName = typeof TRANSPORTS[number];
+let transport: TransportName = "fetch";
+
 function client(
   url: string,
   extra: Partial<HttpLeaseClientOptions> = {},
 ): LeaseClient {
-  return createHttpLeaseClient({ apiServer: url, key: KEY, ...extra });
+  const needsNode = extra.serverName !== undefined ||
+    extra.insecureSkipTlsVerify === true;
+  return createHttpLeaseClient({
+    apiServer: url,
+    key: KEY,
+    ...(needsNode ? {} : { transport }),
+    ...extra,
+  });
+}
+
+/** `Deno.test` once per transport. */
+function both(name: string, fn: () => Promise<void>, ignore = false) {
+  for (const t of TRANSPORTS) {
+    Deno.test({
+      name: `[${t}] ${name}`,
+      ignore,
+      fn: async () => {
+        transport = t;
+        await fn();
+      },
+    });
+  }
 }
 
 function json(status: number, value: unknown, headers = {}): Reply {
@@ -171,38 +197,41 @@ const GRANT = {
 // ---------------------------------------------------------------------------
 // Requests on the wire
 
-Deno.test("acquire sends exactly the spec's request and reads the grant", async () => {
-  await using srv = await startServer(() =>
-    json(200, GRANT, { "X-Request-Id": "srv-echo-1" })
-  );
-  const c = client(srv.url, {
-    auth: ApiKeySource.fromSecret(new Secret("tenant:s3cret")),
-  });
-  const out = await c.acquire(HOLDER, 30, never());
-  assert.deepEqual(out, {
-    kind: "acquired",
-    lease: {
-      holder: HOLDER,
-      fencingToken: 4,
-      expiresAt: GRANT.expiresAt,
-      acquiredAt: GRANT.acquiredAt,
-    },
-    requestId: "srv-echo-1",
-  });
-  const [r] = srv.requests;
-  assert.equal(r.method, "POST");
-  assert.equal(r.path, "/v1alpha1/namespaces/prod/leases/checkout/acquire");
-  assert.equal(r.body, `{"holder":"${HOLDER}","ttlSeconds":30}`);
-  assert.equal(header(r, "Content-Type"), "application/json");
-  assert.equal(header(r, "Accept"), "application/json");
-  assert.equal(header(r, "Authorization"), "Bearer tenant:s3cret");
-  assert.equal(header(r, "User-Agent"), `berth-acquire/${VERSION}`);
-  assert.equal(header(r, "Content-Length"), String(r.body.length));
-  assert.match(header(r, "X-Request-Id") ?? "", /^[A-Za-z0-9_-]{1,64}$/);
-  assert.ok(!r.raw.includes("//v1alpha1"));
-});
+both(
+  "acquire sends exactly the spec's request and reads the grant",
+  async () => {
+    await using srv = await startServer(() =>
+      json(200, GRANT, { "X-Request-Id": "srv-echo-1" })
+    );
+    const c = client(srv.url, {
+      auth: ApiKeySource.fromSecret(new Secret("tenant:s3cret")),
+    });
+    const out = await c.acquire(HOLDER, 30, never());
+    assert.deepEqual(out, {
+      kind: "acquired",
+      lease: {
+        holder: HOLDER,
+        fencingToken: 4,
+        expiresAt: GRANT.expiresAt,
+        acquiredAt: GRANT.acquiredAt,
+      },
+      requestId: "srv-echo-1",
+    });
+    const [r] = srv.requests;
+    assert.equal(r.method, "POST");
+    assert.equal(r.path, "/v1alpha1/namespaces/prod/leases/checkout/acquire");
+    assert.equal(r.body, `{"holder":"${HOLDER}","ttlSeconds":30}`);
+    assert.equal(header(r, "Content-Type"), "application/json");
+    assert.equal(header(r, "Accept"), "application/json");
+    assert.equal(header(r, "Authorization"), "Bearer tenant:s3cret");
+    assert.equal(header(r, "User-Agent"), `berth-acquire/${VERSION}`);
+    assert.equal(header(r, "Content-Length"), String(r.body.length));
+    assert.match(header(r, "X-Request-Id") ?? "", /^[A-Za-z0-9_-]{1,64}$/);
+    assert.ok(!r.raw.includes("//v1alpha1"));
+  },
+);
 
-Deno.test("renew and release send exactly their fields, in spec order", async () => {
+both("renew and release send exactly their fields, in spec order", async () => {
   await using srv = await startServer((r) =>
     r.path.endsWith("/release") ? { status: 204 } : json(200, GRANT)
   );
@@ -227,13 +256,13 @@ Deno.test("renew and release send exactly their fields, in spec order", async ()
   );
 });
 
-Deno.test("no API key: no Authorization header at all", async () => {
+both("no API key: no Authorization header at all", async () => {
   await using srv = await startServer(() => json(200, GRANT));
-  await client(srv.url).acquire("h", 1, never());
+  await client(srv.url).acquire(HOLDER, 1, never());
   assert.equal(header(srv.requests[0], "Authorization"), undefined);
 });
 
-Deno.test("a rotated key file is picked up by the next request", async () => {
+both("a rotated key file is picked up by the next request", async () => {
   const dir = await Deno.makeTempDir();
   try {
     const file = `${dir}/key`;
@@ -242,10 +271,10 @@ Deno.test("a rotated key file is picked up by the next request", async () => {
     const auth = await ApiKeySource.fromFile(file, { clock });
     await using srv = await startServer(() => json(200, GRANT));
     const c = client(srv.url, { auth });
-    await c.acquire("h", 1, never());
+    await c.acquire(HOLDER, 1, never());
     await Deno.writeTextFile(file, "k2\n");
     await clock.advance(1000);
-    await c.acquire("h", 1, never());
+    await c.acquire(HOLDER, 1, never());
     assert.deepEqual(
       srv.requests.map((r) => header(r, "Authorization")),
       ["Bearer k1", "Bearer k2"],
@@ -255,46 +284,52 @@ Deno.test("a rotated key file is picked up by the next request", async () => {
   }
 });
 
-Deno.test("a base path prefix is kept and trailing slashes never make //", async () => {
-  await using srv = await startServer(() => json(200, GRANT));
-  for (const base of ["/berth", "/berth/", "/berth//", "/"]) {
-    await client(srv.url + base).acquire("h", 1, never());
-  }
-  assert.deepEqual(srv.requests.map((r) => r.path), [
-    "/berth/v1alpha1/namespaces/prod/leases/checkout/acquire",
-    "/berth/v1alpha1/namespaces/prod/leases/checkout/acquire",
-    "/berth/v1alpha1/namespaces/prod/leases/checkout/acquire",
-    "/v1alpha1/namespaces/prod/leases/checkout/acquire",
-  ]);
-});
+both(
+  "a base path prefix is kept and trailing slashes never make //",
+  async () => {
+    await using srv = await startServer(() => json(200, GRANT));
+    for (const base of ["/berth", "/berth/", "/berth//", "/"]) {
+      await client(srv.url + base).acquire(HOLDER, 1, never());
+    }
+    assert.deepEqual(srv.requests.map((r) => r.path), [
+      "/berth/v1alpha1/namespaces/prod/leases/checkout/acquire",
+      "/berth/v1alpha1/namespaces/prod/leases/checkout/acquire",
+      "/berth/v1alpha1/namespaces/prod/leases/checkout/acquire",
+      "/v1alpha1/namespaces/prod/leases/checkout/acquire",
+    ]);
+  },
+);
 
-Deno.test("key segments are escaped as single path segments", async () => {
+both("key segments are escaped as single path segments", async () => {
   await using srv = await startServer(() => json(200, GRANT));
   await createHttpLeaseClient({
     apiServer: srv.url,
     key: { namespace: "a/b", name: "c d?" },
-  }).acquire("h", 1, never());
+  }).acquire(HOLDER, 1, never());
   assert.equal(
     srv.requests[0].path,
     "/v1alpha1/namespaces/a%2Fb/leases/c%20d%3F/acquire",
   );
 });
 
-Deno.test("out-of-range ttl or token is a RangeError and nothing is sent", async () => {
-  await using srv = await startServer(() => json(200, GRANT));
-  const c = client(srv.url);
-  for (const ttl of [0, -1, 1.5, 2147483648, NaN, Infinity]) {
-    await assert.rejects(c.acquire("h", ttl, never()), RangeError);
-    await assert.rejects(c.renew("h", 1, ttl, never()), RangeError);
-  }
-  for (const token of [0, -1, 2.5, 2147483648]) {
-    await assert.rejects(c.renew("h", token, 10, never()), RangeError);
-    await assert.rejects(c.release("h", token, never()), RangeError);
-  }
-  // The limits themselves are valid.
-  await c.renew("h", 2147483647, 2147483647, never());
-  assert.equal(srv.requests.length, 1);
-});
+both(
+  "out-of-range ttl or token is a RangeError and nothing is sent",
+  async () => {
+    await using srv = await startServer(() => json(200, GRANT));
+    const c = client(srv.url);
+    for (const ttl of [0, -1, 1.5, 2147483648, NaN, Infinity]) {
+      await assert.rejects(c.acquire(HOLDER, ttl, never()), RangeError);
+      await assert.rejects(c.renew(HOLDER, 1, ttl, never()), RangeError);
+    }
+    for (const token of [0, -1, 2.5, 2147483648]) {
+      await assert.rejects(c.renew(HOLDER, token, 10, never()), RangeError);
+      await assert.rejects(c.release(HOLDER, token, never()), RangeError);
+    }
+    // The limits themselves are valid.
+    await c.renew(HOLDER, 2147483647, 2147483647, never());
+    assert.equal(srv.requests.length, 1);
+  },
+);
 
 Deno.test("options that cannot work are rejected at construction", () => {
   const bad: [Partial<HttpLeaseClientOptions>, RegExp][] = [
@@ -319,20 +354,26 @@ Deno.test("options that cannot work are rejected at construction", () => {
 // ---------------------------------------------------------------------------
 // Answers
 
-Deno.test("acquired:false is not-acquired, with the other holder's record", async () => {
-  await using srv = await startServer(() =>
-    json(200, { ...GRANT, acquired: false, holder: "someone/else" })
-  );
-  const out = await client(srv.url).acquire("h", 10, never());
-  assert.equal(out.kind, "not-acquired");
-  assert.equal(out.kind === "not-acquired" && out.lease.holder, "someone/else");
-});
+both(
+  "acquired:false is not-acquired, with the other holder's record",
+  async () => {
+    await using srv = await startServer(() =>
+      json(200, { ...GRANT, acquired: false, holder: "someone/else" })
+    );
+    const out = await client(srv.url).acquire(HOLDER, 10, never());
+    assert.equal(out.kind, "not-acquired");
+    assert.equal(
+      out.kind === "not-acquired" && out.lease.holder,
+      "someone/else",
+    );
+  },
+);
 
-Deno.test("acquired:false with no record normalises holder and token", async () => {
+both("acquired:false with no record normalises holder and token", async () => {
   await using srv = await startServer(() =>
     json(200, { acquired: false, expiresAt: ZERO, acquiredAt: ZERO })
   );
-  const out = await client(srv.url).renew("h", 3, 10, never());
+  const out = await client(srv.url).renew(HOLDER, 3, 10, never());
   assert.deepEqual(out, {
     kind: "not-acquired",
     lease: { holder: "", fencingToken: 0, expiresAt: ZERO, acquiredAt: ZERO },
@@ -340,62 +381,73 @@ Deno.test("acquired:false with no record normalises holder and token", async () 
   });
 });
 
-Deno.test("release: 204 and 200 are released, 409 is a conflict with the server's message", async () => {
-  const replies: Reply[] = [
-    { status: 204 },
-    json(200, {}),
-    json(409, { error: "lease held by another identity or token" }, {
-      "X-Request-Id": "rid-409",
-    }),
-  ];
-  await using srv = await startServer(() => replies.shift()!);
-  const c = client(srv.url);
-  assert.equal((await c.release("h", 1, never())).kind, "released");
-  assert.equal((await c.release("h", 1, never())).kind, "released");
-  assert.deepEqual(await c.release("h", 1, never()), {
-    kind: "conflict",
-    message: "lease held by another identity or token",
-    requestId: "rid-409",
-  });
-});
+both(
+  "release: 204 and 200 are released, 409 is a conflict with the server's message",
+  async () => {
+    const replies: Reply[] = [
+      { status: 204 },
+      json(200, {}),
+      json(409, { error: "lease held by another identity or token" }, {
+        "X-Request-Id": "rid-409",
+      }),
+    ];
+    await using srv = await startServer(() => replies.shift()!);
+    const c = client(srv.url);
+    assert.equal((await c.release(HOLDER, 1, never())).kind, "released");
+    assert.equal((await c.release(HOLDER, 1, never())).kind, "released");
+    assert.deepEqual(await c.release(HOLDER, 1, never()), {
+      kind: "conflict",
+      message: "lease held by another identity or token",
+      requestId: "rid-409",
+    });
+  },
+);
 
-Deno.test("error statuses are server-errors with the message and request id", async () => {
-  const replies: Reply[] = [
-    json(500, { error: "internal error", requestId: "abc123" }),
-    json(401, { error: "unauthorized" }, { "X-Request-Id": "hdr-id" }),
-    {
+both(
+  "error statuses are server-errors with the message and request id",
+  async () => {
+    const replies: Reply[] = [
+      json(500, { error: "internal error", requestId: "abc123" }),
+      json(401, { error: "unauthorized" }, { "X-Request-Id": "hdr-id" }),
+      {
+        status: 404,
+        body: "404 page not found\n",
+        headers: { "X-Request-Id": "r404" },
+      },
+      { status: 502, body: "" },
+    ];
+    await using srv = await startServer(() => replies.shift()!);
+    const c = client(srv.url);
+    const url = (rpc: string) =>
+      `${srv.url}/v1alpha1/namespaces/prod/leases/checkout/${rpc}`;
+    assert.deepEqual(await c.acquire(HOLDER, 1, never()), {
+      kind: "server-error",
+      status: 500,
+      message: "internal error",
+      requestId: "abc123",
+      url: url("acquire"),
+    });
+    assert.deepEqual(await c.renew(HOLDER, 1, 1, never()), {
+      kind: "server-error",
+      status: 401,
+      message: "unauthorized",
+      requestId: "hdr-id",
+      url: url("renew"),
+    });
+    assert.deepEqual(await c.release(HOLDER, 1, never()), {
+      kind: "server-error",
       status: 404,
-      body: "404 page not found\n",
-      headers: { "X-Request-Id": "r404" },
-    },
-    { status: 502, body: "" },
-  ];
-  await using srv = await startServer(() => replies.shift()!);
-  const c = client(srv.url);
-  assert.deepEqual(await c.acquire("h", 1, never()), {
-    kind: "server-error",
-    status: 500,
-    message: "internal error",
-    requestId: "abc123",
-  });
-  assert.deepEqual(await c.renew("h", 1, 1, never()), {
-    kind: "server-error",
-    status: 401,
-    message: "unauthorized",
-    requestId: "hdr-id",
-  });
-  assert.deepEqual(await c.release("h", 1, never()), {
-    kind: "server-error",
-    status: 404,
-    message: "404 page not found",
-    requestId: "r404",
-  });
-  const empty = await c.acquire("h", 1, never());
-  assert.equal(empty.kind, "server-error");
-  assert.equal(empty.kind === "server-error" && empty.status, 502);
-});
+      message: "404 page not found",
+      requestId: "r404",
+      url: url("release"),
+    });
+    const empty = await c.acquire(HOLDER, 1, never());
+    assert.equal(empty.kind, "server-error");
+    assert.equal(empty.kind === "server-error" && empty.status, 502);
+  },
+);
 
-Deno.test("bodies that break the API's promises are bad-response", async () => {
+both("bodies that break the API's promises are bad-response", async () => {
   const bad: [string, unknown][] = [
     ["not JSON", "{acquired: true"],
     ["array", [GRANT]],
@@ -435,43 +487,46 @@ Deno.test("bodies that break the API's promises are bad-response", async () => {
   });
   const c = client(srv.url);
   for (const [label] of bad) {
-    const out = await c.acquire("h", 1, never());
+    const out = await c.acquire(HOLDER, 1, never());
     assert.equal(out.kind, "bad-response", `${label}: ${JSON.stringify(out)}`);
   }
 });
 
-Deno.test("valid variants are accepted: offsets, 9 digits, extra fields, 0001 zero time", async () => {
-  const good: Record<string, unknown>[] = [
-    { ...GRANT, expiresAt: "2026-05-07T05:30:30.123456789+05:30" },
-    { ...GRANT, expiresAt: "2026-05-06T19:00:00-05:00", acquiredAt: ZERO },
-    { ...GRANT, expiresAt: "2024-02-29T23:59:60.5Z", somethingNew: [1] },
-    { ...GRANT, fencingToken: 2147483647 },
-  ];
-  let i = 0;
-  await using srv = await startServer(() => json(200, good[i++]));
-  const c = client(srv.url);
-  for (const body of good) {
-    const out = await c.acquire("h", 1, never());
-    assert.equal(out.kind, "acquired", JSON.stringify(body));
-    assert.equal(
-      out.kind === "acquired" && out.lease.expiresAt,
-      body.expiresAt,
-    );
-  }
-});
+both(
+  "valid variants are accepted: offsets, 9 digits, extra fields, 0001 zero time",
+  async () => {
+    const good: Record<string, unknown>[] = [
+      { ...GRANT, expiresAt: "2026-05-07T05:30:30.123456789+05:30" },
+      { ...GRANT, expiresAt: "2026-05-06T19:00:00-05:00", acquiredAt: ZERO },
+      { ...GRANT, expiresAt: "2024-02-29T23:59:60.5Z", somethingNew: [1] },
+      { ...GRANT, fencingToken: 2147483647 },
+    ];
+    let i = 0;
+    await using srv = await startServer(() => json(200, good[i++]));
+    const c = client(srv.url);
+    for (const body of good) {
+      const out = await c.acquire(HOLDER, 1, never());
+      assert.equal(out.kind, "acquired", JSON.stringify(body));
+      assert.equal(
+        out.kind === "acquired" && out.lease.expiresAt,
+        body.expiresAt,
+      );
+    }
+  },
+);
 
-Deno.test("a 2xx other than the promised one is bad-response", async () => {
+both("a 2xx other than the promised one is bad-response", async () => {
   await using srv = await startServer(() => ({ status: 204 }));
-  const out = await client(srv.url).acquire("h", 1, never());
+  const out = await client(srv.url).acquire(HOLDER, 1, never());
   assert.equal(out.kind, "bad-response");
 });
 
-Deno.test("a body over the cap stops the read and is bad-response", async () => {
+both("a body over the cap stops the read and is bad-response", async () => {
   const huge = `{"acquired":true,"pad":"${
     "x".repeat(4 * MAX_RESPONSE_BYTES)
   }"}`;
   await using srv = await startServer(() => ({ status: 200, body: huge }));
-  const out = await client(srv.url).acquire("h", 1, never());
+  const out = await client(srv.url).acquire(HOLDER, 1, never());
   assert.equal(out.kind, "bad-response");
   assert.match(out.kind === "bad-response" ? out.message : "", /64 KiB/);
 });
@@ -479,53 +534,67 @@ Deno.test("a body over the cap stops the read and is bad-response", async () => 
 // ---------------------------------------------------------------------------
 // No answer
 
-Deno.test("a server that never answers: the caller's timeout gives timeout", async () => {
-  await using srv = await startServer(() => "hang");
-  const out = await client(srv.url).acquire("h", 1, AbortSignal.timeout(100));
-  assert.equal(out.kind, "timeout");
-});
+both(
+  "a server that never answers: the caller's timeout gives timeout",
+  async () => {
+    await using srv = await startServer(() => "hang");
+    const out = await client(srv.url).acquire(
+      HOLDER,
+      1,
+      AbortSignal.timeout(100),
+    );
+    assert.equal(out.kind, "timeout");
+  },
+);
 
-Deno.test("a server that never answers: requestTimeoutMs bounds the call by itself", async () => {
-  await using srv = await startServer(() => "hang");
-  const out = await client(srv.url, { requestTimeoutMs: 100 }).renew(
-    "h",
-    1,
-    1,
-    never(),
-  );
-  assert.equal(out.kind, "timeout");
-});
+both(
+  "a server that never answers: requestTimeoutMs bounds the call by itself",
+  async () => {
+    await using srv = await startServer(() => "hang");
+    const out = await client(srv.url, { requestTimeoutMs: 100 }).renew(
+      HOLDER,
+      1,
+      1,
+      never(),
+    );
+    assert.equal(out.kind, "timeout");
+  },
+);
 
-Deno.test("a caller abort gives aborted, before or during the request", async () => {
+both("a caller abort gives aborted, before or during the request", async () => {
   await using srv = await startServer(() => "hang");
   const c = client(srv.url);
   const pre = new AbortController();
   pre.abort();
-  assert.equal((await c.acquire("h", 1, pre.signal)).kind, "aborted");
+  assert.equal((await c.acquire(HOLDER, 1, pre.signal)).kind, "aborted");
   assert.equal(srv.requests.length, 0);
   const during = new AbortController();
-  const pending = c.release("h", 1, during.signal);
+  const pending = c.release(HOLDER, 1, during.signal);
   await srv.received(1);
   during.abort();
   assert.equal((await pending).kind, "aborted");
 });
 
-Deno.test("a closed port is a transport-error that says so", async () => {
+both("a closed port is a transport-error that says so", async () => {
   const l = Deno.listen({ hostname: "127.0.0.1", port: 0 });
   const port = (l.addr as Deno.NetAddr).port;
   l.close();
-  const out = await client(`http://127.0.0.1:${port}`).acquire("h", 1, never());
+  const out = await client(`http://127.0.0.1:${port}`).acquire(
+    HOLDER,
+    1,
+    never(),
+  );
   assert.equal(out.kind, "transport-error");
   assert.match(out.kind === "transport-error" ? out.message : "", /refused/);
 });
 
-Deno.test("a connection dropped before an answer is a transport-error", async () => {
+both("a connection dropped before an answer is a transport-error", async () => {
   await using srv = await startServer(() => ({ raw: "" }));
-  const out = await client(srv.url).acquire("h", 1, never());
+  const out = await client(srv.url).acquire(HOLDER, 1, never());
   assert.equal(out.kind, "transport-error");
 });
 
-Deno.test("a CLI-like script exits as soon as its call is done", async () => {
+both("a CLI-like script exits as soon as its call is done", async () => {
   // The server keeps the connection open after answering and the client's
   // own bound is 10 minutes: only a leaked socket or timer could keep the
   // child alive, and then it would outlive the generous bound below.
@@ -540,8 +609,11 @@ Deno.test("a CLI-like script exits as soon as its call is done", async () => {
       "eval",
       `import { createHttpLeaseClient } from ${JSON.stringify(clientUrl)};
        const c = createHttpLeaseClient({ apiServer: ${JSON.stringify(srv.url)},
-         key: { namespace: "a", name: "b" }, requestTimeoutMs: 600000 });
-       console.log((await c.acquire("h", 10, new AbortController().signal)).kind);`,
+         key: { namespace: "a", name: "b" }, requestTimeoutMs: 600000,
+         transport: ${JSON.stringify(transport)} });
+       console.log((await c.acquire(${
+        JSON.stringify(HOLDER)
+      }, 10, new AbortController().signal)).kind);`,
     ],
     stdout: "piped",
     stderr: "inherit",
@@ -562,7 +634,7 @@ Deno.test("a CLI-like script exits as soon as its call is done", async () => {
 const noOpenssl = opensslMissing();
 
 function tlsTest(name: string, fn: () => Promise<void>) {
-  Deno.test({ name, ignore: noOpenssl !== undefined, fn });
+  both(name, fn, noOpenssl !== undefined);
 }
 
 async function tlsServer(pki: { serverCert: string; serverKey: string }) {
@@ -583,18 +655,18 @@ tlsTest(
     await using pki = await makeTestPki({ names: ["127.0.0.1", "localhost"] });
     await using srv = await tlsServer(pki);
     const ok = await client(srv.url, { caBundleFile: pki.caCert }).acquire(
-      "h",
+      HOLDER,
       1,
       never(),
     );
     assert.equal(ok.kind, "acquired", JSON.stringify(ok));
     expectTransport(
-      await client(srv.url).acquire("h", 1, never()),
+      await client(srv.url).acquire(HOLDER, 1, never()),
       /--ca-bundle-file/,
     );
     expectTransport(
       await client(srv.url, { caBundleFile: pki.otherCaCert }).acquire(
-        "h",
+        HOLDER,
         1,
         never(),
       ),
@@ -608,7 +680,7 @@ tlsTest(
         (await Deno.readTextFile(pki.caCert)),
     );
     const ok2 = await client(srv.url, { caBundleFile: both }).acquire(
-      "h",
+      HOLDER,
       1,
       never(),
     );
@@ -624,18 +696,18 @@ tlsTest(
     await using srv = await tlsServer(pki);
     const trust = { caBundleFile: pki.caCert };
     const ok = await client(srv.url, { ...trust, serverName: "berth.test" })
-      .acquire("h", 1, never());
+      .acquire(HOLDER, 1, never());
     assert.equal(ok.kind, "acquired", JSON.stringify(ok));
     assert.equal(srv.requests[0].sni, "berth.test");
     // The Host header still names the URL's host.
     assert.equal(header(srv.requests[0], "Host"), `127.0.0.1:${srv.port}`);
     expectTransport(
-      await client(srv.url, trust).acquire("h", 1, never()),
+      await client(srv.url, trust).acquire(HOLDER, 1, never()),
       /--server-name/,
     );
     expectTransport(
       await client(srv.url, { ...trust, serverName: "other.test" }).acquire(
-        "h",
+        HOLDER,
         1,
         never(),
       ),
@@ -655,8 +727,8 @@ tlsTest(
     const c = client(srv.url, { insecureSkipTlsVerify: true, logger });
     assert.equal(lines.length, 1);
     assert.match(lines[0], /level=WARN .*INSECURE/);
-    assert.equal((await c.acquire("h", 1, never())).kind, "acquired");
-    assert.equal((await c.renew("h", 4, 1, never())).kind, "acquired");
+    assert.equal((await c.acquire(HOLDER, 1, never())).kind, "acquired");
+    assert.equal((await c.renew(HOLDER, 4, 1, never())).kind, "acquired");
     assert.equal(lines.filter((l) => l.includes("INSECURE")).length, 1);
   },
 );
