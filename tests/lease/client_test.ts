@@ -14,7 +14,11 @@ import {
   type HttpLeaseClientOptions,
 } from "../../lib/lease/client.ts";
 import { MAX_RESPONSE_BYTES } from "../../lib/lease/transport.ts";
-import type { GrantOutcome, LeaseClient } from "../../lib/lease/rpc.ts";
+import {
+  describeFailure,
+  type GrantOutcome,
+  type LeaseClient,
+} from "../../lib/lease/rpc.ts";
 import { createLogger, Secret } from "../../lib/obs/log.ts";
 import { VERSION } from "../../lib/version.ts";
 import { FakeClock } from "../support/fake_clock.ts";
@@ -762,3 +766,146 @@ tlsTest(
     );
   },
 );
+
+tlsTest(
+  "TLS: an expired or not-yet-valid certificate is said to be that, not untrusted",
+  async () => {
+    const cases: [{ notBefore: string; notAfter: string }, RegExp][] = [
+      [
+        { notBefore: "20200101000000Z", notAfter: "20200201000000Z" },
+        /certificate expired on 2020-02-01T00:00:00Z \(this node's clock says .*renew/,
+      ],
+      [
+        { notBefore: "20400101000000Z", notAfter: "20400201000000Z" },
+        /certificate is not valid until 2040-01-01T00:00:00Z .*clock/,
+      ],
+    ];
+    for (const [validity, want] of cases) {
+      await using pki = await makeTestPki({ names: ["127.0.0.1"], validity });
+      await using srv = await tlsServer(pki);
+      const out = await client(srv.url, { caBundleFile: pki.caCert }).acquire(
+        HOLDER,
+        1,
+        never(),
+      );
+      expectTransport(out, want);
+      assert.doesNotMatch(
+        out.kind === "transport-error" ? out.message : "",
+        /not trusted/,
+      );
+    }
+  },
+);
+
+both(
+  "HTTPS against a plain-HTTP server says it may not speak TLS",
+  async () => {
+    // What a plain-HTTP server answers to a TLS hello: a plain-text 400.
+    const server = net.createServer((socket) => {
+      socket.on("error", () => {});
+      socket.once("data", () =>
+        socket.end(
+          "HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+        ));
+    });
+    await new Promise<void>((r) => server.listen(0, "127.0.0.1", () => r()));
+    const port = (server.address() as net.AddressInfo).port;
+    const out = await client(`https://127.0.0.1:${port}`).acquire(
+      HOLDER,
+      1,
+      AbortSignal.timeout(5_000),
+    );
+    await new Promise<void>((r) => server.close(() => r()));
+    assert.equal(out.kind, "transport-error", JSON.stringify(out));
+    assert.match(
+      out.kind === "transport-error" ? out.message : "",
+      /may not speak TLS.*scheme/,
+    );
+  },
+);
+
+both(
+  "a kept-alive connection the server closed is retried once on a fresh one",
+  async () => {
+    // Each connection answers its first request and drops its second unanswered.
+    let connections = 0;
+    const sockets = new Set<net.Socket>();
+    const server = net.createServer((socket) => {
+      connections++;
+      sockets.add(socket);
+      socket.on("error", () => {});
+      let n = 0;
+      socket.on("data", () => {
+        if (++n === 2) return socket.destroy();
+        socket.write(
+          `HTTP/1.1 200 OK\r\nContent-Length: ${
+            JSON.stringify(GRANT).length
+          }\r\nConnection: keep-alive\r\n\r\n${JSON.stringify(GRANT)}`,
+        );
+      });
+    });
+    await new Promise<void>((r) => server.listen(0, "127.0.0.1", () => r()));
+    try {
+      const port = (server.address() as net.AddressInfo).port;
+      const c = client(`http://127.0.0.1:${port}`);
+      for (let i = 0; i < 3; i++) {
+        const out = await c.renew(HOLDER, 4, 1, AbortSignal.timeout(5_000));
+        assert.equal(out.kind, "acquired", `call ${i}: ${JSON.stringify(out)}`);
+      }
+      assert.equal(connections, 3);
+    } finally {
+      for (const s of sockets) s.destroy();
+      await new Promise<void>((r) => server.close(() => r()));
+    }
+  },
+);
+
+// ---------------------------------------------------------------------------
+// The API key never comes back
+
+both(
+  "a server echoing the Authorization header never gets the key into an outcome",
+  async () => {
+    const KEY_TEXT = "tenant:" + "s3cr3t-".repeat(40); // longer than any excerpt
+    const echo = (r: Recorded) => header(r, "Authorization") ?? "";
+    const replies: ((r: Recorded) => Reply)[] = [
+      (r) => ({ status: 401, body: `denied: ${echo(r)}` }),
+      (r) => json(401, { error: `bad header ${echo(r)}` }),
+      (r) => json(200, { ...GRANT, acquired: false, holder: echo(r) }),
+      (r) => json(200, { ...GRANT, holder: echo(r) }),
+      (r) => ({ status: 200, body: `{"acquired":"${echo(r)}"}` }),
+      (r) => ({
+        status: 307,
+        headers: { Location: `https://x/?k=${encodeURIComponent(echo(r))}` },
+      }),
+      (r) => json(500, { error: "internal error", requestId: echo(r) }),
+    ];
+    let i = 0;
+    await using srv = await startServer((r) => replies[i++](r));
+    const c = client(srv.url, {
+      auth: ApiKeySource.fromSecret(new Secret(KEY_TEXT)),
+    });
+    const outs: unknown[] = [];
+    for (let n = 0; n < replies.length; n++) {
+      outs.push(await c.acquire(HOLDER, 1, never()));
+    }
+    const text = JSON.stringify(outs);
+    assert.ok(!text.includes("s3cr3t"), text);
+    assert.match(text, /\[redacted API key\]/);
+    // acquired:true naming another holder (here: the echo) is never held.
+    assert.equal((outs[3] as GrantOutcome).kind, "bad-response");
+  },
+);
+
+both("a redirect names its Location, not an empty body", async () => {
+  await using srv = await startServer(() => ({
+    status: 301,
+    headers: { Location: "/v1alpha1/namespaces/prod/leases/checkout/acquire" },
+  }));
+  const out = await client(srv.url).acquire(HOLDER, 1, never());
+  assert.equal(out.kind, "server-error");
+  assert.match(
+    out.kind === "server-error" ? describeFailure(out) : "",
+    /server answered 301: redirect to \/v1alpha1\/.*redirects are not followed/,
+  );
+});
