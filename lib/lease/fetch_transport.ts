@@ -15,7 +15,6 @@ import {
   type Transport,
   type TransportError,
   type TransportErrorKind,
-  type WireRequest,
 } from "./transport.ts";
 import type { Target } from "./wire.ts";
 
