@@ -105,5 +105,9 @@ function classify(e: unknown): TransportError {
     [/invalid peer certificate|UnknownIssuer|BadSignature/i, "untrusted"],
   ];
   const kind = rules.find(([re]) => re.test(detail))?.[1] ?? "other";
-  return { error: kind, detail };
+  // The URL is named by the caller's message already.
+  return {
+    error: kind,
+    detail: detail.replace(/^error sending request for url \([^)]*\): /, ""),
+  };
 }

@@ -72,7 +72,7 @@ export async function readKeyFile(
  * @throws {Error} Deno's errors for a missing or unreadable file; an error
  * naming the file type for anything but a regular file.
  */
-export async function readRegularFile(path: string): Promise<Uint8Array> {
+async function readRegularFile(path: string): Promise<Uint8Array> {
   const before = await Deno.stat(path);
   if (!before.isFile) {
     throw new NotRegularFile(`is a ${fileType(before)}, not a regular file`);

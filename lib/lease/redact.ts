@@ -9,7 +9,7 @@
 import type { GrantOutcome, ReleaseOutcome } from "./rpc.ts";
 
 /** What stands where a key was. */
-export const REDACTED = "[redacted API key]";
+const REDACTED = "[redacted API key]";
 
 /**
  * A function that replaces every occurrence of each secret in a text, in the

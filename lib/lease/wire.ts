@@ -162,7 +162,7 @@ export function requestHeaders(
 }
 
 /** Lower-case hex of `bytes`: the one hex encoder of the lease client. */
-export function hex(bytes: Uint8Array): string {
+function hex(bytes: Uint8Array): string {
   return Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
 }
 

@@ -909,3 +909,75 @@ both("a redirect names its Location, not an empty body", async () => {
     /server answered 301: redirect to \/v1alpha1\/.*redirects are not followed/,
   );
 });
+
+both(
+  "a blocked key-file read: the last good key is sent, never past the request's bound",
+  async () => {
+    const dir = await Deno.makeTempDir();
+    try {
+      const file = `${dir}/key`;
+      await Deno.writeTextFile(file, "k1\n");
+      const gates: PromiseWithResolvers<Uint8Array>[] = [];
+      let block = false;
+      const source = (readTimeoutMs: number) =>
+        ApiKeySource.fromFile(file, {
+          minReadIntervalMs: 0,
+          readTimeoutMs,
+          readFile: (p) => {
+            if (!block) return Deno.readFile(p);
+            const gate = Promise.withResolvers<Uint8Array>();
+            gates.push(gate);
+            return gate.promise;
+          },
+        });
+      const short = await source(50);
+      const long = await source(600_000);
+      block = true; // every later read hangs, as on a hung mount
+      await using srv = await startServer(() => json(200, GRANT));
+      // The read's bound is the shorter: sent with the last good key.
+      const sent = await client(srv.url, { auth: short }).acquire(
+        HOLDER,
+        1,
+        never(),
+      );
+      assert.equal(sent.kind, "acquired", JSON.stringify(sent));
+      assert.equal(header(srv.requests[0], "Authorization"), "Bearer k1");
+      // The request's bound is the shorter: it ends on time, unsent.
+      const out = await client(srv.url, { auth: long, requestTimeoutMs: 100 })
+        .acquire(HOLDER, 1, never());
+      assert.equal(out.kind, "timeout");
+      assert.equal(srv.requests.length, 1);
+      for (const g of gates) g.resolve(new TextEncoder().encode("k2"));
+    } finally {
+      await Deno.remove(dir, { recursive: true });
+    }
+  },
+);
+
+Deno.test("both transports word a refused connection and a non-TLS server alike", async () => {
+  const l = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const port = (l.addr as Deno.NetAddr).port;
+  l.close();
+  const server = net.createServer((socket) => {
+    socket.on("error", () => {});
+    socket.once("data", () => socket.end("HTTP/1.1 400 Bad Request\r\n\r\n"));
+  });
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", () => r()));
+  const plain = (server.address() as net.AddressInfo).port;
+  try {
+    for (
+      const url of [`http://127.0.0.1:${port}`, `https://127.0.0.1:${plain}`]
+    ) {
+      const [a, b] = await Promise.all(
+        TRANSPORTS.map((t) =>
+          createHttpLeaseClient({ apiServer: url, key: KEY, transport: t })
+            .acquire(HOLDER, 1, AbortSignal.timeout(5_000))
+        ),
+      );
+      assert.equal(a.kind, "transport-error", JSON.stringify(a));
+      assert.deepEqual(a, b);
+    }
+  } finally {
+    await new Promise<void>((r) => server.close(() => r()));
+  }
+});
