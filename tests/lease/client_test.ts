@@ -1,202 +1,35 @@
 /**
  * The HTTP lease client against a real loopback server that records the raw
  * bytes it receives and answers scripted responses: what goes on the wire,
- * how every answer maps to an outcome, and TLS trust, name and skip options
- * against a real HTTPS server with certificates from a private test CA.
+ * how every answer (or none) maps to an outcome, over both transports.
  */
 import assert from "node:assert/strict";
-import { Buffer } from "node:buffer";
 import * as net from "node:net";
-import * as tls from "node:tls";
 import { ApiKeySource } from "../../lib/lease/api_key.ts";
 import {
   createHttpLeaseClient,
   type HttpLeaseClientOptions,
 } from "../../lib/lease/client.ts";
 import { MAX_RESPONSE_BYTES } from "../../lib/lease/transport.ts";
-import {
-  describeFailure,
-  type GrantOutcome,
-  type LeaseClient,
-} from "../../lib/lease/rpc.ts";
-import { createLogger, Secret } from "../../lib/obs/log.ts";
+import { describeFailure } from "../../lib/lease/rpc.ts";
+import { Secret } from "../../lib/obs/log.ts";
 import { VERSION } from "../../lib/version.ts";
 import { FakeClock } from "../support/fake_clock.ts";
-import { makeTestPki, opensslMissing } from "../support/tls.ts";
-
-// ---------------------------------------------------------------------------
-// A scripted HTTP/1.1 server on raw sockets, so the test sees exact bytes.
-
-interface Recorded {
-  /** Everything up to and including the blank line, plus the body. */
-  raw: string;
-  method: string;
-  path: string;
-  /** Header lines as sent, name case preserved, in order. */
-  headers: [string, string][];
-  body: string;
-  /** The TLS SNI the client sent (TLS server only). */
-  sni?: string | false;
-}
-
-type Reply =
-  | { status: number; body?: string; headers?: Record<string, string> }
-  | { raw: string }
-  | "hang";
-
-interface TestServer extends AsyncDisposable {
-  url: string;
-  port: number;
-  requests: Recorded[];
-  /** Resolves once `n` requests have been fully received. */
-  received(n: number): Promise<void>;
-}
-
-function header(r: Recorded, name: string): string | undefined {
-  return r.headers.find(([k]) => k.toLowerCase() === name.toLowerCase())?.[1];
-}
-
-async function startServer(
-  reply: (r: Recorded) => Reply,
-  tlsOptions?: { cert: string; key: string },
-): Promise<TestServer> {
-  const requests: Recorded[] = [];
-  const sockets = new Set<net.Socket>();
-  const waiters: (() => void)[] = [];
-  const onSocket = (socket: net.Socket) => {
-    sockets.add(socket);
-    socket.on("close", () => sockets.delete(socket));
-    socket.on("error", () => {});
-    let buf = Buffer.alloc(0);
-    socket.on("data", (chunk: Buffer) => {
-      buf = Buffer.concat([buf, chunk]);
-      const end = buf.indexOf("\r\n\r\n");
-      if (end < 0) return;
-      const head = buf.subarray(0, end).toString("latin1");
-      const [requestLine, ...lines] = head.split("\r\n");
-      const headers = lines.map((l): [string, string] => {
-        const i = l.indexOf(":");
-        return [l.slice(0, i), l.slice(i + 1).trim()];
-      });
-      const length = Number(
-        headers.find(([k]) => k.toLowerCase() === "content-length")?.[1] ?? 0,
-      );
-      if (buf.length < end + 4 + length) return;
-      const body = buf.subarray(end + 4, end + 4 + length).toString("utf8");
-      const [method, path] = requestLine.split(" ");
-      const rec: Recorded = {
-        raw: buf.subarray(0, end + 4 + length).toString("utf8"),
-        method,
-        path,
-        headers,
-        body,
-        // Typed in @types/node but not in Deno's node:tls declarations.
-        sni: (socket as { servername?: string | false }).servername,
-      };
-      buf = Buffer.alloc(0);
-      requests.push(rec);
-      waiters.splice(0).forEach((w) => w());
-      const r = reply(rec);
-      if (r === "hang") return;
-      if ("raw" in r) {
-        socket.end(r.raw);
-        return;
-      }
-      const bodyBytes = Buffer.from(r.body ?? "", "utf8");
-      const extra = Object.entries(r.headers ?? {})
-        .map(([k, v]) => `${k}: ${v}\r\n`)
-        .join("");
-      socket.end(
-        Buffer.concat([
-          Buffer.from(
-            `HTTP/1.1 ${r.status} Scripted\r\nContent-Length: ${bodyBytes.length}\r\n${extra}Connection: close\r\n\r\n`,
-            "latin1",
-          ),
-          bodyBytes,
-        ]),
-      );
-    });
-  };
-  const server = tlsOptions
-    ? tls.createServer(tlsOptions, onSocket)
-    : net.createServer(onSocket);
-  server.on("tlsClientError", () => {});
-  await new Promise<void>((r) => server.listen(0, "127.0.0.1", () => r()));
-  const port = (server.address() as net.AddressInfo).port;
-  return {
-    url: `${tlsOptions ? "https" : "http"}://127.0.0.1:${port}`,
-    port,
-    requests,
-    received(n) {
-      if (requests.length >= n) return Promise.resolve();
-      return new Promise((resolve) => {
-        const check = () => {
-          if (requests.length >= n) resolve();
-          else waiters.push(check);
-        };
-        waiters.push(check);
-      });
-    },
-    async [Symbol.asyncDispose]() {
-      for (const s of sockets) s.destroy();
-      await new Promise<void>((r) => server.close(() => r()));
-    },
-  };
-}
-
-const KEY = { namespace: "prod", name: "checkout" };
-const HOLDER = "east/prod:ReplicaSet:checkout-7f6c:pod:p1:uid:8c21b044";
-const ZERO = "0001-01-01T00:00:00Z";
-const never = () => new AbortController().signal;
-
-/** The transports every socket-level test runs against. */
-const TRANSPORTS = ["fetch", "node"] as const;
-type TransportName = typeof TRANSPORTS[number];
-let transport: TransportName = "fetch";
-
-function client(
-  url: string,
-  extra: Partial<HttpLeaseClientOptions> = {},
-): LeaseClient {
-  const needsNode = extra.serverName !== undefined ||
-    extra.insecureSkipTlsVerify === true;
-  return createHttpLeaseClient({
-    apiServer: url,
-    key: KEY,
-    ...(needsNode ? {} : { transport }),
-    ...extra,
-  });
-}
-
-/** `Deno.test` once per transport. */
-function both(name: string, fn: () => Promise<void>, ignore = false) {
-  for (const t of TRANSPORTS) {
-    Deno.test({
-      name: `[${t}] ${name}`,
-      ignore,
-      fn: async () => {
-        transport = t;
-        await fn();
-      },
-    });
-  }
-}
-
-function json(status: number, value: unknown, headers = {}): Reply {
-  return {
-    status,
-    body: JSON.stringify(value) + "\n",
-    headers: { "Content-Type": "application/json", ...headers },
-  };
-}
-
-const GRANT = {
-  acquired: true,
-  holder: HOLDER,
-  fencingToken: 4,
-  expiresAt: "2026-05-07T00:00:30.123456789Z",
-  acquiredAt: "2026-05-07T00:00:00Z",
-};
+import {
+  both,
+  client,
+  currentTransport,
+  GRANT,
+  header,
+  HOLDER,
+  json,
+  KEY,
+  never,
+  type Reply,
+  startServer,
+  TRANSPORTS,
+  ZERO,
+} from "./client_fixture.ts";
 
 // ---------------------------------------------------------------------------
 // Requests on the wire
@@ -614,7 +447,7 @@ both("a CLI-like script exits as soon as its call is done", async () => {
       `import { createHttpLeaseClient } from ${JSON.stringify(clientUrl)};
        const c = createHttpLeaseClient({ apiServer: ${JSON.stringify(srv.url)},
          key: { namespace: "a", name: "b" }, requestTimeoutMs: 600000,
-         transport: ${JSON.stringify(transport)} });
+         transport: ${JSON.stringify(currentTransport())} });
        console.log((await c.acquire(${
         JSON.stringify(HOLDER)
       }, 10, new AbortController().signal)).kind);`,
@@ -631,171 +464,6 @@ both("a CLI-like script exits as soon as its call is done", async () => {
   assert.equal(new TextDecoder().decode(out.stdout).trim(), "acquired");
   assert.equal(out.code, 0);
 });
-
-// ---------------------------------------------------------------------------
-// TLS
-
-const noOpenssl = opensslMissing();
-
-function tlsTest(name: string, fn: () => Promise<void>) {
-  both(name, fn, noOpenssl !== undefined);
-}
-
-async function tlsServer(pki: { serverCert: string; serverKey: string }) {
-  return await startServer(() => json(200, GRANT), {
-    cert: await Deno.readTextFile(pki.serverCert),
-    key: await Deno.readTextFile(pki.serverKey),
-  });
-}
-
-function expectTransport(out: GrantOutcome, hint: RegExp) {
-  assert.equal(out.kind, "transport-error", JSON.stringify(out));
-  assert.match(out.kind === "transport-error" ? out.message : "", hint);
-}
-
-tlsTest(
-  "TLS: the right CA bundle is trusted; none or a wrong one is refused",
-  async () => {
-    await using pki = await makeTestPki({ names: ["127.0.0.1", "localhost"] });
-    await using srv = await tlsServer(pki);
-    const ok = await client(srv.url, { caBundleFile: pki.caCert }).acquire(
-      HOLDER,
-      1,
-      never(),
-    );
-    assert.equal(ok.kind, "acquired", JSON.stringify(ok));
-    expectTransport(
-      await client(srv.url).acquire(HOLDER, 1, never()),
-      /--ca-bundle-file/,
-    );
-    expectTransport(
-      await client(srv.url, { caBundleFile: pki.otherCaCert }).acquire(
-        HOLDER,
-        1,
-        never(),
-      ),
-      /--ca-bundle-file/,
-    );
-    // A bundle of several CAs: every one is trusted.
-    const both = `${pki.dir}/both.pem`;
-    await Deno.writeTextFile(
-      both,
-      (await Deno.readTextFile(pki.otherCaCert)) +
-        (await Deno.readTextFile(pki.caCert)),
-    );
-    const ok2 = await client(srv.url, { caBundleFile: both }).acquire(
-      HOLDER,
-      1,
-      never(),
-    );
-    assert.equal(ok2.kind, "acquired");
-    assert.equal(srv.requests.length, 2);
-  },
-);
-
-tlsTest(
-  "TLS: the server-name override sets SNI and the verified name",
-  async () => {
-    await using pki = await makeTestPki({ names: ["berth.test"] });
-    await using srv = await tlsServer(pki);
-    const trust = { caBundleFile: pki.caCert };
-    const ok = await client(srv.url, { ...trust, serverName: "berth.test" })
-      .acquire(HOLDER, 1, never());
-    assert.equal(ok.kind, "acquired", JSON.stringify(ok));
-    assert.equal(srv.requests[0].sni, "berth.test");
-    // The Host header still names the URL's host.
-    assert.equal(header(srv.requests[0], "Host"), `127.0.0.1:${srv.port}`);
-    expectTransport(
-      await client(srv.url, trust).acquire(HOLDER, 1, never()),
-      /--server-name/,
-    );
-    expectTransport(
-      await client(srv.url, { ...trust, serverName: "other.test" }).acquire(
-        HOLDER,
-        1,
-        never(),
-      ),
-      /other\.test/,
-    );
-    assert.equal(srv.requests.length, 1);
-  },
-);
-
-tlsTest(
-  "TLS: insecure skip-verify accepts an untrusted certificate and warns once",
-  async () => {
-    await using pki = await makeTestPki({ names: ["berth.test"] });
-    await using srv = await tlsServer(pki);
-    const lines: string[] = [];
-    const logger = createLogger({ write: (l) => lines.push(l) });
-    const c = client(srv.url, { insecureSkipTlsVerify: true, logger });
-    assert.equal(lines.length, 1);
-    assert.match(lines[0], /level=WARN .*INSECURE/);
-    assert.equal((await c.acquire(HOLDER, 1, never())).kind, "acquired");
-    assert.equal((await c.renew(HOLDER, 4, 1, never())).kind, "acquired");
-    assert.equal(lines.filter((l) => l.includes("INSECURE")).length, 1);
-  },
-);
-
-tlsTest(
-  "TLS: a CA bundle without a PEM certificate is refused at construction",
-  async () => {
-    await using pki = await makeTestPki({ names: ["berth.test"] });
-    const notPem = `${pki.dir}/key-only.pem`;
-    await Deno.copyFile(pki.serverKey, notPem);
-    assert.throws(
-      () => client("https://127.0.0.1:1", { caBundleFile: notPem }),
-      (e: Error) =>
-        e.message.includes(notPem) && /no PEM certificate/.test(e.message),
-    );
-    const broken = `${pki.dir}/broken.pem`;
-    await Deno.writeTextFile(
-      broken,
-      "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n",
-    );
-    assert.throws(
-      () => client("https://127.0.0.1:1", { caBundleFile: broken }),
-      /broken\.pem: certificate 1 of 1/,
-    );
-    assert.throws(
-      () =>
-        client("https://127.0.0.1:1", {
-          caBundleFile: `${pki.dir}/missing.pem`,
-        }),
-      /missing\.pem cannot be read/,
-    );
-  },
-);
-
-tlsTest(
-  "TLS: an expired or not-yet-valid certificate is said to be that, not untrusted",
-  async () => {
-    const cases: [{ notBefore: string; notAfter: string }, RegExp][] = [
-      [
-        { notBefore: "20200101000000Z", notAfter: "20200201000000Z" },
-        /certificate expired on 2020-02-01T00:00:00Z \(this node's clock says .*renew/,
-      ],
-      [
-        { notBefore: "20400101000000Z", notAfter: "20400201000000Z" },
-        /certificate is not valid until 2040-01-01T00:00:00Z .*clock/,
-      ],
-    ];
-    for (const [validity, want] of cases) {
-      await using pki = await makeTestPki({ names: ["127.0.0.1"], validity });
-      await using srv = await tlsServer(pki);
-      const out = await client(srv.url, { caBundleFile: pki.caCert }).acquire(
-        HOLDER,
-        1,
-        never(),
-      );
-      expectTransport(out, want);
-      assert.doesNotMatch(
-        out.kind === "transport-error" ? out.message : "",
-        /not trusted/,
-      );
-    }
-  },
-);
 
 both(
   "HTTPS against a plain-HTTP server says it may not speak TLS",
@@ -860,43 +528,6 @@ both(
   },
 );
 
-// ---------------------------------------------------------------------------
-// The API key never comes back
-
-both(
-  "a server echoing the Authorization header never gets the key into an outcome",
-  async () => {
-    const KEY_TEXT = "tenant:" + "s3cr3t-".repeat(40); // longer than any excerpt
-    const echo = (r: Recorded) => header(r, "Authorization") ?? "";
-    const replies: ((r: Recorded) => Reply)[] = [
-      (r) => ({ status: 401, body: `denied: ${echo(r)}` }),
-      (r) => json(401, { error: `bad header ${echo(r)}` }),
-      (r) => json(200, { ...GRANT, acquired: false, holder: echo(r) }),
-      (r) => json(200, { ...GRANT, holder: echo(r) }),
-      (r) => ({ status: 200, body: `{"acquired":"${echo(r)}"}` }),
-      (r) => ({
-        status: 307,
-        headers: { Location: `https://x/?k=${encodeURIComponent(echo(r))}` },
-      }),
-      (r) => json(500, { error: "internal error", requestId: echo(r) }),
-    ];
-    let i = 0;
-    await using srv = await startServer((r) => replies[i++](r));
-    const c = client(srv.url, {
-      auth: ApiKeySource.fromSecret(new Secret(KEY_TEXT)),
-    });
-    const outs: unknown[] = [];
-    for (let n = 0; n < replies.length; n++) {
-      outs.push(await c.acquire(HOLDER, 1, never()));
-    }
-    const text = JSON.stringify(outs);
-    assert.ok(!text.includes("s3cr3t"), text);
-    assert.match(text, /\[redacted API key\]/);
-    // acquired:true naming another holder (here: the echo) is never held.
-    assert.equal((outs[3] as GrantOutcome).kind, "bad-response");
-  },
-);
-
 both("a redirect names its Location, not an empty body", async () => {
   await using srv = await startServer(() => ({
     status: 301,
@@ -909,50 +540,6 @@ both("a redirect names its Location, not an empty body", async () => {
     /server answered 301: redirect to \/v1alpha1\/.*redirects are not followed/,
   );
 });
-
-both(
-  "a blocked key-file read: the last good key is sent, never past the request's bound",
-  async () => {
-    const dir = await Deno.makeTempDir();
-    try {
-      const file = `${dir}/key`;
-      await Deno.writeTextFile(file, "k1\n");
-      const gates: PromiseWithResolvers<Uint8Array>[] = [];
-      let block = false;
-      const source = (readTimeoutMs: number) =>
-        ApiKeySource.fromFile(file, {
-          minReadIntervalMs: 0,
-          readTimeoutMs,
-          readFile: (p) => {
-            if (!block) return Deno.readFile(p);
-            const gate = Promise.withResolvers<Uint8Array>();
-            gates.push(gate);
-            return gate.promise;
-          },
-        });
-      const short = await source(50);
-      const long = await source(600_000);
-      block = true; // every later read hangs, as on a hung mount
-      await using srv = await startServer(() => json(200, GRANT));
-      // The read's bound is the shorter: sent with the last good key.
-      const sent = await client(srv.url, { auth: short }).acquire(
-        HOLDER,
-        1,
-        never(),
-      );
-      assert.equal(sent.kind, "acquired", JSON.stringify(sent));
-      assert.equal(header(srv.requests[0], "Authorization"), "Bearer k1");
-      // The request's bound is the shorter: it ends on time, unsent.
-      const out = await client(srv.url, { auth: long, requestTimeoutMs: 100 })
-        .acquire(HOLDER, 1, never());
-      assert.equal(out.kind, "timeout");
-      assert.equal(srv.requests.length, 1);
-      for (const g of gates) g.resolve(new TextEncoder().encode("k2"));
-    } finally {
-      await Deno.remove(dir, { recursive: true });
-    }
-  },
-);
 
 Deno.test("both transports word a refused connection and a non-TLS server alike", async () => {
   const l = Deno.listen({ hostname: "127.0.0.1", port: 0 });
