@@ -568,3 +568,25 @@ Deno.test("both transports word a refused connection and a non-TLS server alike"
     await new Promise<void>((r) => server.close(() => r()));
   }
 });
+
+both(
+  "a grant naming another holder is never held, on Acquire nor Renew",
+  async () => {
+    await using srv = await startServer(() =>
+      json(200, { ...GRANT, holder: "prod/someone-else" })
+    );
+    const c = client(srv.url);
+    for (
+      const out of [
+        await c.acquire(HOLDER, 10, never()),
+        await c.renew(HOLDER, 4, 10, never()),
+      ]
+    ) {
+      assert.equal(out.kind, "bad-response", JSON.stringify(out));
+      assert.match(
+        out.kind === "bad-response" ? out.message : "",
+        /"holder" is "prod\/someone-else", not the holder requested/,
+      );
+    }
+  },
+);
