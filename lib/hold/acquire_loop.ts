@@ -18,24 +18,15 @@ import {
   SHARED_HOLDER_MESSAGE,
   sharedHolderQuietMs,
 } from "./deadline.ts";
-import type { LeaseClient, LeaseFailure } from "../lease/rpc.ts";
+import {
+  DEFAULT_REQUEST_TIMEOUT_MS,
+  isPersistentFailure,
+  type LeaseClient,
+} from "../lease/rpc.ts";
 import type { Logger } from "../obs/log.ts";
-
-/** The statuses that say the request itself is refused: waiting alone does not change the answer. */
-const REJECTED_STATUSES: ReadonlySet<number> = new Set([
-  400,
-  401,
-  403,
-  404,
-]);
 
 /** How often a rejection that goes on is logged again at ERROR, ms. */
 export const REJECTION_LOG_INTERVAL_MS = 60_000;
-
-/** Whether `f` is a rejection (see `REJECTED_STATUSES`). */
-function isRejection(f: LeaseFailure): boolean {
-  return f.kind === "server-error" && REJECTED_STATUSES.has(f.status);
-}
 
 /** Options for {@linkcode acquireLease}. */
 export interface AcquireLeaseOptions {
@@ -53,7 +44,7 @@ export interface AcquireLeaseOptions {
    * lease is confirmed again at once instead of handed over expired. Default 0.
    */
   enforceLeadMs?: number;
-  /** Bound on each RPC (ms); default 10000, the reference client's bound. */
+  /** Bound on each RPC (ms); default {@linkcode DEFAULT_REQUEST_TIMEOUT_MS}, the reference client's bound. */
   requestTimeoutMs?: number;
   /** Aborts the wait: SIGTERM/SIGINT, or `--acquire-timeout`. */
   signal: AbortSignal;
@@ -94,7 +85,7 @@ export async function acquireLease(
 ): Promise<AcquiredLease | undefined> {
   const { client, holder, ttlSeconds, heartbeatMs, signal, clock, logger } = o;
   const random = o.random ?? Math.random;
-  const requestTimeoutMs = o.requestTimeoutMs ?? 10_000;
+  const requestTimeoutMs = o.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
   let backoff = Math.min(500, heartbeatMs);
   // Whether an earlier attempt may have been granted without our knowing
   // (no answer, or an answer we did not use): then an extension of our own
@@ -156,7 +147,7 @@ export async function acquireLease(
         if (mayHaveBeenGranted(verdict.failure)) mayHoldAlready = true;
         wait = backoff * (0.5 + random() / 2);
         backoff = Math.min(backoff * 2, heartbeatMs);
-        if (isRejection(verdict.failure)) {
+        if (isPersistentFailure(verdict.failure)) {
           rejections.report(verdict.reason, Math.round(wait));
           break;
         }

@@ -7,6 +7,13 @@
  * @module
  */
 
+/**
+ * The per-request bound when the caller gives none: the reference Go
+ * client's, so a hung API server can never block a caller. The client and
+ * the acquire loop both use this one value.
+ */
+export const DEFAULT_REQUEST_TIMEOUT_MS = 10_000;
+
 /** Which lease: the path segments of `/v1alpha1/namespaces/{namespace}/leases/{name}`. */
 export interface LeaseKey {
   /** RFC 1123 label, e.g. `prod`. */
@@ -40,12 +47,17 @@ export interface LeaseRecord {
 export type LeaseFailure =
   /** HTTP 409: the lease is held by another identity or token. */
   | { kind: "conflict"; message: string; requestId?: string }
-  /** Any other non-success status (400, 401, 403, 413, 5xx, ...). */
+  /**
+   * Any other non-success status (3xx, 400, 401, 403, 404, 413, 5xx, ...).
+   * `message` is the server's `error` text, a body excerpt, or for a
+   * redirect the `Location` it named; `url` is the URL that was requested.
+   */
   | {
     kind: "server-error";
     status: number;
     message: string;
     requestId?: string;
+    url?: string;
   }
   /** A success status whose body is not what the API promises. */
   | {
@@ -104,13 +116,40 @@ export interface LeaseClient {
   ): Promise<ReleaseOutcome>;
 }
 
-/** One line for a log or error message, naming the request id when the server gave one. */
+/**
+ * Whether `f` is an answer that will not change by retrying alone: a 400,
+ * 401, 403 or 404 from the server means a setting is wrong (lease name,
+ * key, holder, URL). Callers may keep retrying (a rotated key heals), but
+ * should say so loudly rather than as routine noise.
+ *
+ * @param f The failure to judge.
+ * @returns True for the statuses that need an operator.
+ */
+export function isPersistentFailure(f: LeaseFailure): boolean {
+  return f.kind === "server-error" && PERSISTENT_STATUSES.has(f.status);
+}
+
+const PERSISTENT_STATUSES = new Set([400, 401, 403, 404]);
+
+/**
+ * One line for a log or error message, naming the request id when the
+ * server gave one, and for the statuses that need an operator (see
+ * {@linkcode isPersistentFailure}) what to do.
+ *
+ * @example
+ * ```ts
+ * describeFailure({ kind: "server-error", status: 401, message: "unauthorized" });
+ * // "server answered 401: unauthorized; the API key was refused: check ..."
+ * ```
+ */
 export function describeFailure(f: LeaseFailure): string {
   switch (f.kind) {
     case "conflict":
       return `lease conflict (409): ${f.message}${rid(f.requestId)}`;
     case "server-error":
-      return `server answered ${f.status}: ${f.message}${rid(f.requestId)}`;
+      return `server answered ${f.status}: ${f.message}${rid(f.requestId)}${
+        whatToDo(f.status, f.url)
+      }`;
     case "bad-response":
       return `unusable answer (status ${f.status}): ${f.message}${
         rid(f.requestId)
@@ -121,6 +160,26 @@ export function describeFailure(f: LeaseFailure): string {
       return `request timed out: ${f.message}`;
     case "aborted":
       return `request cancelled: ${f.message}`;
+  }
+}
+
+/** The what-to-do tail for a status that will not heal by itself, or "". */
+function whatToDo(status: number, url: string | undefined): string {
+  const requested = url === undefined ? "" : ` (requested ${url})`;
+  switch (status) {
+    case 400:
+      return "; the server refused the request as invalid: check the lease name (--lease-name / BERTH_LEASE_NAME), namespace (--lease-namespace / BERTH_LEASE_NAMESPACE) and holder identity (--holder-identity / BERTH_HOLDER_IDENTITY) against the server's message";
+    case 401:
+      return "; the API key was refused or not sent: check --api-key-file / BERTH_API_KEY_FILE (or --api-key / BERTH_API_KEY) and that the key is one the server knows";
+    case 403:
+      return '; the key may not act for this holder or namespace: the holder identity must be the API key\'s id or start with "<key-id>/" (the cluster id, --cluster-id / BERTH_CLUSTER_ID, or an explicit --holder-identity / BERTH_HOLDER_IDENTITY)';
+    case 404:
+      return `; no such endpoint${requested}: --api-server / BERTH_API_SERVER must name the Berth API server; a path in it is kept as a prefix of every request`;
+    default:
+      if (status >= 300 && status < 400) {
+        return `; redirects are not followed${requested}: set --api-server / BERTH_API_SERVER to the URL the server answers at`;
+      }
+      return "";
   }
 }
 

@@ -10,6 +10,7 @@ import {
 } from "../../lib/lease/api_key.ts";
 import { createLogger, Secret } from "../../lib/obs/log.ts";
 import { FakeClock } from "../support/fake_clock.ts";
+import { waitFor } from "../support/wait.ts";
 
 async function withDir(fn: (dir: string) => Promise<void>): Promise<void> {
   const dir = await Deno.makeTempDir({ prefix: "berth-auth-" });
@@ -147,6 +148,111 @@ Deno.test("the configuration picks the key source, or none", async () => {
     await assert.rejects(
       apiKeySourceFromConfig({ apiKeyFile: `${dir}/absent` }),
       /absent/,
+    );
+  });
+});
+
+function mkfifo(path: string): void {
+  const out = new Deno.Command("mkfifo", { args: [path] }).outputSync();
+  assert.ok(out.success, "mkfifo failed");
+}
+
+/** Opens the FIFO's write end and closes it, so a reader blocked in open() ends. */
+async function unblock(path: string): Promise<void> {
+  const w = await Deno.open(path, { write: true });
+  w.close();
+}
+
+Deno.test("a FIFO as the key file is refused at once, at start-up and on rotation", async () => {
+  await withDir(async (dir) => {
+    const fifo = `${dir}/fifo`;
+    mkfifo(fifo);
+    await assert.rejects(ApiKeySource.fromFile(fifo), /is a FIFO/);
+    const path = `${dir}/key`;
+    await Deno.writeTextFile(path, "good-1");
+    const clock = new FakeClock();
+    const source = await ApiKeySource.fromFile(path, { clock });
+    await Deno.remove(path);
+    mkfifo(path);
+    await clock.advance(1000);
+    assert.equal(await key(source), "good-1");
+    await Deno.remove(path);
+    await Deno.writeTextFile(path, "good-2");
+    await clock.advance(1000);
+    assert.equal(await key(source), "good-2");
+  });
+});
+
+Deno.test("a read that blocks is bounded: start-up error, then the last good key and one read at a time", async () => {
+  await withDir(async (dir) => {
+    const fifo = `${dir}/fifo`;
+    mkfifo(fifo);
+    // The plain read, without the regular-file check: open() blocks on a FIFO
+    // as it would on a hung mount.
+    const blocking = (p: string) => Deno.readFile(p);
+    const clock = new FakeClock();
+    const starting = ApiKeySource.fromFile(fifo, {
+      clock,
+      readFile: blocking,
+      readTimeoutMs: 500,
+    });
+    const refused = assert.rejects(
+      starting,
+      /could not be read within 500 ms/,
+    );
+    await clock.advance(500);
+    await refused;
+    await unblock(fifo);
+
+    const path = `${dir}/key`;
+    await Deno.writeTextFile(path, "good-1");
+    let reads = 0;
+    let target = path;
+    const { lines, logger } = capture();
+    const source = await ApiKeySource.fromFile(path, {
+      clock,
+      logger,
+      readTimeoutMs: 500,
+      readFile: (p) => {
+        reads++;
+        return blocking(target === p ? p : target);
+      },
+    });
+    target = fifo; // the next read blocks
+    await clock.advance(1000);
+    const pending = source.current();
+    await clock.advance(500);
+    assert.equal((await pending)?.reveal(), "good-1");
+    assert.match(lines.join(""), /did not finish within 500 ms/);
+    // Due again, but the blocked read is still pending: no second read.
+    await clock.advance(1000);
+    assert.equal(await key(source), "good-1");
+    assert.equal(reads, 2);
+    const w = await Deno.open(fifo, { write: true });
+    await w.write(new TextEncoder().encode("late-key"));
+    w.close();
+    // The late read lands: its key is used.
+    // The late read lands: its key is the one in use (secrets() reads nothing).
+    await waitFor(() => source.secrets()[0] === "late-key", {
+      timeoutMs: 10_000,
+      what: "the late read's key",
+    });
+  });
+});
+
+Deno.test("an unreadable key file names the uid, the mode and the owner", async () => {
+  await withDir(async (dir) => {
+    const path = `${dir}/key`;
+    await Deno.writeTextFile(path, "k");
+    await Deno.chmod(path, 0o440);
+    // Root reads anything: the permission error is injected; the stat is real.
+    const denied = () =>
+      Promise.reject(new Deno.errors.PermissionDenied("Permission denied"));
+    await assert.rejects(
+      ApiKeySource.fromFile(path, { readFile: denied }),
+      new RegExp(
+        `not readable by uid ${Deno.uid()} \\(mode 0440, owner ${Deno.uid()}:\\d+\\); make it readable`,
+      ),
     );
   });
 });

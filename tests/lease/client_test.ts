@@ -1,208 +1,74 @@
 /**
  * The HTTP lease client against a real loopback server that records the raw
  * bytes it receives and answers scripted responses: what goes on the wire,
- * how every answer maps to an outcome, and TLS trust, name and skip options
- * against a real HTTPS server with certificates from a private test CA.
+ * how every answer (or none) maps to an outcome, over both transports.
  */
 import assert from "node:assert/strict";
-import { Buffer } from "node:buffer";
 import * as net from "node:net";
-import * as tls from "node:tls";
 import { ApiKeySource } from "../../lib/lease/api_key.ts";
 import {
   createHttpLeaseClient,
   type HttpLeaseClientOptions,
-  MAX_RESPONSE_BYTES,
 } from "../../lib/lease/client.ts";
-import type { GrantOutcome, LeaseClient } from "../../lib/lease/rpc.ts";
-import { createLogger, Secret } from "../../lib/obs/log.ts";
+import { MAX_RESPONSE_BYTES } from "../../lib/lease/transport.ts";
+import { describeFailure } from "../../lib/lease/rpc.ts";
+import { Secret } from "../../lib/obs/log.ts";
 import { VERSION } from "../../lib/version.ts";
 import { FakeClock } from "../support/fake_clock.ts";
-import { makeTestPki, opensslMissing } from "../support/tls.ts";
-
-// ---------------------------------------------------------------------------
-// A scripted HTTP/1.1 server on raw sockets, so the test sees exact bytes.
-
-interface Recorded {
-  /** Everything up to and including the blank line, plus the body. */
-  raw: string;
-  method: string;
-  path: string;
-  /** Header lines as sent, name case preserved, in order. */
-  headers: [string, string][];
-  body: string;
-  /** The TLS SNI the client sent (TLS server only). */
-  sni?: string | false;
-}
-
-type Reply =
-  | { status: number; body?: string; headers?: Record<string, string> }
-  | { raw: string }
-  | "hang";
-
-interface TestServer extends AsyncDisposable {
-  url: string;
-  port: number;
-  requests: Recorded[];
-  /** Resolves once `n` requests have been fully received. */
-  received(n: number): Promise<void>;
-}
-
-function header(r: Recorded, name: string): string | undefined {
-  return r.headers.find(([k]) => k.toLowerCase() === name.toLowerCase())?.[1];
-}
-
-async function startServer(
-  reply: (r: Recorded) => Reply,
-  tlsOptions?: { cert: string; key: string },
-): Promise<TestServer> {
-  const requests: Recorded[] = [];
-  const sockets = new Set<net.Socket>();
-  const waiters: (() => void)[] = [];
-  const onSocket = (socket: net.Socket) => {
-    sockets.add(socket);
-    socket.on("close", () => sockets.delete(socket));
-    socket.on("error", () => {});
-    let buf = Buffer.alloc(0);
-    socket.on("data", (chunk: Buffer) => {
-      buf = Buffer.concat([buf, chunk]);
-      const end = buf.indexOf("\r\n\r\n");
-      if (end < 0) return;
-      const head = buf.subarray(0, end).toString("latin1");
-      const [requestLine, ...lines] = head.split("\r\n");
-      const headers = lines.map((l): [string, string] => {
-        const i = l.indexOf(":");
-        return [l.slice(0, i), l.slice(i + 1).trim()];
-      });
-      const length = Number(
-        headers.find(([k]) => k.toLowerCase() === "content-length")?.[1] ?? 0,
-      );
-      if (buf.length < end + 4 + length) return;
-      const body = buf.subarray(end + 4, end + 4 + length).toString("utf8");
-      const [method, path] = requestLine.split(" ");
-      const rec: Recorded = {
-        raw: buf.subarray(0, end + 4 + length).toString("utf8"),
-        method,
-        path,
-        headers,
-        body,
-        // Typed in @types/node but not in Deno's node:tls declarations.
-        sni: (socket as { servername?: string | false }).servername,
-      };
-      buf = Buffer.alloc(0);
-      requests.push(rec);
-      waiters.splice(0).forEach((w) => w());
-      const r = reply(rec);
-      if (r === "hang") return;
-      if ("raw" in r) {
-        socket.end(r.raw);
-        return;
-      }
-      const bodyBytes = Buffer.from(r.body ?? "", "utf8");
-      const extra = Object.entries(r.headers ?? {})
-        .map(([k, v]) => `${k}: ${v}\r\n`)
-        .join("");
-      socket.end(
-        Buffer.concat([
-          Buffer.from(
-            `HTTP/1.1 ${r.status} Scripted\r\nContent-Length: ${bodyBytes.length}\r\n${extra}Connection: close\r\n\r\n`,
-            "latin1",
-          ),
-          bodyBytes,
-        ]),
-      );
-    });
-  };
-  const server = tlsOptions
-    ? tls.createServer(tlsOptions, onSocket)
-    : net.createServer(onSocket);
-  server.on("tlsClientError", () => {});
-  await new Promise<void>((r) => server.listen(0, "127.0.0.1", () => r()));
-  const port = (server.address() as net.AddressInfo).port;
-  return {
-    url: `${tlsOptions ? "https" : "http"}://127.0.0.1:${port}`,
-    port,
-    requests,
-    received(n) {
-      if (requests.length >= n) return Promise.resolve();
-      return new Promise((resolve) => {
-        const check = () => {
-          if (requests.length >= n) resolve();
-          else waiters.push(check);
-        };
-        waiters.push(check);
-      });
-    },
-    async [Symbol.asyncDispose]() {
-      for (const s of sockets) s.destroy();
-      await new Promise<void>((r) => server.close(() => r()));
-    },
-  };
-}
-
-const KEY = { namespace: "prod", name: "checkout" };
-const HOLDER = "east/prod:ReplicaSet:checkout-7f6c:pod:p1:uid:8c21b044";
-const ZERO = "0001-01-01T00:00:00Z";
-const never = () => new AbortController().signal;
-
-function client(
-  url: string,
-  extra: Partial<HttpLeaseClientOptions> = {},
-): LeaseClient {
-  return createHttpLeaseClient({ apiServer: url, key: KEY, ...extra });
-}
-
-function json(status: number, value: unknown, headers = {}): Reply {
-  return {
-    status,
-    body: JSON.stringify(value) + "\n",
-    headers: { "Content-Type": "application/json", ...headers },
-  };
-}
-
-const GRANT = {
-  acquired: true,
-  holder: HOLDER,
-  fencingToken: 4,
-  expiresAt: "2026-05-07T00:00:30.123456789Z",
-  acquiredAt: "2026-05-07T00:00:00Z",
-};
+import {
+  both,
+  client,
+  currentTransport,
+  GRANT,
+  header,
+  HOLDER,
+  json,
+  KEY,
+  never,
+  type Reply,
+  startServer,
+  TRANSPORTS,
+  ZERO,
+} from "./client_fixture.ts";
 
 // ---------------------------------------------------------------------------
 // Requests on the wire
 
-Deno.test("acquire sends exactly the spec's request and reads the grant", async () => {
-  await using srv = await startServer(() =>
-    json(200, GRANT, { "X-Request-Id": "srv-echo-1" })
-  );
-  const c = client(srv.url, {
-    auth: ApiKeySource.fromSecret(new Secret("tenant:s3cret")),
-  });
-  const out = await c.acquire(HOLDER, 30, never());
-  assert.deepEqual(out, {
-    kind: "acquired",
-    lease: {
-      holder: HOLDER,
-      fencingToken: 4,
-      expiresAt: GRANT.expiresAt,
-      acquiredAt: GRANT.acquiredAt,
-    },
-    requestId: "srv-echo-1",
-  });
-  const [r] = srv.requests;
-  assert.equal(r.method, "POST");
-  assert.equal(r.path, "/v1alpha1/namespaces/prod/leases/checkout/acquire");
-  assert.equal(r.body, `{"holder":"${HOLDER}","ttlSeconds":30}`);
-  assert.equal(header(r, "Content-Type"), "application/json");
-  assert.equal(header(r, "Accept"), "application/json");
-  assert.equal(header(r, "Authorization"), "Bearer tenant:s3cret");
-  assert.equal(header(r, "User-Agent"), `berth-acquire/${VERSION}`);
-  assert.equal(header(r, "Content-Length"), String(r.body.length));
-  assert.match(header(r, "X-Request-Id") ?? "", /^[A-Za-z0-9_-]{1,64}$/);
-  assert.ok(!r.raw.includes("//v1alpha1"));
-});
+both(
+  "acquire sends exactly the spec's request and reads the grant",
+  async () => {
+    await using srv = await startServer(() =>
+      json(200, GRANT, { "X-Request-Id": "srv-echo-1" })
+    );
+    const c = client(srv.url, {
+      auth: ApiKeySource.fromSecret(new Secret("tenant:s3cret")),
+    });
+    const out = await c.acquire(HOLDER, 30, never());
+    assert.deepEqual(out, {
+      kind: "acquired",
+      lease: {
+        holder: HOLDER,
+        fencingToken: 4,
+        expiresAt: GRANT.expiresAt,
+        acquiredAt: GRANT.acquiredAt,
+      },
+      requestId: "srv-echo-1",
+    });
+    const [r] = srv.requests;
+    assert.equal(r.method, "POST");
+    assert.equal(r.path, "/v1alpha1/namespaces/prod/leases/checkout/acquire");
+    assert.equal(r.body, `{"holder":"${HOLDER}","ttlSeconds":30}`);
+    assert.equal(header(r, "Content-Type"), "application/json");
+    assert.equal(header(r, "Accept"), "application/json");
+    assert.equal(header(r, "Authorization"), "Bearer tenant:s3cret");
+    assert.equal(header(r, "User-Agent"), `berth-acquire/${VERSION}`);
+    assert.equal(header(r, "Content-Length"), String(r.body.length));
+    assert.match(header(r, "X-Request-Id") ?? "", /^[A-Za-z0-9_-]{1,64}$/);
+    assert.ok(!r.raw.includes("//v1alpha1"));
+  },
+);
 
-Deno.test("renew and release send exactly their fields, in spec order", async () => {
+both("renew and release send exactly their fields, in spec order", async () => {
   await using srv = await startServer((r) =>
     r.path.endsWith("/release") ? { status: 204 } : json(200, GRANT)
   );
@@ -227,13 +93,13 @@ Deno.test("renew and release send exactly their fields, in spec order", async ()
   );
 });
 
-Deno.test("no API key: no Authorization header at all", async () => {
+both("no API key: no Authorization header at all", async () => {
   await using srv = await startServer(() => json(200, GRANT));
-  await client(srv.url).acquire("h", 1, never());
+  await client(srv.url).acquire(HOLDER, 1, never());
   assert.equal(header(srv.requests[0], "Authorization"), undefined);
 });
 
-Deno.test("a rotated key file is picked up by the next request", async () => {
+both("a rotated key file is picked up by the next request", async () => {
   const dir = await Deno.makeTempDir();
   try {
     const file = `${dir}/key`;
@@ -242,10 +108,10 @@ Deno.test("a rotated key file is picked up by the next request", async () => {
     const auth = await ApiKeySource.fromFile(file, { clock });
     await using srv = await startServer(() => json(200, GRANT));
     const c = client(srv.url, { auth });
-    await c.acquire("h", 1, never());
+    await c.acquire(HOLDER, 1, never());
     await Deno.writeTextFile(file, "k2\n");
     await clock.advance(1000);
-    await c.acquire("h", 1, never());
+    await c.acquire(HOLDER, 1, never());
     assert.deepEqual(
       srv.requests.map((r) => header(r, "Authorization")),
       ["Bearer k1", "Bearer k2"],
@@ -255,46 +121,52 @@ Deno.test("a rotated key file is picked up by the next request", async () => {
   }
 });
 
-Deno.test("a base path prefix is kept and trailing slashes never make //", async () => {
-  await using srv = await startServer(() => json(200, GRANT));
-  for (const base of ["/berth", "/berth/", "/berth//", "/"]) {
-    await client(srv.url + base).acquire("h", 1, never());
-  }
-  assert.deepEqual(srv.requests.map((r) => r.path), [
-    "/berth/v1alpha1/namespaces/prod/leases/checkout/acquire",
-    "/berth/v1alpha1/namespaces/prod/leases/checkout/acquire",
-    "/berth/v1alpha1/namespaces/prod/leases/checkout/acquire",
-    "/v1alpha1/namespaces/prod/leases/checkout/acquire",
-  ]);
-});
+both(
+  "a base path prefix is kept and trailing slashes never make //",
+  async () => {
+    await using srv = await startServer(() => json(200, GRANT));
+    for (const base of ["/berth", "/berth/", "/berth//", "/"]) {
+      await client(srv.url + base).acquire(HOLDER, 1, never());
+    }
+    assert.deepEqual(srv.requests.map((r) => r.path), [
+      "/berth/v1alpha1/namespaces/prod/leases/checkout/acquire",
+      "/berth/v1alpha1/namespaces/prod/leases/checkout/acquire",
+      "/berth/v1alpha1/namespaces/prod/leases/checkout/acquire",
+      "/v1alpha1/namespaces/prod/leases/checkout/acquire",
+    ]);
+  },
+);
 
-Deno.test("key segments are escaped as single path segments", async () => {
+both("key segments are escaped as single path segments", async () => {
   await using srv = await startServer(() => json(200, GRANT));
   await createHttpLeaseClient({
     apiServer: srv.url,
     key: { namespace: "a/b", name: "c d?" },
-  }).acquire("h", 1, never());
+  }).acquire(HOLDER, 1, never());
   assert.equal(
     srv.requests[0].path,
     "/v1alpha1/namespaces/a%2Fb/leases/c%20d%3F/acquire",
   );
 });
 
-Deno.test("out-of-range ttl or token is a RangeError and nothing is sent", async () => {
-  await using srv = await startServer(() => json(200, GRANT));
-  const c = client(srv.url);
-  for (const ttl of [0, -1, 1.5, 2147483648, NaN, Infinity]) {
-    await assert.rejects(c.acquire("h", ttl, never()), RangeError);
-    await assert.rejects(c.renew("h", 1, ttl, never()), RangeError);
-  }
-  for (const token of [0, -1, 2.5, 2147483648]) {
-    await assert.rejects(c.renew("h", token, 10, never()), RangeError);
-    await assert.rejects(c.release("h", token, never()), RangeError);
-  }
-  // The limits themselves are valid.
-  await c.renew("h", 2147483647, 2147483647, never());
-  assert.equal(srv.requests.length, 1);
-});
+both(
+  "out-of-range ttl or token is a RangeError and nothing is sent",
+  async () => {
+    await using srv = await startServer(() => json(200, GRANT));
+    const c = client(srv.url);
+    for (const ttl of [0, -1, 1.5, 2147483648, NaN, Infinity]) {
+      await assert.rejects(c.acquire(HOLDER, ttl, never()), RangeError);
+      await assert.rejects(c.renew(HOLDER, 1, ttl, never()), RangeError);
+    }
+    for (const token of [0, -1, 2.5, 2147483648]) {
+      await assert.rejects(c.renew(HOLDER, token, 10, never()), RangeError);
+      await assert.rejects(c.release(HOLDER, token, never()), RangeError);
+    }
+    // The limits themselves are valid.
+    await c.renew(HOLDER, 2147483647, 2147483647, never());
+    assert.equal(srv.requests.length, 1);
+  },
+);
 
 Deno.test("options that cannot work are rejected at construction", () => {
   const bad: [Partial<HttpLeaseClientOptions>, RegExp][] = [
@@ -319,20 +191,26 @@ Deno.test("options that cannot work are rejected at construction", () => {
 // ---------------------------------------------------------------------------
 // Answers
 
-Deno.test("acquired:false is not-acquired, with the other holder's record", async () => {
-  await using srv = await startServer(() =>
-    json(200, { ...GRANT, acquired: false, holder: "someone/else" })
-  );
-  const out = await client(srv.url).acquire("h", 10, never());
-  assert.equal(out.kind, "not-acquired");
-  assert.equal(out.kind === "not-acquired" && out.lease.holder, "someone/else");
-});
+both(
+  "acquired:false is not-acquired, with the other holder's record",
+  async () => {
+    await using srv = await startServer(() =>
+      json(200, { ...GRANT, acquired: false, holder: "someone/else" })
+    );
+    const out = await client(srv.url).acquire(HOLDER, 10, never());
+    assert.equal(out.kind, "not-acquired");
+    assert.equal(
+      out.kind === "not-acquired" && out.lease.holder,
+      "someone/else",
+    );
+  },
+);
 
-Deno.test("acquired:false with no record normalises holder and token", async () => {
+both("acquired:false with no record normalises holder and token", async () => {
   await using srv = await startServer(() =>
     json(200, { acquired: false, expiresAt: ZERO, acquiredAt: ZERO })
   );
-  const out = await client(srv.url).renew("h", 3, 10, never());
+  const out = await client(srv.url).renew(HOLDER, 3, 10, never());
   assert.deepEqual(out, {
     kind: "not-acquired",
     lease: { holder: "", fencingToken: 0, expiresAt: ZERO, acquiredAt: ZERO },
@@ -340,62 +218,73 @@ Deno.test("acquired:false with no record normalises holder and token", async () 
   });
 });
 
-Deno.test("release: 204 and 200 are released, 409 is a conflict with the server's message", async () => {
-  const replies: Reply[] = [
-    { status: 204 },
-    json(200, {}),
-    json(409, { error: "lease held by another identity or token" }, {
-      "X-Request-Id": "rid-409",
-    }),
-  ];
-  await using srv = await startServer(() => replies.shift()!);
-  const c = client(srv.url);
-  assert.equal((await c.release("h", 1, never())).kind, "released");
-  assert.equal((await c.release("h", 1, never())).kind, "released");
-  assert.deepEqual(await c.release("h", 1, never()), {
-    kind: "conflict",
-    message: "lease held by another identity or token",
-    requestId: "rid-409",
-  });
-});
+both(
+  "release: 204 and 200 are released, 409 is a conflict with the server's message",
+  async () => {
+    const replies: Reply[] = [
+      { status: 204 },
+      json(200, {}),
+      json(409, { error: "lease held by another identity or token" }, {
+        "X-Request-Id": "rid-409",
+      }),
+    ];
+    await using srv = await startServer(() => replies.shift()!);
+    const c = client(srv.url);
+    assert.equal((await c.release(HOLDER, 1, never())).kind, "released");
+    assert.equal((await c.release(HOLDER, 1, never())).kind, "released");
+    assert.deepEqual(await c.release(HOLDER, 1, never()), {
+      kind: "conflict",
+      message: "lease held by another identity or token",
+      requestId: "rid-409",
+    });
+  },
+);
 
-Deno.test("error statuses are server-errors with the message and request id", async () => {
-  const replies: Reply[] = [
-    json(500, { error: "internal error", requestId: "abc123" }),
-    json(401, { error: "unauthorized" }, { "X-Request-Id": "hdr-id" }),
-    {
+both(
+  "error statuses are server-errors with the message and request id",
+  async () => {
+    const replies: Reply[] = [
+      json(500, { error: "internal error", requestId: "abc123" }),
+      json(401, { error: "unauthorized" }, { "X-Request-Id": "hdr-id" }),
+      {
+        status: 404,
+        body: "404 page not found\n",
+        headers: { "X-Request-Id": "r404" },
+      },
+      { status: 502, body: "" },
+    ];
+    await using srv = await startServer(() => replies.shift()!);
+    const c = client(srv.url);
+    const url = (rpc: string) =>
+      `${srv.url}/v1alpha1/namespaces/prod/leases/checkout/${rpc}`;
+    assert.deepEqual(await c.acquire(HOLDER, 1, never()), {
+      kind: "server-error",
+      status: 500,
+      message: "internal error",
+      requestId: "abc123",
+      url: url("acquire"),
+    });
+    assert.deepEqual(await c.renew(HOLDER, 1, 1, never()), {
+      kind: "server-error",
+      status: 401,
+      message: "unauthorized",
+      requestId: "hdr-id",
+      url: url("renew"),
+    });
+    assert.deepEqual(await c.release(HOLDER, 1, never()), {
+      kind: "server-error",
       status: 404,
-      body: "404 page not found\n",
-      headers: { "X-Request-Id": "r404" },
-    },
-    { status: 502, body: "" },
-  ];
-  await using srv = await startServer(() => replies.shift()!);
-  const c = client(srv.url);
-  assert.deepEqual(await c.acquire("h", 1, never()), {
-    kind: "server-error",
-    status: 500,
-    message: "internal error",
-    requestId: "abc123",
-  });
-  assert.deepEqual(await c.renew("h", 1, 1, never()), {
-    kind: "server-error",
-    status: 401,
-    message: "unauthorized",
-    requestId: "hdr-id",
-  });
-  assert.deepEqual(await c.release("h", 1, never()), {
-    kind: "server-error",
-    status: 404,
-    message: "404 page not found",
-    requestId: "r404",
-  });
-  const empty = await c.acquire("h", 1, never());
-  assert.equal(empty.kind, "server-error");
-  assert.equal(empty.kind === "server-error" && empty.status, 502);
-});
+      message: "404 page not found",
+      requestId: "r404",
+      url: url("release"),
+    });
+    const empty = await c.acquire(HOLDER, 1, never());
+    assert.equal(empty.kind, "server-error");
+    assert.equal(empty.kind === "server-error" && empty.status, 502);
+  },
+);
 
-Deno.test("bodies that break the API's promises are bad-response", async () => {
+both("bodies that break the API's promises are bad-response", async () => {
   const bad: [string, unknown][] = [
     ["not JSON", "{acquired: true"],
     ["array", [GRANT]],
@@ -435,43 +324,46 @@ Deno.test("bodies that break the API's promises are bad-response", async () => {
   });
   const c = client(srv.url);
   for (const [label] of bad) {
-    const out = await c.acquire("h", 1, never());
+    const out = await c.acquire(HOLDER, 1, never());
     assert.equal(out.kind, "bad-response", `${label}: ${JSON.stringify(out)}`);
   }
 });
 
-Deno.test("valid variants are accepted: offsets, 9 digits, extra fields, 0001 zero time", async () => {
-  const good: Record<string, unknown>[] = [
-    { ...GRANT, expiresAt: "2026-05-07T05:30:30.123456789+05:30" },
-    { ...GRANT, expiresAt: "2026-05-06T19:00:00-05:00", acquiredAt: ZERO },
-    { ...GRANT, expiresAt: "2024-02-29T23:59:60.5Z", somethingNew: [1] },
-    { ...GRANT, fencingToken: 2147483647 },
-  ];
-  let i = 0;
-  await using srv = await startServer(() => json(200, good[i++]));
-  const c = client(srv.url);
-  for (const body of good) {
-    const out = await c.acquire("h", 1, never());
-    assert.equal(out.kind, "acquired", JSON.stringify(body));
-    assert.equal(
-      out.kind === "acquired" && out.lease.expiresAt,
-      body.expiresAt,
-    );
-  }
-});
+both(
+  "valid variants are accepted: offsets, 9 digits, extra fields, 0001 zero time",
+  async () => {
+    const good: Record<string, unknown>[] = [
+      { ...GRANT, expiresAt: "2026-05-07T05:30:30.123456789+05:30" },
+      { ...GRANT, expiresAt: "2026-05-06T19:00:00-05:00", acquiredAt: ZERO },
+      { ...GRANT, expiresAt: "2024-02-29T23:59:60.5Z", somethingNew: [1] },
+      { ...GRANT, fencingToken: 2147483647 },
+    ];
+    let i = 0;
+    await using srv = await startServer(() => json(200, good[i++]));
+    const c = client(srv.url);
+    for (const body of good) {
+      const out = await c.acquire(HOLDER, 1, never());
+      assert.equal(out.kind, "acquired", JSON.stringify(body));
+      assert.equal(
+        out.kind === "acquired" && out.lease.expiresAt,
+        body.expiresAt,
+      );
+    }
+  },
+);
 
-Deno.test("a 2xx other than the promised one is bad-response", async () => {
+both("a 2xx other than the promised one is bad-response", async () => {
   await using srv = await startServer(() => ({ status: 204 }));
-  const out = await client(srv.url).acquire("h", 1, never());
+  const out = await client(srv.url).acquire(HOLDER, 1, never());
   assert.equal(out.kind, "bad-response");
 });
 
-Deno.test("a body over the cap stops the read and is bad-response", async () => {
+both("a body over the cap stops the read and is bad-response", async () => {
   const huge = `{"acquired":true,"pad":"${
     "x".repeat(4 * MAX_RESPONSE_BYTES)
   }"}`;
   await using srv = await startServer(() => ({ status: 200, body: huge }));
-  const out = await client(srv.url).acquire("h", 1, never());
+  const out = await client(srv.url).acquire(HOLDER, 1, never());
   assert.equal(out.kind, "bad-response");
   assert.match(out.kind === "bad-response" ? out.message : "", /64 KiB/);
 });
@@ -479,53 +371,67 @@ Deno.test("a body over the cap stops the read and is bad-response", async () => 
 // ---------------------------------------------------------------------------
 // No answer
 
-Deno.test("a server that never answers: the caller's timeout gives timeout", async () => {
-  await using srv = await startServer(() => "hang");
-  const out = await client(srv.url).acquire("h", 1, AbortSignal.timeout(100));
-  assert.equal(out.kind, "timeout");
-});
+both(
+  "a server that never answers: the caller's timeout gives timeout",
+  async () => {
+    await using srv = await startServer(() => "hang");
+    const out = await client(srv.url).acquire(
+      HOLDER,
+      1,
+      AbortSignal.timeout(100),
+    );
+    assert.equal(out.kind, "timeout");
+  },
+);
 
-Deno.test("a server that never answers: requestTimeoutMs bounds the call by itself", async () => {
-  await using srv = await startServer(() => "hang");
-  const out = await client(srv.url, { requestTimeoutMs: 100 }).renew(
-    "h",
-    1,
-    1,
-    never(),
-  );
-  assert.equal(out.kind, "timeout");
-});
+both(
+  "a server that never answers: requestTimeoutMs bounds the call by itself",
+  async () => {
+    await using srv = await startServer(() => "hang");
+    const out = await client(srv.url, { requestTimeoutMs: 100 }).renew(
+      HOLDER,
+      1,
+      1,
+      never(),
+    );
+    assert.equal(out.kind, "timeout");
+  },
+);
 
-Deno.test("a caller abort gives aborted, before or during the request", async () => {
+both("a caller abort gives aborted, before or during the request", async () => {
   await using srv = await startServer(() => "hang");
   const c = client(srv.url);
   const pre = new AbortController();
   pre.abort();
-  assert.equal((await c.acquire("h", 1, pre.signal)).kind, "aborted");
+  assert.equal((await c.acquire(HOLDER, 1, pre.signal)).kind, "aborted");
   assert.equal(srv.requests.length, 0);
   const during = new AbortController();
-  const pending = c.release("h", 1, during.signal);
+  const pending = c.release(HOLDER, 1, during.signal);
   await srv.received(1);
   during.abort();
   assert.equal((await pending).kind, "aborted");
 });
 
-Deno.test("a closed port is a transport-error that says so", async () => {
+both("a closed port is a transport-error that says so", async () => {
   const l = Deno.listen({ hostname: "127.0.0.1", port: 0 });
   const port = (l.addr as Deno.NetAddr).port;
   l.close();
-  const out = await client(`http://127.0.0.1:${port}`).acquire("h", 1, never());
+  const out = await client(`http://127.0.0.1:${port}`).acquire(
+    HOLDER,
+    1,
+    never(),
+  );
   assert.equal(out.kind, "transport-error");
   assert.match(out.kind === "transport-error" ? out.message : "", /refused/);
 });
 
-Deno.test("a connection dropped before an answer is a transport-error", async () => {
+both("a connection dropped before an answer is a transport-error", async () => {
   await using srv = await startServer(() => ({ raw: "" }));
-  const out = await client(srv.url).acquire("h", 1, never());
+  const out = await client(srv.url).acquire(HOLDER, 1, never());
   assert.equal(out.kind, "transport-error");
 });
 
-Deno.test("a CLI-like script exits as soon as its call is done", async () => {
+both("a CLI-like script exits as soon as its call is done", async () => {
   // The server keeps the connection open after answering and the client's
   // own bound is 10 minutes: only a leaked socket or timer could keep the
   // child alive, and then it would outlive the generous bound below.
@@ -540,8 +446,11 @@ Deno.test("a CLI-like script exits as soon as its call is done", async () => {
       "eval",
       `import { createHttpLeaseClient } from ${JSON.stringify(clientUrl)};
        const c = createHttpLeaseClient({ apiServer: ${JSON.stringify(srv.url)},
-         key: { namespace: "a", name: "b" }, requestTimeoutMs: 600000 });
-       console.log((await c.acquire("h", 10, new AbortController().signal)).kind);`,
+         key: { namespace: "a", name: "b" }, requestTimeoutMs: 600000,
+         transport: ${JSON.stringify(currentTransport())} });
+       console.log((await c.acquire(${
+        JSON.stringify(HOLDER)
+      }, 10, new AbortController().signal)).kind);`,
     ],
     stdout: "piped",
     stderr: "inherit",
@@ -556,137 +465,128 @@ Deno.test("a CLI-like script exits as soon as its call is done", async () => {
   assert.equal(out.code, 0);
 });
 
-// ---------------------------------------------------------------------------
-// TLS
+both(
+  "HTTPS against a plain-HTTP server says it may not speak TLS",
+  async () => {
+    // What a plain-HTTP server answers to a TLS hello: a plain-text 400.
+    const server = net.createServer((socket) => {
+      socket.on("error", () => {});
+      socket.once("data", () =>
+        socket.end(
+          "HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+        ));
+    });
+    await new Promise<void>((r) => server.listen(0, "127.0.0.1", () => r()));
+    const port = (server.address() as net.AddressInfo).port;
+    const out = await client(`https://127.0.0.1:${port}`).acquire(
+      HOLDER,
+      1,
+      AbortSignal.timeout(5_000),
+    );
+    await new Promise<void>((r) => server.close(() => r()));
+    assert.equal(out.kind, "transport-error", JSON.stringify(out));
+    assert.match(
+      out.kind === "transport-error" ? out.message : "",
+      /may not speak TLS.*scheme/,
+    );
+  },
+);
 
-const noOpenssl = opensslMissing();
+both(
+  "a kept-alive connection the server closed is retried once on a fresh one",
+  async () => {
+    // Each connection answers its first request and drops its second unanswered.
+    let connections = 0;
+    const sockets = new Set<net.Socket>();
+    const server = net.createServer((socket) => {
+      connections++;
+      sockets.add(socket);
+      socket.on("error", () => {});
+      let n = 0;
+      socket.on("data", () => {
+        if (++n === 2) return socket.destroy();
+        socket.write(
+          `HTTP/1.1 200 OK\r\nContent-Length: ${
+            JSON.stringify(GRANT).length
+          }\r\nConnection: keep-alive\r\n\r\n${JSON.stringify(GRANT)}`,
+        );
+      });
+    });
+    await new Promise<void>((r) => server.listen(0, "127.0.0.1", () => r()));
+    try {
+      const port = (server.address() as net.AddressInfo).port;
+      const c = client(`http://127.0.0.1:${port}`);
+      for (let i = 0; i < 3; i++) {
+        const out = await c.renew(HOLDER, 4, 1, AbortSignal.timeout(5_000));
+        assert.equal(out.kind, "acquired", `call ${i}: ${JSON.stringify(out)}`);
+      }
+      assert.equal(connections, 3);
+    } finally {
+      for (const s of sockets) s.destroy();
+      await new Promise<void>((r) => server.close(() => r()));
+    }
+  },
+);
 
-function tlsTest(name: string, fn: () => Promise<void>) {
-  Deno.test({ name, ignore: noOpenssl !== undefined, fn });
-}
+both("a redirect names its Location, not an empty body", async () => {
+  await using srv = await startServer(() => ({
+    status: 301,
+    headers: { Location: "/v1alpha1/namespaces/prod/leases/checkout/acquire" },
+  }));
+  const out = await client(srv.url).acquire(HOLDER, 1, never());
+  assert.equal(out.kind, "server-error");
+  assert.match(
+    out.kind === "server-error" ? describeFailure(out) : "",
+    /server answered 301: redirect to \/v1alpha1\/.*redirects are not followed/,
+  );
+});
 
-async function tlsServer(pki: { serverCert: string; serverKey: string }) {
-  return await startServer(() => json(200, GRANT), {
-    cert: await Deno.readTextFile(pki.serverCert),
-    key: await Deno.readTextFile(pki.serverKey),
+Deno.test("both transports word a refused connection and a non-TLS server alike", async () => {
+  const l = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const port = (l.addr as Deno.NetAddr).port;
+  l.close();
+  const server = net.createServer((socket) => {
+    socket.on("error", () => {});
+    socket.once("data", () => socket.end("HTTP/1.1 400 Bad Request\r\n\r\n"));
   });
-}
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", () => r()));
+  const plain = (server.address() as net.AddressInfo).port;
+  try {
+    for (
+      const url of [`http://127.0.0.1:${port}`, `https://127.0.0.1:${plain}`]
+    ) {
+      const [a, b] = await Promise.all(
+        TRANSPORTS.map((t) =>
+          createHttpLeaseClient({ apiServer: url, key: KEY, transport: t })
+            .acquire(HOLDER, 1, AbortSignal.timeout(5_000))
+        ),
+      );
+      assert.equal(a.kind, "transport-error", JSON.stringify(a));
+      assert.deepEqual(a, b);
+    }
+  } finally {
+    await new Promise<void>((r) => server.close(() => r()));
+  }
+});
 
-function expectTransport(out: GrantOutcome, hint: RegExp) {
-  assert.equal(out.kind, "transport-error", JSON.stringify(out));
-  assert.match(out.kind === "transport-error" ? out.message : "", hint);
-}
-
-tlsTest(
-  "TLS: the right CA bundle is trusted; none or a wrong one is refused",
+both(
+  "a grant naming another holder is never held, on Acquire nor Renew",
   async () => {
-    await using pki = await makeTestPki({ names: ["127.0.0.1", "localhost"] });
-    await using srv = await tlsServer(pki);
-    const ok = await client(srv.url, { caBundleFile: pki.caCert }).acquire(
-      "h",
-      1,
-      never(),
+    await using srv = await startServer(() =>
+      json(200, { ...GRANT, holder: "prod/someone-else" })
     );
-    assert.equal(ok.kind, "acquired", JSON.stringify(ok));
-    expectTransport(
-      await client(srv.url).acquire("h", 1, never()),
-      /--ca-bundle-file/,
-    );
-    expectTransport(
-      await client(srv.url, { caBundleFile: pki.otherCaCert }).acquire(
-        "h",
-        1,
-        never(),
-      ),
-      /--ca-bundle-file/,
-    );
-    // A bundle of several CAs: every one is trusted.
-    const both = `${pki.dir}/both.pem`;
-    await Deno.writeTextFile(
-      both,
-      (await Deno.readTextFile(pki.otherCaCert)) +
-        (await Deno.readTextFile(pki.caCert)),
-    );
-    const ok2 = await client(srv.url, { caBundleFile: both }).acquire(
-      "h",
-      1,
-      never(),
-    );
-    assert.equal(ok2.kind, "acquired");
-    assert.equal(srv.requests.length, 2);
-  },
-);
-
-tlsTest(
-  "TLS: the server-name override sets SNI and the verified name",
-  async () => {
-    await using pki = await makeTestPki({ names: ["berth.test"] });
-    await using srv = await tlsServer(pki);
-    const trust = { caBundleFile: pki.caCert };
-    const ok = await client(srv.url, { ...trust, serverName: "berth.test" })
-      .acquire("h", 1, never());
-    assert.equal(ok.kind, "acquired", JSON.stringify(ok));
-    assert.equal(srv.requests[0].sni, "berth.test");
-    // The Host header still names the URL's host.
-    assert.equal(header(srv.requests[0], "Host"), `127.0.0.1:${srv.port}`);
-    expectTransport(
-      await client(srv.url, trust).acquire("h", 1, never()),
-      /--server-name/,
-    );
-    expectTransport(
-      await client(srv.url, { ...trust, serverName: "other.test" }).acquire(
-        "h",
-        1,
-        never(),
-      ),
-      /other\.test/,
-    );
-    assert.equal(srv.requests.length, 1);
-  },
-);
-
-tlsTest(
-  "TLS: insecure skip-verify accepts an untrusted certificate and warns once",
-  async () => {
-    await using pki = await makeTestPki({ names: ["berth.test"] });
-    await using srv = await tlsServer(pki);
-    const lines: string[] = [];
-    const logger = createLogger({ write: (l) => lines.push(l) });
-    const c = client(srv.url, { insecureSkipTlsVerify: true, logger });
-    assert.equal(lines.length, 1);
-    assert.match(lines[0], /level=WARN .*INSECURE/);
-    assert.equal((await c.acquire("h", 1, never())).kind, "acquired");
-    assert.equal((await c.renew("h", 4, 1, never())).kind, "acquired");
-    assert.equal(lines.filter((l) => l.includes("INSECURE")).length, 1);
-  },
-);
-
-tlsTest(
-  "TLS: a CA bundle without a PEM certificate is refused at construction",
-  async () => {
-    await using pki = await makeTestPki({ names: ["berth.test"] });
-    const notPem = `${pki.dir}/key-only.pem`;
-    await Deno.copyFile(pki.serverKey, notPem);
-    assert.throws(
-      () => client("https://127.0.0.1:1", { caBundleFile: notPem }),
-      (e: Error) =>
-        e.message.includes(notPem) && /no PEM certificate/.test(e.message),
-    );
-    const broken = `${pki.dir}/broken.pem`;
-    await Deno.writeTextFile(
-      broken,
-      "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n",
-    );
-    assert.throws(
-      () => client("https://127.0.0.1:1", { caBundleFile: broken }),
-      /broken\.pem: certificate 1 of 1/,
-    );
-    assert.throws(
-      () =>
-        client("https://127.0.0.1:1", {
-          caBundleFile: `${pki.dir}/missing.pem`,
-        }),
-      /missing\.pem cannot be read/,
-    );
+    const c = client(srv.url);
+    for (
+      const out of [
+        await c.acquire(HOLDER, 10, never()),
+        await c.renew(HOLDER, 4, 10, never()),
+      ]
+    ) {
+      assert.equal(out.kind, "bad-response", JSON.stringify(out));
+      assert.match(
+        out.kind === "bad-response" ? out.message : "",
+        /"holder" is "prod\/someone-else", not the holder requested/,
+      );
+    }
   },
 );

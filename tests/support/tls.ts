@@ -24,6 +24,12 @@ export interface TestPkiOptions {
    * At least one is required (TLS clients ignore the common name).
    */
   names: string[];
+  /**
+   * The server certificate's validity period as openssl dates
+   * (`YYYYMMDDHHMMSSZ`), e.g. one in the past for an expired certificate.
+   * Default: from now for two days.
+   */
+  validity?: { notBefore: string; notAfter: string };
 }
 
 /** Paths to the PEM files of one test PKI, and how to delete them. */
@@ -125,25 +131,29 @@ export async function makeTestPki(options: TestPkiOptions): Promise<TestPki> {
       "-subj",
       `/CN=${options.names[0]}`,
     );
-    await openssl(
-      "x509",
-      "-req",
-      "-in",
-      p("server.csr"),
-      "-CA",
-      p("ca.crt"),
-      "-CAkey",
-      p("ca.key"),
-      "-set_serial",
-      randomSerial(),
-      "-days",
-      "2",
-      "-sha256",
-      "-extfile",
-      p("server.ext"),
-      "-out",
-      p("server.crt"),
-    );
+    if (options.validity) {
+      await signWithDates(p, options.validity);
+    } else {
+      await openssl(
+        "x509",
+        "-req",
+        "-in",
+        p("server.csr"),
+        "-CA",
+        p("ca.crt"),
+        "-CAkey",
+        p("ca.key"),
+        "-set_serial",
+        randomSerial(),
+        "-days",
+        "2",
+        "-sha256",
+        "-extfile",
+        p("server.ext"),
+        "-out",
+        p("server.crt"),
+      );
+    }
   } catch (e) {
     await cleanup();
     throw e;
@@ -157,6 +167,53 @@ export async function makeTestPki(options: TestPkiOptions): Promise<TestPki> {
     cleanup,
     [Symbol.asyncDispose]: cleanup,
   };
+}
+
+/** `openssl ca`, the one command that takes explicit start and end dates. */
+async function signWithDates(
+  p: (name: string) => string,
+  validity: { notBefore: string; notAfter: string },
+): Promise<void> {
+  await Deno.writeTextFile(
+    p("ca.cnf"),
+    [
+      "[ca]",
+      "default_ca = c",
+      "[c]",
+      `database = ${p("index.txt")}`,
+      `new_certs_dir = ${p("")}`,
+      `serial = ${p("serial")}`,
+      "default_md = sha256",
+      "policy = p",
+      "unique_subject = no",
+      "[p]",
+      "commonName = supplied",
+      "",
+    ].join("\n"),
+  );
+  await Deno.writeTextFile(p("index.txt"), "");
+  await Deno.writeTextFile(p("serial"), `${randomSerial().slice(2)}\n`);
+  await openssl(
+    "ca",
+    "-batch",
+    "-config",
+    p("ca.cnf"),
+    "-cert",
+    p("ca.crt"),
+    "-keyfile",
+    p("ca.key"),
+    "-in",
+    p("server.csr"),
+    "-startdate",
+    validity.notBefore,
+    "-enddate",
+    validity.notAfter,
+    "-extfile",
+    p("server.ext"),
+    "-notext",
+    "-out",
+    p("server.crt"),
+  );
 }
 
 const EC_KEY = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1"];

@@ -1,0 +1,277 @@
+/**
+ * What the client makes of an answer, as pure functions of the status, the
+ * headers it reads and the body text: a {@linkcode GrantOutcome} or
+ * {@linkcode ReleaseOutcome}. Kept apart from the transports so the same
+ * classification holds over `fetch` and `node:https`, and so every hostile
+ * answer is a unit test without a socket.
+ *
+ * Nothing here trusts the body: a grant for another holder, a token that is
+ * not a JSON int32 literal, a timestamp that is not RFC 3339 are all
+ * `bad-response`, never a held lease.
+ *
+ * @module
+ */
+import type {
+  GrantOutcome,
+  LeaseFailure,
+  LeaseRecord,
+  ReleaseOutcome,
+} from "./rpc.ts";
+import { INT32_MAX, INT32_MIN } from "./wire.ts";
+import { jsonNumberLiteral } from "./json_scan.ts";
+
+/** What came back over the wire before it is interpreted. */
+export interface RawResponse {
+  /** The HTTP status. */
+  status: number;
+  /** The body as UTF-8 text, at most the transport's cap. */
+  body: string;
+  /** From the `X-Request-Id` response header, when printable. */
+  requestId?: string;
+  /** The `Location` header, for a redirect. */
+  location?: string;
+}
+
+/** What the decoder needs to know about the request the answer is for. */
+export interface AnswerContext {
+  /** The holder the request was sent for: a grant must name it. */
+  holder: string;
+  /** The URL requested, named in 3xx and 404 messages. */
+  url: string;
+  /**
+   * Removes secrets from server text before it is cut to an excerpt (so no
+   * part of a secret survives the cut). Default: keeps text as is.
+   */
+  redact?: (text: string) => string;
+}
+
+/**
+ * An `X-Request-Id` header value worth repeating in messages: printable
+ * ASCII, at most 128 characters; anything else is dropped.
+ */
+export function headerRequestId(value: string | null): string | undefined {
+  return value !== null && /^[\x21-\x7e]{1,128}$/.test(value)
+    ? value
+    : undefined;
+}
+
+/**
+ * Interprets an Acquire or Renew answer.
+ *
+ * @param r The answer.
+ * @param ctx The request it answers.
+ * @returns `acquired` only for a 200 whose body keeps every promise of the
+ * API and names `ctx.holder`; otherwise the matching failure.
+ */
+export function grantOutcome(r: RawResponse, ctx: AnswerContext): GrantOutcome {
+  if (r.status !== 200) return statusFailure(r, [200], ctx);
+  const parsed = parseJsonObject(r.body);
+  if (typeof parsed === "string") return badResponse(r, parsed, ctx);
+  const redact = ctx.redact ?? ((t: string) => t);
+  const record = parseGrant(parsed, r.body, redact);
+  if (typeof record === "string") return badResponse(r, record, ctx);
+  const { acquired, lease } = record;
+  if (acquired && lease.holder !== ctx.holder) {
+    return badResponse(
+      r,
+      `"acquired" is true but "holder" is ${
+        show(lease.holder, redact)
+      }, not the holder requested (${show(ctx.holder, redact)})`,
+      ctx,
+    );
+  }
+  return {
+    kind: acquired ? "acquired" : "not-acquired",
+    lease,
+    requestId: r.requestId,
+  };
+}
+
+/**
+ * Interprets a Release answer: 204 (or 200) is success, whatever the body.
+ *
+ * @param r The answer.
+ * @param ctx The request it answers.
+ */
+export function releaseOutcome(
+  r: RawResponse,
+  ctx: AnswerContext,
+): ReleaseOutcome {
+  if (r.status === 204 || r.status === 200) {
+    return { kind: "released", requestId: r.requestId };
+  }
+  return statusFailure(r, [204, 200], ctx);
+}
+
+/** A 409, a redirect, an unexpected success status, or any other status. */
+function statusFailure(
+  r: RawResponse,
+  expected: number[],
+  ctx: AnswerContext,
+): LeaseFailure {
+  const envelope = parseJsonObject(r.body);
+  let message: string;
+  let requestId = r.requestId;
+  if (typeof envelope !== "string" && typeof envelope.error === "string") {
+    message = excerpt(envelope.error, ctx);
+    if (typeof envelope.requestId === "string" && envelope.requestId !== "") {
+      requestId = excerpt(envelope.requestId, ctx);
+    }
+  } else {
+    message = excerpt(r.body, ctx);
+  }
+  if (r.status === 409) return { kind: "conflict", message, requestId };
+  if (r.status >= 200 && r.status < 300) {
+    return {
+      kind: "bad-response",
+      status: r.status,
+      message: `unexpected success status (want ${
+        expected.join(" or ")
+      }): ${message}`,
+      requestId,
+    };
+  }
+  if (r.status >= 300 && r.status < 400) {
+    message = r.location === undefined || r.location === ""
+      ? "a redirect without a Location header"
+      : `redirect to ${excerpt(r.location, ctx)}`;
+  }
+  return {
+    kind: "server-error",
+    status: r.status,
+    message,
+    requestId,
+    url: ctx.url,
+  };
+}
+
+function badResponse(
+  r: RawResponse,
+  why: string,
+  ctx: AnswerContext,
+): LeaseFailure {
+  return {
+    kind: "bad-response",
+    status: r.status,
+    message: `${why}; body: ${excerpt(r.body, ctx)}`,
+    requestId: r.requestId,
+  };
+}
+
+/** A short, single-line, printable, redacted piece of server text for a message. */
+function excerpt(text: string, ctx: AnswerContext): string {
+  const clean = (ctx.redact ?? ((s: string) => s))(text);
+  // deno-lint-ignore no-control-regex
+  const flat = clean.replace(/[\x00-\x1f\x7f]+/g, " ").trim();
+  if (flat === "") return "(empty body)";
+  return flat.length > 200 ? `${flat.slice(0, 200)}...` : flat;
+}
+
+function parseJsonObject(body: string): Record<string, unknown> | string {
+  let v: unknown;
+  try {
+    v = JSON.parse(body);
+  } catch {
+    return "response body is not JSON";
+  }
+  if (v === null || typeof v !== "object" || Array.isArray(v)) {
+    return "response body is not a JSON object";
+  }
+  return v as Record<string, unknown>;
+}
+
+/**
+ * Validates an Acquire/Renew body against the API's promises, or says what
+ * broke them. Unknown fields are ignored so a newer server stays usable.
+ * `text` is the body as sent: JSON.parse reads `1.0` and `1e0` as 1, so the
+ * token's literal is checked there.
+ */
+function parseGrant(
+  body: Record<string, unknown>,
+  text: string,
+  redact: (text: string) => string,
+): { acquired: boolean; lease: LeaseRecord } | string {
+  const { acquired, holder, fencingToken, expiresAt, acquiredAt } = body;
+  const showV = (v: unknown) => show(v, redact);
+  if (typeof acquired !== "boolean") {
+    return `"acquired" must be a boolean, got ${showV(acquired)}`;
+  }
+  if (holder !== undefined && typeof holder !== "string") {
+    return `"holder" must be a string, got ${showV(holder)}`;
+  }
+  if (fencingToken !== undefined) {
+    const literal = jsonNumberLiteral(text, "fencingToken");
+    if (
+      typeof fencingToken !== "number" || literal === undefined ||
+      !/^-?(0|[1-9][0-9]*)$/.test(literal) || fencingToken < INT32_MIN ||
+      fencingToken > INT32_MAX
+    ) {
+      return `"fencingToken" must be a JSON integer in int32 range, got ${
+        literal !== undefined
+          ? redact(literal).slice(0, 60)
+          : showV(fencingToken)
+      }`;
+    }
+  }
+  const token = (fencingToken as number | undefined) ?? 0;
+  if (acquired && token < 1) {
+    return `"fencingToken" must be at least 1 when "acquired" is true, got ${
+      showV(fencingToken)
+    }`;
+  }
+  for (
+    const [field, v] of [
+      ["expiresAt", expiresAt],
+      ["acquiredAt", acquiredAt],
+    ] as const
+  ) {
+    if (typeof v !== "string" || !isRfc3339(v)) {
+      return `"${field}" must be an RFC 3339 timestamp, got ${showV(v)}`;
+    }
+  }
+  return {
+    acquired,
+    lease: {
+      holder: (holder as string | undefined) ?? "",
+      fencingToken: token,
+      expiresAt: expiresAt as string,
+      acquiredAt: acquiredAt as string,
+    },
+  };
+}
+
+const RFC3339 =
+  /^(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(\.\d{1,9})?([Zz]|[+-](\d{2}):(\d{2}))$/;
+
+/**
+ * RFC 3339 as Go's encoder writes it: up to 9 fractional digits, `Z` or a
+ * numeric offset, fields in range (second 60 allowed for a leap second).
+ */
+function isRfc3339(s: string): boolean {
+  const m = RFC3339.exec(s);
+  if (!m) return false;
+  const [year, month, day, hour, minute, second] = m.slice(1, 7).map(Number);
+  if (month < 1 || month > 12 || day < 1 || day > daysIn(year, month)) {
+    return false;
+  }
+  if (hour > 23 || minute > 59 || second > 60) return false;
+  if (m[9] !== undefined && (Number(m[9]) > 23 || Number(m[10]) > 59)) {
+    return false;
+  }
+  return true;
+}
+
+function daysIn(year: number, month: number): number {
+  if (month === 2) {
+    const leap = year % 4 === 0 && (year % 100 !== 0 || year % 400 === 0);
+    return leap ? 29 : 28;
+  }
+  return [4, 6, 9, 11].includes(month) ? 30 : 31;
+}
+
+/** A server value for a message: JSON, redacted, then cut to 60 characters. */
+function show(v: unknown, redact: (text: string) => string): string {
+  if (v === undefined) return "nothing";
+  const s = redact(JSON.stringify(v) ?? String(v));
+  return s.length > 60 ? `${s.slice(0, 60)}...` : s;
+}

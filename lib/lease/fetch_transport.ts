@@ -1,0 +1,113 @@
+/**
+ * The default transport: Deno's own `fetch` with one `Deno.HttpClient` per
+ * client, so the trust store is built once and the connection is kept alive
+ * between renewals (a renewal then costs no handshake). A kept-alive
+ * connection the server closed is retried once on a fresh one by the HTTP
+ * stack; a retry that fails too is a transport error, and the caller's
+ * signal bounds it all. Redirects are never followed: they are answers.
+ *
+ * @module
+ */
+import { headerRequestId, type RawResponse } from "./answer.ts";
+import {
+  MAX_RESPONSE_BYTES,
+  type TooLarge,
+  type Transport,
+  type TransportError,
+  type TransportErrorKind,
+} from "./transport.ts";
+import type { Target } from "./wire.ts";
+
+/**
+ * A {@linkcode Transport} over `fetch`.
+ *
+ * @param target The API server.
+ * @param caCerts PEM certificates trusted in addition to the built-in roots.
+ */
+export function createFetchTransport(
+  target: Target,
+  caCerts: string[] | undefined,
+): Transport {
+  const client = Deno.createHttpClient(caCerts ? { caCerts } : {});
+  return {
+    async send(request, signal) {
+      let res: Response;
+      try {
+        res = await fetch(`${target.origin}${request.path}`, {
+          method: "POST",
+          headers: request.headers,
+          body: request.body,
+          client,
+          signal,
+          redirect: "manual",
+        });
+      } catch (e) {
+        return classify(e);
+      }
+      return await readBody(res);
+    },
+  };
+}
+
+/** Reads at most the cap; a longer body is cancelled unread. */
+async function readBody(
+  res: Response,
+): Promise<RawResponse | TransportError | TooLarge> {
+  const requestId = headerRequestId(res.headers.get("x-request-id"));
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  if (res.body !== null) {
+    const reader = res.body.getReader();
+    try {
+      for (;;) {
+        const { done, value } = await reader.read();
+        if (done) break;
+        size += value.length;
+        if (size > MAX_RESPONSE_BYTES) {
+          await reader.cancel().catch(() => {});
+          return { tooLarge: res.status, requestId };
+        }
+        chunks.push(value);
+      }
+    } catch (e) {
+      return classify(e);
+    }
+  }
+  const body = new Uint8Array(size);
+  let at = 0;
+  for (const c of chunks) {
+    body.set(c, at);
+    at += c.length;
+  }
+  return {
+    status: res.status,
+    body: new TextDecoder().decode(body),
+    requestId,
+    location: res.headers.get("location") ?? undefined,
+  };
+}
+
+/**
+ * The kind of a fetch error, from its cause's text (Deno gives no codes):
+ * the rustls and hyper wording of Deno 2.
+ */
+function classify(e: unknown): TransportError {
+  const err = e as Error & { cause?: unknown };
+  const detail = err.cause instanceof Error
+    ? err.cause.message
+    : String(err?.message ?? e);
+  const rules: [RegExp, TransportErrorKind][] = [
+    [/connection refused/i, "refused"],
+    [/dns error|failed to lookup address/i, "dns"],
+    [/InvalidContentType|corrupt message|wrong version number/i, "not-tls"],
+    [/certificate expired|not valid yet|not valid before/i, "dates"],
+    [/NotValidForName|not valid for name/i, "wrong-name"],
+    [/invalid peer certificate|UnknownIssuer|BadSignature/i, "untrusted"],
+  ];
+  const kind = rules.find(([re]) => re.test(detail))?.[1] ?? "other";
+  // The URL is named by the caller's message already.
+  return {
+    error: kind,
+    detail: detail.replace(/^error sending request for url \([^)]*\): /, ""),
+  };
+}

@@ -1,0 +1,99 @@
+/**
+ * The API key at the client boundary: a server that echoes it never gets it
+ * into an outcome, and a key-file read that blocks never holds a request
+ * past its bound.
+ */
+import assert from "node:assert/strict";
+import { ApiKeySource } from "../../lib/lease/api_key.ts";
+import type { GrantOutcome } from "../../lib/lease/rpc.ts";
+import { Secret } from "../../lib/obs/log.ts";
+import {
+  both,
+  client,
+  GRANT,
+  header,
+  HOLDER,
+  json,
+  never,
+  type Recorded,
+  type Reply,
+  startServer,
+} from "./client_fixture.ts";
+
+both(
+  "a server echoing the Authorization header never gets the key into an outcome",
+  async () => {
+    const KEY_TEXT = "tenant:" + "s3cr3t-".repeat(40); // longer than any excerpt
+    const echo = (r: Recorded) => header(r, "Authorization") ?? "";
+    const replies: ((r: Recorded) => Reply)[] = [
+      (r) => ({ status: 401, body: `denied: ${echo(r)}` }),
+      (r) => json(401, { error: `bad header ${echo(r)}` }),
+      (r) => json(200, { ...GRANT, acquired: false, holder: echo(r) }),
+      (r) => json(200, { ...GRANT, holder: echo(r) }),
+      (r) => ({ status: 200, body: `{"acquired":"${echo(r)}"}` }),
+      (r) => ({
+        status: 307,
+        headers: { Location: `https://x/?k=${encodeURIComponent(echo(r))}` },
+      }),
+      (r) => json(500, { error: "internal error", requestId: echo(r) }),
+    ];
+    let i = 0;
+    await using srv = await startServer((r) => replies[i++](r));
+    const c = client(srv.url, {
+      auth: ApiKeySource.fromSecret(new Secret(KEY_TEXT)),
+    });
+    const outs: unknown[] = [];
+    for (let n = 0; n < replies.length; n++) {
+      outs.push(await c.acquire(HOLDER, 1, never()));
+    }
+    const text = JSON.stringify(outs);
+    assert.ok(!text.includes("s3cr3t"), text);
+    assert.match(text, /\[redacted API key\]/);
+    // acquired:true naming another holder (here: the echo) is never held.
+    assert.equal((outs[3] as GrantOutcome).kind, "bad-response");
+  },
+);
+
+both(
+  "a blocked key-file read: the last good key is sent, never past the request's bound",
+  async () => {
+    const dir = await Deno.makeTempDir();
+    try {
+      const file = `${dir}/key`;
+      await Deno.writeTextFile(file, "k1\n");
+      const gates: PromiseWithResolvers<Uint8Array>[] = [];
+      let block = false;
+      const source = (readTimeoutMs: number) =>
+        ApiKeySource.fromFile(file, {
+          minReadIntervalMs: 0,
+          readTimeoutMs,
+          readFile: (p) => {
+            if (!block) return Deno.readFile(p);
+            const gate = Promise.withResolvers<Uint8Array>();
+            gates.push(gate);
+            return gate.promise;
+          },
+        });
+      const short = await source(50);
+      const long = await source(600_000);
+      block = true; // every later read hangs, as on a hung mount
+      await using srv = await startServer(() => json(200, GRANT));
+      // The read's bound is the shorter: sent with the last good key.
+      const sent = await client(srv.url, { auth: short }).acquire(
+        HOLDER,
+        1,
+        never(),
+      );
+      assert.equal(sent.kind, "acquired", JSON.stringify(sent));
+      assert.equal(header(srv.requests[0], "Authorization"), "Bearer k1");
+      // The request's bound is the shorter: it ends on time, unsent.
+      const out = await client(srv.url, { auth: long, requestTimeoutMs: 100 })
+        .acquire(HOLDER, 1, never());
+      assert.equal(out.kind, "timeout");
+      assert.equal(srv.requests.length, 1);
+      for (const g of gates) g.resolve(new TextEncoder().encode("k2"));
+    } finally {
+      await Deno.remove(dir, { recursive: true });
+    }
+  },
+);
