@@ -9,80 +9,16 @@
  */
 import assert from "node:assert/strict";
 import { compileArgs, PERMISSION_SET, TARGETS } from "../../scripts/compile.ts";
-
-const ROOT = decodeURIComponent(new URL("../..", import.meta.url).pathname)
-  .replace(/\/+$/, "");
-
-// ---------------------------------------------------------------------------
-// Dockerfile parsing: instructions with continuation lines joined and
-// comment lines dropped, grouped by stage.
-
-interface Instruction {
-  keyword: string;
-  args: string;
-  line: number;
-}
-
-interface Stage {
-  image: string;
-  name?: string;
-  platform?: string;
-  instructions: Instruction[];
-}
-
-function parseDockerfile(text: string): Stage[] {
-  const instructions: Instruction[] = [];
-  let pending: { text: string; line: number } | undefined;
-  text.split("\n").forEach((raw, idx) => {
-    const line = raw.trimEnd();
-    if (/^\s*#/.test(line) || (pending === undefined && line.trim() === "")) {
-      return;
-    }
-    const continued = line.endsWith("\\");
-    const body = continued ? line.slice(0, -1) : line;
-    pending = pending === undefined
-      ? { text: body, line: idx + 1 }
-      : { text: `${pending.text} ${body.trim()}`, line: pending.line };
-    if (!continued) {
-      const m = /^\s*(\w+)\s+(.*)$/.exec(pending.text);
-      assert.ok(m, `Dockerfile line ${pending.line}: cannot parse`);
-      instructions.push({
-        keyword: m[1].toUpperCase(),
-        args: m[2].trim(),
-        line: pending.line,
-      });
-      pending = undefined;
-    }
-  });
-  const stages: Stage[] = [];
-  for (const ins of instructions) {
-    if (ins.keyword === "FROM") {
-      const m = /^(?:--platform=(\S+)\s+)?(\S+)(?:\s+AS\s+(\S+))?$/i.exec(
-        ins.args,
-      );
-      assert.ok(m, `Dockerfile line ${ins.line}: cannot parse FROM`);
-      stages.push({
-        platform: m[1],
-        image: m[2],
-        name: m[3],
-        instructions: [],
-      });
-    } else if (ins.keyword !== "ARG" || stages.length > 0) {
-      assert.ok(stages.length > 0, `Dockerfile line ${ins.line}: before FROM`);
-      stages.at(-1)!.instructions.push(ins);
-    }
-  }
-  return stages;
-}
-
-/** Splits a shell command into words (quotes removed, no expansion). */
-function shellWords(cmd: string): string[] {
-  const words: string[] = [];
-  for (const m of cmd.matchAll(/"((?:[^"\\]|\\.)*)"|'([^']*)'|(\S+)/g)) {
-    words.push(m[1] ?? m[2] ?? m[3]);
-  }
-  return words;
-}
+import {
+  asList,
+  asMap,
+  loadExample,
+  parseDockerfile,
+  ROOT,
+  shellWords,
+  type Yaml,
+  type YamlMap,
+} from "./readers.ts";
 
 /**
  * The permission-related flags of a deno command line, in order: what the
@@ -241,179 +177,6 @@ Deno.test(".dockerignore lets through every file the build stage copies", async 
 });
 
 // ---------------------------------------------------------------------------
-// A small YAML reader for the examples: block maps and sequences, plain,
-// quoted and flow-sequence scalars, comments. It throws on anything else
-// (anchors, block scalars, flow maps), so an example cannot silently drift
-// into syntax the checks below would misread.
-
-type Yaml = string | number | boolean | null | Yaml[] | { [k: string]: Yaml };
-type YamlMap = { [k: string]: Yaml };
-
-interface YamlLine {
-  indent: number;
-  text: string;
-  no: number;
-}
-
-const KEY_RE =
-  /^("(?:[^"\\]|\\.)*"|[^\s"'#\-[{][^:]*?|-[^\s:][^:]*?)\s*:(?:\s+(.*))?$/;
-
-function stripYamlComment(s: string): string {
-  let quote: string | undefined;
-  for (let i = 0; i < s.length; i++) {
-    const c = s[i];
-    if (quote) {
-      if (c === quote) quote = undefined;
-      continue;
-    }
-    if ((c === '"' || c === "'") && (i === 0 || /[\s[,:]/.test(s[i - 1]))) {
-      quote = c;
-    } else if (c === "#" && (i === 0 || /\s/.test(s[i - 1]))) {
-      return s.slice(0, i);
-    }
-  }
-  return s;
-}
-
-function yamlScalar(s: string, line: YamlLine): Yaml {
-  const where = `line ${line.no}`;
-  if (s.startsWith('"')) return JSON.parse(s);
-  if (s.startsWith("'")) {
-    assert.ok(s.endsWith("'") && s.length >= 2, `${where}: unterminated '`);
-    return s.slice(1, -1).replaceAll("''", "'");
-  }
-  if (s.startsWith("[")) {
-    assert.ok(s.endsWith("]"), `${where}: unterminated flow sequence`);
-    const inner = s.slice(1, -1).trim();
-    if (inner === "") return [];
-    const items = inner.match(/"(?:[^"\\]|\\.)*"|'[^']*'|[^,]+/g) ?? [];
-    return items.map((x) => x.trim()).filter((x) => x !== "")
-      .map((x) => yamlScalar(x, line));
-  }
-  if (s === "{}") return {};
-  assert.ok(!/^[{|>&*!]/.test(s), `${where}: unsupported YAML ${s}`);
-  if (s === "true" || s === "false") return s === "true";
-  if (s === "null" || s === "~") return null;
-  if (/^-?(0|[1-9]\d*)$/.test(s)) return Number(s);
-  return s;
-}
-
-class YamlParser {
-  i = 0;
-  constructor(private lines: YamlLine[]) {}
-
-  private isItem(l: YamlLine): boolean {
-    return l.text === "-" || l.text.startsWith("- ");
-  }
-
-  block(indent: number): Yaml {
-    return this.isItem(this.lines[this.i])
-      ? this.seq(indent)
-      : this.map(indent);
-  }
-
-  private seq(indent: number): Yaml[] {
-    const out: Yaml[] = [];
-    while (this.i < this.lines.length) {
-      const l = this.lines[this.i];
-      if (l.indent < indent || (l.indent === indent && !this.isItem(l))) break;
-      assert.ok(l.indent === indent && this.isItem(l), `line ${l.no}: indent`);
-      const rest = l.text.slice(1).trimStart();
-      if (rest === "") {
-        this.i++;
-        out.push(this.child(indent));
-      } else if (KEY_RE.test(rest) || rest === "-" || rest.startsWith("- ")) {
-        // A map or a sequence that starts on the item's own line: read it as
-        // if it began on the next line, indented to where it starts.
-        const inner = indent + l.text.length - rest.length;
-        this.lines[this.i] = { indent: inner, text: rest, no: l.no };
-        out.push(this.block(inner));
-      } else {
-        this.i++;
-        out.push(yamlScalar(rest, l));
-      }
-    }
-    return out;
-  }
-
-  private child(indent: number): Yaml {
-    const next = this.lines[this.i];
-    if (next && next.indent > indent) return this.block(next.indent);
-    if (next && next.indent === indent && this.isItem(next)) {
-      return this.seq(indent);
-    }
-    return null;
-  }
-
-  private map(indent: number): YamlMap {
-    const out: YamlMap = {};
-    while (this.i < this.lines.length) {
-      const l = this.lines[this.i];
-      if (l.indent < indent) break;
-      assert.ok(l.indent === indent, `line ${l.no}: unexpected indentation`);
-      if (this.isItem(l)) break;
-      const m = KEY_RE.exec(l.text);
-      assert.ok(m, `line ${l.no}: expected "key: value", got ${l.text}`);
-      const key = m[1].startsWith('"') ? JSON.parse(m[1]) : m[1];
-      assert.ok(!(key in out), `line ${l.no}: duplicate key ${key}`);
-      this.i++;
-      out[key] = m[2] !== undefined && m[2] !== ""
-        ? yamlScalar(m[2], l)
-        : this.child(indent);
-    }
-    return out;
-  }
-}
-
-function parseYaml(text: string): Yaml[] {
-  const docs: YamlLine[][] = [[]];
-  text.split("\n").forEach((raw, idx) => {
-    if (/^---\s*$/.test(raw)) {
-      docs.push([]);
-      return;
-    }
-    assert.ok(!raw.includes("\t"), `line ${idx + 1}: tab`);
-    const body = stripYamlComment(raw).trimEnd();
-    if (body.trim() === "") return;
-    const indent = body.length - body.trimStart().length;
-    docs.at(-1)!.push({ indent, text: body.trimStart(), no: idx + 1 });
-  });
-  return docs.filter((d) => d.length > 0).map((lines) => {
-    const p = new YamlParser(lines);
-    const v = p.block(lines[0].indent);
-    assert.equal(p.i, lines.length, `line ${lines[p.i]?.no}: not parsed`);
-    return v;
-  });
-}
-
-Deno.test("the YAML reader reads what the examples use and refuses the rest", () => {
-  assert.deepEqual(
-    parseYaml(
-      [
-        "a: 1 # note",
-        "b:",
-        "  - x: 'it''s'",
-        '    y: ["p", q]',
-        "  - - 30s",
-        "c:",
-        "- --flag",
-        'd: "0.0.0.0:8471"',
-        "e: https://h:8443",
-      ].join("\n"),
-    ),
-    [{
-      a: 1,
-      b: [{ x: "it's", y: ["p", "q"] }, ["30s"]],
-      c: ["--flag"],
-      d: "0.0.0.0:8471",
-      e: "https://h:8443",
-    }],
-  );
-  assert.throws(() => parseYaml("a: 1\na: 2"), /duplicate key/);
-  assert.throws(() => parseYaml("a: |\n  x"), /unsupported/);
-});
-
-// ---------------------------------------------------------------------------
 // The examples.
 
 const PROBE_ARGV = [
@@ -423,28 +186,6 @@ const PROBE_ARGV = [
   "--max-age",
   "30s",
 ];
-
-function asMap(v: Yaml | undefined, what: string): YamlMap {
-  assert.ok(
-    v !== null && typeof v === "object" && !Array.isArray(v),
-    `${what} is not a map`,
-  );
-  return v as YamlMap;
-}
-
-function asList(v: Yaml | undefined, what: string): YamlMap[] {
-  assert.ok(Array.isArray(v), `${what} is not a list`);
-  return v.map((x, i) => asMap(x, `${what}[${i}]`));
-}
-
-async function loadExample(file: string): Promise<YamlMap> {
-  const docs = parseYaml(await Deno.readTextFile(`${ROOT}/examples/${file}`));
-  const deployments = docs.map((d) => asMap(d, file)).filter((d) =>
-    d.kind === "Deployment"
-  );
-  assert.equal(deployments.length, 1, `${file}: one Deployment expected`);
-  return deployments[0];
-}
 
 interface Wiring {
   pod: YamlMap;
