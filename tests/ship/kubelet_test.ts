@@ -351,9 +351,6 @@ async function runPod(deployment: YamlMap): Promise<PodRun> {
       assert.ok(probe, `${c.name}: no liveness probe`);
       if ("exec" in probe) {
         const r = await output(node.command(c, probe.exec));
-        if (Deno.env.get("DEBUG_KUBELET")) {
-          console.log(c.name, probe.exec, r, c.ids);
-        }
         if (r.code !== 0) {
           return {
             failed: {
@@ -361,6 +358,28 @@ async function runPod(deployment: YamlMap): Promise<PodRun> {
               step: "liveness probe",
               code: r.code,
               log: r.stdout + r.stderr,
+            },
+          };
+        }
+        // What an operator runs: `kubectl exec POD -c MAIN -- /berth/check
+        // status /berth`, as the main container's user, on its read-only mount.
+        const binary = probe.exec[0];
+        const status = await output(
+          node.command(c, [
+            binary,
+            "status",
+            binary.replace(/\/[^/]+$/, ""),
+            "--json",
+          ]),
+        );
+        const view = status.code === 0 ? JSON.parse(status.stdout) : undefined;
+        if (view?.marker.verdict !== "OK" || view?.fencingToken !== 1) {
+          return {
+            failed: {
+              container: c.name,
+              step: "status",
+              code: status.code,
+              log: status.stdout + status.stderr,
             },
           };
         }
