@@ -26,13 +26,14 @@ import { containerPid, nodeUnavailable, PodOnNode } from "./node.ts";
 import {
   asList,
   asMap,
+  exampleFiles,
   loadExample,
   parseDockerfile,
   ROOT,
   type YamlMap,
 } from "./readers.ts";
 
-const EXAMPLES = ["pod-probe.yaml", "pod-signal.yaml", "pod-http-health.yaml"];
+const EXAMPLES = exampleFiles();
 
 /** The Secret and ConfigMap the examples' header comments tell users to create. */
 const API_KEY = "berth-test-key-0123456789";

@@ -287,6 +287,13 @@ export function parseDeployment(text: string, file: string): YamlMap {
   return deployments[0];
 }
 
+/** The example manifests: every `examples/*.yaml`, sorted. */
+export function exampleFiles(): string[] {
+  return [...Deno.readDirSync(`${ROOT}/examples`)]
+    .filter((e) => e.isFile && e.name.endsWith(".yaml"))
+    .map((e) => e.name).sort();
+}
+
 /** The one Deployment in `examples/<file>`. */
 export async function loadExample(file: string): Promise<YamlMap> {
   return parseDeployment(

@@ -12,6 +12,7 @@ import { compileArgs, PERMISSION_SET, TARGETS } from "../../scripts/compile.ts";
 import {
   asList,
   asMap,
+  exampleFiles,
   loadExample,
   parseDockerfile,
   ROOT,
@@ -43,6 +44,7 @@ const dockerfile = parseDockerfile(
   await Deno.readTextFile(`${ROOT}/Dockerfile`),
 );
 const denoJson = JSON.parse(await Deno.readTextFile(`${ROOT}/deno.json`)) as {
+  version?: string;
   permissions?: Record<string, unknown>;
   tasks?: Record<string, string>;
 };
@@ -359,3 +361,70 @@ Deno.test("examples/pod-http-health.yaml probes the sidecar on an address the ku
     checkTimings(probe);
   }
 });
+
+// ---------------------------------------------------------------------------
+// What every example asks of the cluster for the helpers: a pinned image and
+// resources sized from what the helpers were measured to use.
+
+/**
+ * Peak RSS in MiB measured under `deno run` over HTTPS with a CA bundle
+ * (README, "Resources"): `acquire` start to exit, and the sidecar after its
+ * first minutes of renewals. The compiled binary embeds the same runtime.
+ */
+const MEASURED_RSS_MIB = { acquire: 58, renew: 110 };
+
+/** A Kubernetes memory quantity in MiB (`64Mi`, `1Gi`, `100M`). */
+function mib(q: Yaml | undefined, what: string): number {
+  const m = /^(\d+)(Ki|Mi|Gi|k|M|G)?$/.exec(String(q));
+  assert.ok(m, `${what}: ${q} is not a memory quantity`);
+  const unit: Record<string, number> = {
+    "": 1 / 2 ** 20,
+    Ki: 1 / 1024,
+    Mi: 1,
+    Gi: 1024,
+    k: 1e3 / 2 ** 20,
+    M: 1e6 / 2 ** 20,
+    G: 1e9 / 2 ** 20,
+  };
+  return Number(m[1]) * unit[m[2] ?? ""];
+}
+
+for (const file of exampleFiles()) {
+  Deno.test(`examples/${file}: the helpers' image is this release's, pinned by digest`, async () => {
+    const w = checkWiring(file, await loadExample(file));
+    const image = String(w.acquire.image);
+    // The tag names the release; the digest is what the kubelet pulls.
+    const m =
+      /^[\w.:-]+(?:\/[\w.-]+)*\/berth-acquire:([\w.-]+)@sha256:[0-9a-f]{64}$/
+        .exec(image);
+    assert.ok(
+      m,
+      `${file}: ${image} is not <registry>/berth-acquire:<version>@sha256:<digest>`,
+    );
+    assert.equal(m[1], denoJson.version, `${file}: tag of another release`);
+  });
+
+  Deno.test(`examples/${file}: every helper has requests and a memory limit above its measured RSS`, async () => {
+    const w = checkWiring(file, await loadExample(file));
+    for (
+      const [c, rss] of [
+        [w.acquire, MEASURED_RSS_MIB.acquire],
+        [w.sidecar, MEASURED_RSS_MIB.renew],
+      ] as [YamlMap, number][]
+    ) {
+      const r = asMap(c.resources, `${file} ${c.name} resources`);
+      const req = asMap(r.requests, `${c.name} requests`);
+      const lim = asMap(r.limits, `${c.name} limits`);
+      assert.match(String(req.cpu), /^\d+m?$/, `${c.name}: cpu request`);
+      // A CPU limit throttles the helper, and a throttled sidecar renews late.
+      assert.equal(lim.cpu, undefined, `${c.name}: no CPU limit`);
+      const request = mib(req.memory, `${c.name} requests.memory`);
+      const limit = mib(lim.memory, `${c.name} limits.memory`);
+      assert.ok(request >= rss, `${c.name}: request ${request} MiB < ${rss}`);
+      assert.ok(
+        limit >= 2 * rss,
+        `${c.name}: limit ${limit} MiB leaves less than 2x its ${rss} MiB`,
+      );
+    }
+  });
+}
