@@ -8,7 +8,12 @@
  * @module
  */
 import assert from "node:assert/strict";
-import { compileArgs, PERMISSION_SET, TARGETS } from "../../scripts/compile.ts";
+import {
+  compileArgs,
+  PERMISSION_SET,
+  sha256File,
+  TARGETS,
+} from "../../scripts/compile.ts";
 import {
   asList,
   asMap,
@@ -163,15 +168,16 @@ Deno.test("the runtime image has glibc, runs as 65532 and has the binary as entr
   assert.equal(shellWords(copies[0].args).at(-1), "/berth-acquire");
 });
 
-Deno.test(".dockerignore lets through every file the build stage copies", async () => {
+Deno.test(".dockerignore lets through every file the build copies", async () => {
   const kept = new Set(
     (await Deno.readTextFile(`${ROOT}/.dockerignore`)).split("\n")
       .map((l) => l.trim()).filter((l) => l.startsWith("!"))
       .map((l) => l.slice(1).replace(/\/+$/, "")),
   );
-  const sources = builder.instructions.filter((i) =>
-    i.keyword === "COPY" && !i.args.startsWith("--from")
-  ).flatMap((i) => shellWords(i.args).slice(0, -1));
+  const sources = dockerfile.flatMap((stage) => stage.instructions).filter((
+    i,
+  ) => i.keyword === "COPY" && !i.args.startsWith("--from"))
+    .flatMap((i) => shellWords(i.args).slice(0, -1));
   assert.ok(sources.length > 0);
   for (const s of sources) {
     assert.ok(kept.has(s.replace(/\/+$/, "")), `${s} is not in .dockerignore`);
@@ -428,3 +434,21 @@ for (const file of exampleFiles()) {
     }
   });
 }
+
+Deno.test("the license is Apache-2.0, named in the README and shipped in the image", async () => {
+  // The SHA-256 of the license text as the Apache Software Foundation
+  // publishes it (LICENSE-2.0.txt): the file is the standard text, unedited.
+  assert.equal(
+    await sha256File(`${ROOT}/LICENSE`),
+    "cfc7749b96f63bd31c3c42b5c471bf756814053e847c10f3eb003417bc523d30",
+  );
+  const readme = await Deno.readTextFile(`${ROOT}/README.md`);
+  assert.match(
+    readme,
+    /^## License\n\n.*Apache License, Version 2\.0.*\[`LICENSE`\]\(LICENSE\)/m,
+  );
+  const copies = runtime.instructions.filter((i) =>
+    i.keyword === "COPY" && shellWords(i.args)[0] === "LICENSE"
+  );
+  assert.equal(copies.length, 1, "the runtime image carries LICENSE");
+});
