@@ -20,11 +20,21 @@ import {
   exampleFiles,
   loadExample,
   parseDockerfile,
+  parseUnit,
   ROOT,
   shellWords,
   type Yaml,
   type YamlMap,
 } from "./readers.ts";
+import {
+  EXIT_ACQUIRE_TIMEOUT,
+  EXIT_CANCELLED,
+  EXIT_CANNOT_EXECUTE,
+  EXIT_COMMAND_NOT_FOUND,
+  EXIT_CONFIG,
+  EXIT_LEASE_LOST,
+  FORWARDED_SIGNALS,
+} from "../../lib/cmd/run.ts";
 
 /**
  * The permission-related flags of a deno command line, in order: what the
@@ -451,4 +461,104 @@ Deno.test("the license is Apache-2.0, named in the README and shipped in the ima
     i.keyword === "COPY" && shellWords(i.args)[0] === "LICENSE"
   );
   assert.equal(copies.length, 1, "the runtime image carries LICENSE");
+});
+
+// ---------------------------------------------------------------------------
+// The systemd unit for `run`.
+
+/** systemd's time span syntax, as far as the unit uses it (`30s`, `1min`, `500ms`, bare seconds). */
+function seconds(span: string): number {
+  const m = /^(\d+(?:\.\d+)?)\s*(ms|s|sec|min|m)?$/.exec(span.trim());
+  assert.ok(m, `not a time span: ${span}`);
+  const unit: Record<string, number> = {
+    ms: 0.001,
+    s: 1,
+    sec: 1,
+    min: 60,
+    m: 60,
+  };
+  return Number(m[1]) * unit[m[2] ?? "s"];
+}
+
+Deno.test("examples/berth-run.service runs `run` with a restart policy that follows its exit codes", async () => {
+  const unit = parseUnit(
+    await Deno.readTextFile(`${ROOT}/examples/berth-run.service`),
+  );
+  const service = unit.get("Service");
+  assert.ok(service, "no [Service] section");
+  const one = (k: string) => {
+    const v = service.get(k);
+    assert.ok(v?.length === 1, `${k}: exactly one value, got ${v}`);
+    return v[0];
+  };
+  const numbers = (k: string) =>
+    new Set(
+      (service.get(k) ?? []).join(" ").split(/\s+/).filter(Boolean)
+        .map(Number),
+    );
+
+  // `run` is the main process itself (no shell, no forking), so systemd's
+  // signals reach it and its exit status is the unit's.
+  assert.ok(["exec", "simple"].includes(one("Type")), one("Type"));
+  const argv = shellWords(one("ExecStart"));
+  assert.match(argv[0], /\/berth-acquire$/);
+  assert.equal(argv[1], "run");
+  const dashes = argv.indexOf("--");
+  assert.ok(dashes > 1 && dashes < argv.length - 1, "run [flags] -- COMMAND");
+
+  // The cgroup is killed when `run` is gone: the command, in a session of
+  // its own, must never outlive it.
+  assert.ok(["mixed", "control-group"].includes(one("KillMode")));
+  assert.ok(
+    (FORWARDED_SIGNALS as readonly string[]).includes(
+      service.get("KillSignal")?.[0] ?? "SIGTERM",
+    ),
+    "the stop signal is one `run` forwards",
+  );
+  const reload = service.get("ExecReload")?.[0];
+  if (reload) {
+    const sig = /kill -(\w+) \$MAINPID$/.exec(reload)?.[1];
+    assert.ok(sig && FORWARDED_SIGNALS.includes(`SIG${sig}` as Deno.Signal));
+  }
+
+  // Restart after a lost lease or an acquire timeout (a retry can succeed);
+  // never after a configuration error or a command that cannot run.
+  assert.equal(one("Restart"), "on-failure");
+  assert.deepEqual(
+    numbers("RestartPreventExitStatus"),
+    new Set([EXIT_CONFIG, EXIT_CANNOT_EXECUTE, EXIT_COMMAND_NOT_FOUND]),
+  );
+  for (const retry of [EXIT_LEASE_LOST, EXIT_ACQUIRE_TIMEOUT]) {
+    assert.ok(
+      !numbers("SuccessExitStatus").has(retry),
+      `${retry} must restart`,
+    );
+  }
+  // A stop while waiting for the lease is not a failure.
+  assert.ok(numbers("SuccessExitStatus").has(EXIT_CANCELLED));
+
+  // systemd waits for the command's grace and the release (bounded at 5 s)
+  // before it SIGKILLs the cgroup.
+  const env = new Map(
+    (service.get("Environment") ?? []).map((e) => {
+      const i = e.indexOf("=");
+      return [e.slice(0, i), e.slice(i + 1)] as const;
+    }),
+  );
+  const grace = Number(env.get("BERTH_ENFORCE_GRACE_SECONDS") ?? "0");
+  assert.ok(seconds(one("TimeoutStopSec")) > grace + 5, "TimeoutStopSec");
+  // Outside a pod: an explicit holder and namespace, the key from a file.
+  for (
+    const k of [
+      "BERTH_HOLDER_IDENTITY",
+      "BERTH_LEASE_NAMESPACE",
+      "BERTH_LEASE_NAME",
+      "BERTH_TTL_SECONDS",
+      "BERTH_API_KEY_FILE",
+    ]
+  ) {
+    assert.ok(env.get(k), `${k} is not set`);
+  }
+  assert.equal(env.get("BERTH_API_KEY"), undefined, "the key only from a file");
+  assert.match(String(env.get("BERTH_API_SERVER")), /^https:\/\//);
 });
