@@ -1,9 +1,9 @@
 /**
  * The example manifests run as a cluster would run them: what the kubelet
- * gives each container is derived from the YAML (tests/ship/kubelet.ts),
- * checked statically everywhere (can each helper read its API key and CA
- * bundle by the permission bits?), and then, as root, laid out on this
- * machine and run with the real helpers under those ids: `acquire` against
+ * gives each container is derived from the YAML (tests/ship/kubelet.ts;
+ * the model's own tests and the static readability checks are in
+ * kubelet_model_test.ts), laid out on this machine as root, and run with the
+ * real helpers under those ids: `acquire` against
  * a development server over HTTPS with the mounted key and CA, `renew`
  * adopting its lease, the main container's liveness probe as the main
  * container's user on its read-only mount, and `status` there as an
@@ -15,198 +15,18 @@ import assert from "node:assert/strict";
 import { startDevServer } from "../../lib/devserver/server.ts";
 import { makeTestPki, opensslMissing } from "../support/tls.ts";
 import { waitFor } from "../support/wait.ts";
-import {
-  type ContainerView,
-  derivePod,
-  type ImageUser,
-  type PodView,
-  whyUnreadable,
-} from "./kubelet.ts";
+import { API_KEY, BERTH_USER, derive } from "./cluster.ts";
+import type { ContainerView } from "./kubelet.ts";
 import { containerPid, nodeUnavailable, PodOnNode } from "./node.ts";
 import {
   asList,
   asMap,
   exampleFiles,
   loadExample,
-  parseDockerfile,
-  ROOT,
   type YamlMap,
 } from "./readers.ts";
 
 const EXAMPLES = exampleFiles();
-
-/** The Secret and ConfigMap the examples' header comments tell users to create. */
-const API_KEY = "berth-test-key-0123456789";
-const SECRET = { "berth-api-key": { "api-key": `${API_KEY}\n` } };
-
-/** The berth image's user, from the Dockerfile's runtime stage (`USER 65532:65532`). */
-function berthImageUser(text: string): ImageUser {
-  const user = parseDockerfile(text).at(-1)!.instructions.find((i) =>
-    i.keyword === "USER"
-  );
-  const m = /^(\d+):(\d+)$/.exec(user?.args ?? "");
-  assert.ok(m, `the runtime stage's USER is not uid:gid: ${user?.args}`);
-  const [uid, gid] = [Number(m[1]), Number(m[2])];
-  // distroless's /etc/passwd: root, nonroot, nobody.
-  return { uid, gid, passwd: { 0: 0, [uid]: gid, 65534: 65534 } };
-}
-
-const BERTH_USER = berthImageUser(
-  await Deno.readTextFile(`${ROOT}/Dockerfile`),
-);
-
-/**
- * The users of the examples' images. A main image whose user the examples
- * do not know (the user's own) runs here as 10001:10001, a user that owns
- * nothing and is in no group: whatever it can read, any user can.
- */
-function imageUser(image: string): ImageUser {
-  if (/\/berth-acquire[:@]/.test(image)) return BERTH_USER;
-  if (image.startsWith("nginxinc/nginx-unprivileged:")) {
-    return { uid: 101, gid: 101, passwd: { 0: 0, 101: 101 } };
-  }
-  return { uid: 10001, gid: 10001, passwd: { 0: 0, 10001: 10001 } };
-}
-
-function derive(deployment: YamlMap, caPem = "unused"): PodView {
-  return derivePod(deployment, {
-    imageUser,
-    secrets: SECRET,
-    configMaps: { "berth-ca": { "ca.crt": caPem } },
-    pod: {
-      name: "web-7f6c-j4n8x",
-      uid: "8c21b044-0c5b-4d7e-9a51-2f0f3c1d7e11",
-    },
-  });
-}
-
-/** The volume and the path in it where container `c` finds `file`, if it does. */
-function locate(pod: PodView, c: ContainerView, file: string) {
-  const m = c.mounts.find((m) => file.startsWith(`${m.mountPath}/`));
-  if (!m) return undefined;
-  const volume = pod.volumes.find((v) => v.name === m.volume)!;
-  return { volume, path: file.slice(m.mountPath.length + 1) };
-}
-
-const helpers = (pod: PodView) =>
-  pod.containers.filter((c) => c.role !== "main");
-
-// ---------------------------------------------------------------------------
-// The model on its own: no root needed.
-
-Deno.test("the stand-in derives ids, groups and file modes the way the kubelet does", async () => {
-  const d = await loadExample("pod-signal.yaml");
-  const pod = derive(d);
-  const byName = new Map(pod.containers.map((c) => [c.name, c]));
-  assert.deepEqual(byName.get("berth-acquire")?.ids, {
-    uid: BERTH_USER.uid,
-    gid: BERTH_USER.gid,
-    groups: [],
-    caps: [],
-    noNewPrivs: true,
-  });
-  // runAsUser 0 on the berth image: distroless's root group, and only KILL.
-  assert.deepEqual(byName.get("berth-sidecar")?.ids, {
-    uid: 0,
-    gid: 0,
-    groups: [],
-    caps: ["kill"],
-    noNewPrivs: true,
-  });
-  assert.equal(byName.get("nginx")?.ids.uid, 101);
-  const state = pod.volumes.find((v) => v.kind === "emptyDir")!;
-  assert.deepEqual(state.entries.map((e) => [e.uid, e.gid, e.mode]), [[
-    0,
-    0,
-    0o777,
-  ]]);
-  // With fsGroup the kubelet hands every volume to the group.
-  const spec = asMap(asMap(asMap(d.spec, "spec").template, "t").spec, "pod");
-  spec.securityContext = { fsGroup: 2000 };
-  for (const v of asList(spec.volumes, "volumes")) {
-    if (v.secret) asMap(v.secret, "secret").defaultMode = 0o400;
-  }
-  const grouped = derive(d);
-  for (const c of grouped.containers) assert.deepEqual(c.ids.groups, [2000]);
-  const key = grouped.volumes.find((v) => v.kind === "secret")!;
-  const file = key.entries.find((e) => e.kind === "file")!;
-  assert.deepEqual([file.uid, file.gid, file.mode], [0, 2000, 0o440]);
-  assert.equal(
-    grouped.volumes.find((v) => v.kind === "emptyDir")!.entries[0].mode,
-    0o2777,
-  );
-  // runAsNonRoot on a root user is refused before anything runs.
-  const acquire = asList(spec.initContainers, "init")[0];
-  asMap(acquire.securityContext, "sc").runAsUser = 0;
-  assert.match(String(derive(d).containers[0].refused), /runAsNonRoot/);
-});
-
-Deno.test("the readability model: owner, group and other bits, through the Secret's symlinks", () => {
-  const pod = derive({
-    metadata: { namespace: "shop" },
-    spec: {
-      template: {
-        spec: {
-          volumes: [{
-            name: "k",
-            secret: { secretName: "berth-api-key", defaultMode: 0o440 },
-          }],
-          containers: [{ name: "c", image: "x" }],
-        },
-      },
-    },
-  });
-  const v = pod.volumes[0];
-  const ids = {
-    uid: 65532,
-    gid: 65532,
-    groups: [],
-    caps: [],
-    noNewPrivs: true,
-  };
-  assert.match(
-    String(whyUnreadable(ids, v, "api-key")),
-    /cannot read .*0:0 0440/,
-  );
-  assert.equal(whyUnreadable({ ...ids, uid: 0 }, v, "api-key"), undefined);
-  assert.equal(whyUnreadable({ ...ids, groups: [0] }, v, "api-key"), undefined);
-  assert.equal(
-    whyUnreadable({ ...ids, caps: ["dac_override"] }, v, "api-key"),
-    undefined,
-  );
-  assert.match(String(whyUnreadable(ids, v, "nope")), /does not exist/);
-});
-
-for (const file of EXAMPLES) {
-  Deno.test(`${file}: every helper can read its API key and CA bundle as the kubelet mounts them`, async () => {
-    const pod = derive(await loadExample(file));
-    for (const c of pod.containers) {
-      assert.equal(c.refused, undefined, `${c.name}: ${c.refused}`);
-    }
-    for (const c of helpers(pod)) {
-      for (const name of ["BERTH_API_KEY_FILE", "BERTH_CA_BUNDLE_FILE"]) {
-        const at = locate(pod, c, c.env[name]);
-        assert.ok(at, `${c.name}: ${name} is on no mount`);
-        const why = whyUnreadable(c.ids, at.volume, at.path);
-        assert.equal(why, undefined, `${file} ${c.name} ${name}: ${why}`);
-      }
-    }
-    // The workload never sees the key: no main container mounts the Secret.
-    const secretVolumes = pod.volumes.filter((v) => v.kind === "secret")
-      .map((v) => v.name);
-    for (const c of pod.containers.filter((c) => c.role === "main")) {
-      for (const m of c.mounts) {
-        assert.ok(
-          !secretVolumes.includes(m.volume),
-          `${c.name} mounts ${m.volume}`,
-        );
-      }
-    }
-  });
-}
-
-// ---------------------------------------------------------------------------
-// The real helpers on a laid-out pod: root, setpriv, unshare and openssl.
 
 const skip = nodeUnavailable() ?? opensslMissing();
 if (skip !== undefined) {
