@@ -384,10 +384,10 @@ Deno.test("examples/pod-http-health.yaml probes the sidecar on an address the ku
 
 /**
  * Peak RSS in MiB measured under `deno run` over HTTPS with a CA bundle
- * (README, "Resources"): `acquire` start to exit, and the sidecar after its
- * first minutes of renewals. The compiled binary embeds the same runtime.
+ * (README, "Resources"): `acquire` start to exit, and the sidecar's peak
+ * over 25 minutes of renewals at a heartbeat of 1 s. The compiled binary embeds the same runtime.
  */
-const MEASURED_RSS_MIB = { acquire: 58, renew: 110 };
+const MEASURED_RSS_MIB = { acquire: 58, renew: 121 };
 
 /** A Kubernetes memory quantity in MiB (`64Mi`, `1Gi`, `100M`). */
 function mib(q: Yaml | undefined, what: string): number {
