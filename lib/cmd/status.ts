@@ -23,11 +23,11 @@ import {
 import { DEFAULT_STATE_DIR } from "../state/state_dir.ts";
 
 /** Exit status when the marker's verdict is OK: the workload may run. */
-export const EXIT_HELD = 0;
+const EXIT_HELD = 0;
 /** Exit status when the verdict is anything else (absent, stale, indeterminate). */
-export const EXIT_NOT_HELD = 1;
+const EXIT_NOT_HELD = 1;
 /** Exit status for a usage error. */
-export const EXIT_USAGE = 2;
+const EXIT_USAGE = 2;
 
 /** The webhook's probe argv has `--max-age 30s`; the view judges the same way. */
 const DEFAULT_MAX_AGE = "30s";
@@ -153,7 +153,7 @@ function readJson<T>(r: Read<T>): T | null {
  * @param s The snapshot.
  * @returns The object `status --json` prints.
  */
-export function statusJson(s: StateSnapshot): Record<string, unknown> {
+function statusJson(s: StateSnapshot): Record<string, unknown> {
   const v = s.marker.verdict;
   const d = s.marker.deadlines;
   const left = (t: TimeLeft | undefined) => ({

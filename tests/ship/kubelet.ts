@@ -145,7 +145,7 @@ export interface PodView {
 }
 
 /** The capabilities containerd and CRI-O give a container by default. */
-export const DEFAULT_CAPS = [
+const DEFAULT_CAPS = [
   "chown",
   "dac_override",
   "fsetid",
@@ -163,7 +163,7 @@ export const DEFAULT_CAPS = [
 ];
 
 /** The `..<timestamp>` directory the kubelet's atomic writer puts Secret and ConfigMap files in. */
-export const PROJECTED_DATA_DIR = "..2026_01_01_00_00_00.000000001";
+const PROJECTED_DATA_DIR = "..2026_01_01_00_00_00.000000001";
 
 function num(v: Yaml | undefined, what: string): number | undefined {
   if (v === undefined) return undefined;

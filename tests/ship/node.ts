@@ -96,13 +96,6 @@ export class PodOnNode implements AsyncDisposable {
     return node;
   }
 
-  /** The container named `name`. */
-  container(name: string): ContainerView {
-    const c = this.pod.containers.find((x) => x.name === name);
-    if (!c) throw new Error(`no container ${name}`);
-    return c;
-  }
-
   /** Where a path the container sees lies on this machine (unchanged when under none of its mounts). */
   hostPath(c: ContainerView, path: string): string {
     const under = c.mounts.some((m) =>
