@@ -27,19 +27,43 @@ import { shellQuote } from "../../lib/state/state_dir.ts";
 import type { ContainerView, PodView } from "./kubelet.ts";
 import { ROOT } from "./readers.ts";
 
-/** What the stand-in needs from the machine, checked once. */
+/**
+ * Why the stand-in cannot run here, or undefined when it can: it needs
+ * root, and `unshare` and `setpriv` that work (a container without
+ * CAP_SYS_ADMIN has the tools but may not make a mount namespace), so each
+ * is tried once the way {@linkcode PodOnNode.command} uses it.
+ */
 export function nodeUnavailable(): string | undefined {
   if (Deno.uid() !== 0) return "needs root (to chown files and switch users)";
-  for (const tool of ["setpriv", "unshare", "mount"]) {
+  const tries: [string, string[]][] = [
+    ["unshare", [
+      "--mount",
+      "--propagation",
+      "private",
+      "--pid",
+      "--fork",
+      "--kill-child",
+      "--mount-proc",
+      "/bin/sh",
+      "-c",
+      "mount --bind /tmp /tmp && mount -o remount,bind,ro /tmp",
+    ]],
+    ["setpriv", ["--reuid=65532", "--regid=65532", "--clear-groups", "true"]],
+  ];
+  for (const [tool, args] of tries) {
     try {
-      new Deno.Command(tool, {
-        args: ["--version"],
+      const out = new Deno.Command(tool, {
+        args,
         stdout: "null",
-        stderr: "null",
-      })
-        .outputSync();
-    } catch {
-      return `needs ${tool} (util-linux)`;
+        stderr: "piped",
+      }).outputSync();
+      if (!out.success) {
+        return `needs a working ${tool}: ${tool} ${args.join(" ")} failed: ${
+          new TextDecoder().decode(out.stderr).trim()
+        }`;
+      }
+    } catch (e) {
+      return `needs ${tool} (util-linux): ${(e as Error).message}`;
     }
   }
   return undefined;
