@@ -40,6 +40,8 @@ RUN set -eu; \
 # package manager. Pin the digest here too for reproducible releases.
 FROM gcr.io/distroless/cc-debian12:nonroot
 COPY --from=build /out/berth-acquire /berth-acquire
+# Apache-2.0 asks that whoever receives the binary also gets the license.
+COPY LICENSE /usr/share/doc/berth-acquire/LICENSE
 # Numeric, so the kubelet can verify `runAsNonRoot: true` (it cannot for a
 # user name). 65532 is distroless's "nonroot".
 USER 65532:65532

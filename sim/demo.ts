@@ -28,8 +28,29 @@ const PROBE: ProbeSettings = {
 /** Probe period + timeout + termination grace: the workload is surely stopped this long after the gate closes. */
 const LEAD_SECONDS = 3;
 
-const bold = (s: string) => Deno.noColor ? s : `\x1b[1m${s}\x1b[0m`;
-const dim = (s: string) => Deno.noColor ? s : `\x1b[2m${s}\x1b[0m`;
+/**
+ * Whether to write colour: only to a terminal, so that a redirected or piped
+ * demo (a log file, `| less`, CI) holds plain text, and never when
+ * `NO_COLOR` is set to anything but the empty string (no-color.org).
+ *
+ * @param o Whether stdout is a terminal, and `NO_COLOR`'s value.
+ * @returns True when escape sequences may be written.
+ */
+export function useColour(
+  o: { isTerminal: boolean; noColor: string | undefined },
+): boolean {
+  return o.isTerminal && !o.noColor;
+}
+
+const COLOUR = useColour({
+  isTerminal: Deno.stdout.isTerminal(),
+  noColor: Deno.env.get("NO_COLOR"),
+});
+
+/** Bold, when {@linkcode useColour} says so. */
+export const bold = (s: string): string => COLOUR ? `\x1b[1m${s}\x1b[0m` : s;
+/** Dim, when {@linkcode useColour} says so. */
+export const dim = (s: string): string => COLOUR ? `\x1b[2m${s}\x1b[0m` : s;
 
 function secs(ms: number): string {
   return `${(ms / 1000).toFixed(1)} s`;

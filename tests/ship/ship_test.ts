@@ -8,81 +8,33 @@
  * @module
  */
 import assert from "node:assert/strict";
-import { compileArgs, PERMISSION_SET, TARGETS } from "../../scripts/compile.ts";
-
-const ROOT = decodeURIComponent(new URL("../..", import.meta.url).pathname)
-  .replace(/\/+$/, "");
-
-// ---------------------------------------------------------------------------
-// Dockerfile parsing: instructions with continuation lines joined and
-// comment lines dropped, grouped by stage.
-
-interface Instruction {
-  keyword: string;
-  args: string;
-  line: number;
-}
-
-interface Stage {
-  image: string;
-  name?: string;
-  platform?: string;
-  instructions: Instruction[];
-}
-
-function parseDockerfile(text: string): Stage[] {
-  const instructions: Instruction[] = [];
-  let pending: { text: string; line: number } | undefined;
-  text.split("\n").forEach((raw, idx) => {
-    const line = raw.trimEnd();
-    if (/^\s*#/.test(line) || (pending === undefined && line.trim() === "")) {
-      return;
-    }
-    const continued = line.endsWith("\\");
-    const body = continued ? line.slice(0, -1) : line;
-    pending = pending === undefined
-      ? { text: body, line: idx + 1 }
-      : { text: `${pending.text} ${body.trim()}`, line: pending.line };
-    if (!continued) {
-      const m = /^\s*(\w+)\s+(.*)$/.exec(pending.text);
-      assert.ok(m, `Dockerfile line ${pending.line}: cannot parse`);
-      instructions.push({
-        keyword: m[1].toUpperCase(),
-        args: m[2].trim(),
-        line: pending.line,
-      });
-      pending = undefined;
-    }
-  });
-  const stages: Stage[] = [];
-  for (const ins of instructions) {
-    if (ins.keyword === "FROM") {
-      const m = /^(?:--platform=(\S+)\s+)?(\S+)(?:\s+AS\s+(\S+))?$/i.exec(
-        ins.args,
-      );
-      assert.ok(m, `Dockerfile line ${ins.line}: cannot parse FROM`);
-      stages.push({
-        platform: m[1],
-        image: m[2],
-        name: m[3],
-        instructions: [],
-      });
-    } else if (ins.keyword !== "ARG" || stages.length > 0) {
-      assert.ok(stages.length > 0, `Dockerfile line ${ins.line}: before FROM`);
-      stages.at(-1)!.instructions.push(ins);
-    }
-  }
-  return stages;
-}
-
-/** Splits a shell command into words (quotes removed, no expansion). */
-function shellWords(cmd: string): string[] {
-  const words: string[] = [];
-  for (const m of cmd.matchAll(/"((?:[^"\\]|\\.)*)"|'([^']*)'|(\S+)/g)) {
-    words.push(m[1] ?? m[2] ?? m[3]);
-  }
-  return words;
-}
+import {
+  compileArgs,
+  PERMISSION_SET,
+  sha256File,
+  TARGETS,
+} from "../../scripts/compile.ts";
+import {
+  asList,
+  asMap,
+  exampleFiles,
+  loadExample,
+  parseDockerfile,
+  parseUnit,
+  ROOT,
+  shellWords,
+  type Yaml,
+  type YamlMap,
+} from "./readers.ts";
+import {
+  EXIT_ACQUIRE_TIMEOUT,
+  EXIT_CANCELLED,
+  EXIT_CANNOT_EXECUTE,
+  EXIT_COMMAND_NOT_FOUND,
+  EXIT_CONFIG,
+  EXIT_LEASE_LOST,
+  FORWARDED_SIGNALS,
+} from "../../lib/cmd/run.ts";
 
 /**
  * The permission-related flags of a deno command line, in order: what the
@@ -107,6 +59,7 @@ const dockerfile = parseDockerfile(
   await Deno.readTextFile(`${ROOT}/Dockerfile`),
 );
 const denoJson = JSON.parse(await Deno.readTextFile(`${ROOT}/deno.json`)) as {
+  version?: string;
   permissions?: Record<string, unknown>;
   tasks?: Record<string, string>;
 };
@@ -225,192 +178,20 @@ Deno.test("the runtime image has glibc, runs as 65532 and has the binary as entr
   assert.equal(shellWords(copies[0].args).at(-1), "/berth-acquire");
 });
 
-Deno.test(".dockerignore lets through every file the build stage copies", async () => {
+Deno.test(".dockerignore lets through every file the build copies", async () => {
   const kept = new Set(
     (await Deno.readTextFile(`${ROOT}/.dockerignore`)).split("\n")
       .map((l) => l.trim()).filter((l) => l.startsWith("!"))
       .map((l) => l.slice(1).replace(/\/+$/, "")),
   );
-  const sources = builder.instructions.filter((i) =>
-    i.keyword === "COPY" && !i.args.startsWith("--from")
-  ).flatMap((i) => shellWords(i.args).slice(0, -1));
+  const sources = dockerfile.flatMap((stage) => stage.instructions).filter((
+    i,
+  ) => i.keyword === "COPY" && !i.args.startsWith("--from"))
+    .flatMap((i) => shellWords(i.args).slice(0, -1));
   assert.ok(sources.length > 0);
   for (const s of sources) {
     assert.ok(kept.has(s.replace(/\/+$/, "")), `${s} is not in .dockerignore`);
   }
-});
-
-// ---------------------------------------------------------------------------
-// A small YAML reader for the examples: block maps and sequences, plain,
-// quoted and flow-sequence scalars, comments. It throws on anything else
-// (anchors, block scalars, flow maps), so an example cannot silently drift
-// into syntax the checks below would misread.
-
-type Yaml = string | number | boolean | null | Yaml[] | { [k: string]: Yaml };
-type YamlMap = { [k: string]: Yaml };
-
-interface YamlLine {
-  indent: number;
-  text: string;
-  no: number;
-}
-
-const KEY_RE =
-  /^("(?:[^"\\]|\\.)*"|[^\s"'#\-[{][^:]*?|-[^\s:][^:]*?)\s*:(?:\s+(.*))?$/;
-
-function stripYamlComment(s: string): string {
-  let quote: string | undefined;
-  for (let i = 0; i < s.length; i++) {
-    const c = s[i];
-    if (quote) {
-      if (c === quote) quote = undefined;
-      continue;
-    }
-    if ((c === '"' || c === "'") && (i === 0 || /[\s[,:]/.test(s[i - 1]))) {
-      quote = c;
-    } else if (c === "#" && (i === 0 || /\s/.test(s[i - 1]))) {
-      return s.slice(0, i);
-    }
-  }
-  return s;
-}
-
-function yamlScalar(s: string, line: YamlLine): Yaml {
-  const where = `line ${line.no}`;
-  if (s.startsWith('"')) return JSON.parse(s);
-  if (s.startsWith("'")) {
-    assert.ok(s.endsWith("'") && s.length >= 2, `${where}: unterminated '`);
-    return s.slice(1, -1).replaceAll("''", "'");
-  }
-  if (s.startsWith("[")) {
-    assert.ok(s.endsWith("]"), `${where}: unterminated flow sequence`);
-    const inner = s.slice(1, -1).trim();
-    if (inner === "") return [];
-    const items = inner.match(/"(?:[^"\\]|\\.)*"|'[^']*'|[^,]+/g) ?? [];
-    return items.map((x) => x.trim()).filter((x) => x !== "")
-      .map((x) => yamlScalar(x, line));
-  }
-  if (s === "{}") return {};
-  assert.ok(!/^[{|>&*!]/.test(s), `${where}: unsupported YAML ${s}`);
-  if (s === "true" || s === "false") return s === "true";
-  if (s === "null" || s === "~") return null;
-  if (/^-?(0|[1-9]\d*)$/.test(s)) return Number(s);
-  return s;
-}
-
-class YamlParser {
-  i = 0;
-  constructor(private lines: YamlLine[]) {}
-
-  private isItem(l: YamlLine): boolean {
-    return l.text === "-" || l.text.startsWith("- ");
-  }
-
-  block(indent: number): Yaml {
-    return this.isItem(this.lines[this.i])
-      ? this.seq(indent)
-      : this.map(indent);
-  }
-
-  private seq(indent: number): Yaml[] {
-    const out: Yaml[] = [];
-    while (this.i < this.lines.length) {
-      const l = this.lines[this.i];
-      if (l.indent < indent || (l.indent === indent && !this.isItem(l))) break;
-      assert.ok(l.indent === indent && this.isItem(l), `line ${l.no}: indent`);
-      const rest = l.text.slice(1).trimStart();
-      if (rest === "") {
-        this.i++;
-        out.push(this.child(indent));
-      } else if (KEY_RE.test(rest) || rest === "-" || rest.startsWith("- ")) {
-        // A map or a sequence that starts on the item's own line: read it as
-        // if it began on the next line, indented to where it starts.
-        const inner = indent + l.text.length - rest.length;
-        this.lines[this.i] = { indent: inner, text: rest, no: l.no };
-        out.push(this.block(inner));
-      } else {
-        this.i++;
-        out.push(yamlScalar(rest, l));
-      }
-    }
-    return out;
-  }
-
-  private child(indent: number): Yaml {
-    const next = this.lines[this.i];
-    if (next && next.indent > indent) return this.block(next.indent);
-    if (next && next.indent === indent && this.isItem(next)) {
-      return this.seq(indent);
-    }
-    return null;
-  }
-
-  private map(indent: number): YamlMap {
-    const out: YamlMap = {};
-    while (this.i < this.lines.length) {
-      const l = this.lines[this.i];
-      if (l.indent < indent) break;
-      assert.ok(l.indent === indent, `line ${l.no}: unexpected indentation`);
-      if (this.isItem(l)) break;
-      const m = KEY_RE.exec(l.text);
-      assert.ok(m, `line ${l.no}: expected "key: value", got ${l.text}`);
-      const key = m[1].startsWith('"') ? JSON.parse(m[1]) : m[1];
-      assert.ok(!(key in out), `line ${l.no}: duplicate key ${key}`);
-      this.i++;
-      out[key] = m[2] !== undefined && m[2] !== ""
-        ? yamlScalar(m[2], l)
-        : this.child(indent);
-    }
-    return out;
-  }
-}
-
-function parseYaml(text: string): Yaml[] {
-  const docs: YamlLine[][] = [[]];
-  text.split("\n").forEach((raw, idx) => {
-    if (/^---\s*$/.test(raw)) {
-      docs.push([]);
-      return;
-    }
-    assert.ok(!raw.includes("\t"), `line ${idx + 1}: tab`);
-    const body = stripYamlComment(raw).trimEnd();
-    if (body.trim() === "") return;
-    const indent = body.length - body.trimStart().length;
-    docs.at(-1)!.push({ indent, text: body.trimStart(), no: idx + 1 });
-  });
-  return docs.filter((d) => d.length > 0).map((lines) => {
-    const p = new YamlParser(lines);
-    const v = p.block(lines[0].indent);
-    assert.equal(p.i, lines.length, `line ${lines[p.i]?.no}: not parsed`);
-    return v;
-  });
-}
-
-Deno.test("the YAML reader reads what the examples use and refuses the rest", () => {
-  assert.deepEqual(
-    parseYaml(
-      [
-        "a: 1 # note",
-        "b:",
-        "  - x: 'it''s'",
-        '    y: ["p", q]',
-        "  - - 30s",
-        "c:",
-        "- --flag",
-        'd: "0.0.0.0:8471"',
-        "e: https://h:8443",
-      ].join("\n"),
-    ),
-    [{
-      a: 1,
-      b: [{ x: "it's", y: ["p", "q"] }, ["30s"]],
-      c: ["--flag"],
-      d: "0.0.0.0:8471",
-      e: "https://h:8443",
-    }],
-  );
-  assert.throws(() => parseYaml("a: 1\na: 2"), /duplicate key/);
-  assert.throws(() => parseYaml("a: |\n  x"), /unsupported/);
 });
 
 // ---------------------------------------------------------------------------
@@ -423,28 +204,6 @@ const PROBE_ARGV = [
   "--max-age",
   "30s",
 ];
-
-function asMap(v: Yaml | undefined, what: string): YamlMap {
-  assert.ok(
-    v !== null && typeof v === "object" && !Array.isArray(v),
-    `${what} is not a map`,
-  );
-  return v as YamlMap;
-}
-
-function asList(v: Yaml | undefined, what: string): YamlMap[] {
-  assert.ok(Array.isArray(v), `${what} is not a list`);
-  return v.map((x, i) => asMap(x, `${what}[${i}]`));
-}
-
-async function loadExample(file: string): Promise<YamlMap> {
-  const docs = parseYaml(await Deno.readTextFile(`${ROOT}/examples/${file}`));
-  const deployments = docs.map((d) => asMap(d, file)).filter((d) =>
-    d.kind === "Deployment"
-  );
-  assert.equal(deployments.length, 1, `${file}: one Deployment expected`);
-  return deployments[0];
-}
 
 interface Wiring {
   pod: YamlMap;
@@ -617,4 +376,189 @@ Deno.test("examples/pod-http-health.yaml probes the sidecar on an address the ku
     assert.equal(get.path, "/healthz");
     checkTimings(probe);
   }
+});
+
+// ---------------------------------------------------------------------------
+// What every example asks of the cluster for the helpers: a pinned image and
+// resources sized from what the helpers were measured to use.
+
+/**
+ * Peak RSS in MiB measured under `deno run` over HTTPS with a CA bundle
+ * (README, "Resources"): `acquire` start to exit, and the sidecar's peak
+ * over 25 minutes of renewals at a heartbeat of 1 s. The compiled binary embeds the same runtime.
+ */
+const MEASURED_RSS_MIB = { acquire: 58, renew: 121 };
+
+/** A Kubernetes memory quantity in MiB (`64Mi`, `1Gi`, `100M`). */
+function mib(q: Yaml | undefined, what: string): number {
+  const m = /^(\d+)(Ki|Mi|Gi|k|M|G)?$/.exec(String(q));
+  assert.ok(m, `${what}: ${q} is not a memory quantity`);
+  const unit: Record<string, number> = {
+    "": 1 / 2 ** 20,
+    Ki: 1 / 1024,
+    Mi: 1,
+    Gi: 1024,
+    k: 1e3 / 2 ** 20,
+    M: 1e6 / 2 ** 20,
+    G: 1e9 / 2 ** 20,
+  };
+  return Number(m[1]) * unit[m[2] ?? ""];
+}
+
+for (const file of exampleFiles()) {
+  Deno.test(`examples/${file}: the helpers' image is this release's, pinned by digest`, async () => {
+    const w = checkWiring(file, await loadExample(file));
+    const image = String(w.acquire.image);
+    // The tag names the release; the digest is what the kubelet pulls.
+    const m =
+      /^[\w.:-]+(?:\/[\w.-]+)*\/berth-acquire:([\w.-]+)@sha256:[0-9a-f]{64}$/
+        .exec(image);
+    assert.ok(
+      m,
+      `${file}: ${image} is not <registry>/berth-acquire:<version>@sha256:<digest>`,
+    );
+    assert.equal(m[1], denoJson.version, `${file}: tag of another release`);
+  });
+
+  Deno.test(`examples/${file}: every helper has requests and a memory limit above its measured RSS`, async () => {
+    const w = checkWiring(file, await loadExample(file));
+    for (
+      const [c, rss] of [
+        [w.acquire, MEASURED_RSS_MIB.acquire],
+        [w.sidecar, MEASURED_RSS_MIB.renew],
+      ] as [YamlMap, number][]
+    ) {
+      const r = asMap(c.resources, `${file} ${c.name} resources`);
+      const req = asMap(r.requests, `${c.name} requests`);
+      const lim = asMap(r.limits, `${c.name} limits`);
+      assert.match(String(req.cpu), /^\d+m?$/, `${c.name}: cpu request`);
+      // A CPU limit throttles the helper, and a throttled sidecar renews late.
+      assert.equal(lim.cpu, undefined, `${c.name}: no CPU limit`);
+      const request = mib(req.memory, `${c.name} requests.memory`);
+      const limit = mib(lim.memory, `${c.name} limits.memory`);
+      assert.ok(request >= rss, `${c.name}: request ${request} MiB < ${rss}`);
+      assert.ok(
+        limit >= 2 * rss,
+        `${c.name}: limit ${limit} MiB leaves less than 2x its ${rss} MiB`,
+      );
+    }
+  });
+}
+
+Deno.test("the license is Apache-2.0, named in the README and shipped in the image", async () => {
+  // The SHA-256 of the license text as the Apache Software Foundation
+  // publishes it (LICENSE-2.0.txt): the file is the standard text, unedited.
+  assert.equal(
+    await sha256File(`${ROOT}/LICENSE`),
+    "cfc7749b96f63bd31c3c42b5c471bf756814053e847c10f3eb003417bc523d30",
+  );
+  const readme = await Deno.readTextFile(`${ROOT}/README.md`);
+  assert.match(
+    readme,
+    /^## License\n\n.*Apache License, Version 2\.0.*\[`LICENSE`\]\(LICENSE\)/m,
+  );
+  const copies = runtime.instructions.filter((i) =>
+    i.keyword === "COPY" && shellWords(i.args)[0] === "LICENSE"
+  );
+  assert.equal(copies.length, 1, "the runtime image carries LICENSE");
+});
+
+// ---------------------------------------------------------------------------
+// The systemd unit for `run`.
+
+/** systemd's time span syntax, as far as the unit uses it (`30s`, `1min`, `500ms`, bare seconds). */
+function seconds(span: string): number {
+  const m = /^(\d+(?:\.\d+)?)\s*(ms|s|sec|min|m)?$/.exec(span.trim());
+  assert.ok(m, `not a time span: ${span}`);
+  const unit: Record<string, number> = {
+    ms: 0.001,
+    s: 1,
+    sec: 1,
+    min: 60,
+    m: 60,
+  };
+  return Number(m[1]) * unit[m[2] ?? "s"];
+}
+
+Deno.test("examples/berth-run.service runs `run` with a restart policy that follows its exit codes", async () => {
+  const unit = parseUnit(
+    await Deno.readTextFile(`${ROOT}/examples/berth-run.service`),
+  );
+  const service = unit.get("Service");
+  assert.ok(service, "no [Service] section");
+  const one = (k: string) => {
+    const v = service.get(k);
+    assert.ok(v?.length === 1, `${k}: exactly one value, got ${v}`);
+    return v[0];
+  };
+  const numbers = (k: string) =>
+    new Set(
+      (service.get(k) ?? []).join(" ").split(/\s+/).filter(Boolean)
+        .map(Number),
+    );
+
+  // `run` is the main process itself (no shell, no forking), so systemd's
+  // signals reach it and its exit status is the unit's.
+  assert.ok(["exec", "simple"].includes(one("Type")), one("Type"));
+  const argv = shellWords(one("ExecStart"));
+  assert.match(argv[0], /\/berth-acquire$/);
+  assert.equal(argv[1], "run");
+  const dashes = argv.indexOf("--");
+  assert.ok(dashes > 1 && dashes < argv.length - 1, "run [flags] -- COMMAND");
+
+  // The cgroup is killed when `run` is gone: the command, in a session of
+  // its own, must never outlive it.
+  assert.ok(["mixed", "control-group"].includes(one("KillMode")));
+  assert.ok(
+    (FORWARDED_SIGNALS as readonly string[]).includes(
+      service.get("KillSignal")?.[0] ?? "SIGTERM",
+    ),
+    "the stop signal is one `run` forwards",
+  );
+  const reload = service.get("ExecReload")?.[0];
+  if (reload) {
+    const sig = /kill -(\w+) \$MAINPID$/.exec(reload)?.[1];
+    assert.ok(sig && FORWARDED_SIGNALS.includes(`SIG${sig}` as Deno.Signal));
+  }
+
+  // Restart after a lost lease or an acquire timeout (a retry can succeed);
+  // never after a configuration error or a command that cannot run.
+  assert.equal(one("Restart"), "on-failure");
+  assert.deepEqual(
+    numbers("RestartPreventExitStatus"),
+    new Set([EXIT_CONFIG, EXIT_CANNOT_EXECUTE, EXIT_COMMAND_NOT_FOUND]),
+  );
+  for (const retry of [EXIT_LEASE_LOST, EXIT_ACQUIRE_TIMEOUT]) {
+    assert.ok(
+      !numbers("SuccessExitStatus").has(retry),
+      `${retry} must restart`,
+    );
+  }
+  // A stop while waiting for the lease is not a failure.
+  assert.ok(numbers("SuccessExitStatus").has(EXIT_CANCELLED));
+
+  // systemd waits for the command's grace and the release (bounded at 5 s)
+  // before it SIGKILLs the cgroup.
+  const env = new Map(
+    (service.get("Environment") ?? []).map((e) => {
+      const i = e.indexOf("=");
+      return [e.slice(0, i), e.slice(i + 1)] as const;
+    }),
+  );
+  const grace = Number(env.get("BERTH_ENFORCE_GRACE_SECONDS") ?? "0");
+  assert.ok(seconds(one("TimeoutStopSec")) > grace + 5, "TimeoutStopSec");
+  // Outside a pod: an explicit holder and namespace, the key from a file.
+  for (
+    const k of [
+      "BERTH_HOLDER_IDENTITY",
+      "BERTH_LEASE_NAMESPACE",
+      "BERTH_LEASE_NAME",
+      "BERTH_TTL_SECONDS",
+      "BERTH_API_KEY_FILE",
+    ]
+  ) {
+    assert.ok(env.get(k), `${k} is not set`);
+  }
+  assert.equal(env.get("BERTH_API_KEY"), undefined, "the key only from a file");
+  assert.match(String(env.get("BERTH_API_SERVER")), /^https:\/\//);
 });

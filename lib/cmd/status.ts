@@ -1,0 +1,220 @@
+/**
+ * `berth-acquire status [STATE_DIR] [--json]`: the operator's read-only view
+ * of a pod's lease, from the state volume alone: holder, fencing token, the
+ * probe's verdict on the marker, and the time left before the gate closes
+ * and before the lease deadline, on both clocks the marker carries.
+ *
+ * It runs where the probe runs, inside the main container
+ * (`kubectl exec POD -c MAIN -- /berth/check status /berth`): the binary is
+ * already on the state volume, it needs no shell and no configuration, it
+ * only reads (the main container's mount is read-only), and it never talks
+ * to the lease server. It is a module of its own, loaded only for `status`,
+ * so the probe's start-up does not pay for it.
+ *
+ * @module
+ */
+import { formatDurationMs, parseDurationMs } from "../config/duration.ts";
+import {
+  type Read,
+  readSnapshot,
+  type StateSnapshot,
+  type TimeLeft,
+} from "../state/snapshot.ts";
+import { DEFAULT_STATE_DIR } from "../state/state_dir.ts";
+
+/** Exit status when the marker's verdict is OK: the workload may run. */
+const EXIT_HELD = 0;
+/** Exit status when the verdict is anything else (absent, stale, indeterminate). */
+const EXIT_NOT_HELD = 1;
+/** Exit status for a usage error. */
+const EXIT_USAGE = 2;
+
+/** The webhook's probe argv has `--max-age 30s`; the view judges the same way. */
+const DEFAULT_MAX_AGE = "30s";
+
+const USAGE =
+  `Usage: berth-acquire status [STATE_DIR] [--json] [--max-age DURATION]
+
+Read-only view of the lease from the state volume: holder, fencing token, the
+liveness probe's verdict on the health marker, and the time left before the
+gate closes and before the lease deadline, on the boot-time and wall clocks.
+Run it where the probe runs, e.g.
+
+  kubectl exec POD -c MAIN -- /berth/check status /berth
+
+  STATE_DIR             the state directory; default $BERTH_STATE_DIR or ${DEFAULT_STATE_DIR}
+  --json                one JSON object on stdout, for scripts
+  --max-age DURATION    the marker age limit the verdict uses, as the probe's
+                        --max-age; default ${DEFAULT_MAX_AGE} (the webhook's probe)
+  --help                show this help
+
+Exit status: ${EXIT_HELD} when the verdict is OK (the workload may run), ${EXIT_NOT_HELD} when it
+is not, ${EXIT_USAGE} on a usage error.`;
+
+interface StatusArgs {
+  help: boolean;
+  json: boolean;
+  dir?: string;
+  maxAge: string;
+}
+
+function parseStatusArgs(args: string[]): StatusArgs {
+  const out: StatusArgs = { help: false, json: false, maxAge: DEFAULT_MAX_AGE };
+  let positionalOnly = false;
+  for (let i = 0; i < args.length; i++) {
+    const a = args[i];
+    if (!positionalOnly && a.startsWith("-") && a !== "-") {
+      const eq = a.indexOf("=");
+      const name = eq < 0 ? a : a.slice(0, eq);
+      if (a === "--") positionalOnly = true;
+      else if (a === "--help" || a === "-h") out.help = true;
+      else if (a === "--json") out.json = true;
+      else if (name === "--max-age") {
+        if (eq >= 0) out.maxAge = a.slice(eq + 1);
+        else if (i + 1 < args.length) out.maxAge = args[++i];
+        else throw new Error("flag --max-age needs a value");
+      } else {
+        throw new Error(`unknown flag ${JSON.stringify(name)}`);
+      }
+      continue;
+    }
+    if (out.dir !== undefined) {
+      throw new Error(
+        `unexpected extra argument ${
+          JSON.stringify(a)
+        } (only one state directory is accepted)`,
+      );
+    }
+    out.dir = a;
+  }
+  return out;
+}
+
+/** `in 13.2s` or `passed 1.2s ago`, in Go duration syntax. */
+function inOrAgo(ms: number): string {
+  const t = Math.trunc(ms);
+  return t >= 0
+    ? `in ${formatDurationMs(t)}`
+    : `passed ${formatDurationMs(-t)} ago`;
+}
+
+function describeLeft(left: TimeLeft | undefined, s: StateSnapshot): string {
+  if (s.marker.verdict.kind === "Absent") return "unknown: no health marker";
+  if (left === undefined) {
+    return "not in the marker (written by the Go helper or in startup-gate mode: judged by its age alone)";
+  }
+  const boot = left.bootMs === undefined
+    ? `boot-time clock unreadable (${s.clocks.bootProblem})`
+    : `${inOrAgo(left.bootMs)} on the boot-time clock`;
+  const wall = left.wallMs === undefined
+    ? "no wall-clock copy in the marker"
+    : `${inOrAgo(left.wallMs)} on the wall clock`;
+  return `${boot}, ${wall}`;
+}
+
+function describeRead<T>(r: Read<T>, absent: string): string {
+  if (!r.ok) return `unreadable: ${r.problem}`;
+  return r.value === undefined ? absent : String(r.value);
+}
+
+/**
+ * The text view: one `label  value` line per fact, aligned, for a terminal.
+ *
+ * @param s The snapshot.
+ * @returns The lines, each ending in a newline.
+ */
+export function formatStatusText(s: StateSnapshot): string {
+  const v = s.marker.verdict;
+  const age = s.marker.ageMs === undefined
+    ? ""
+    : ` (written ${
+      formatDurationMs(Math.max(0, Math.trunc(s.marker.ageMs)))
+    } ago)`;
+  const rows: [string, string][] = [
+    ["state directory", s.dir],
+    ["holder", describeRead(s.holder, "none (no holder file)")],
+    ["fencing token", describeRead(s.token, "none (no token file)")],
+    ["marker", v.kind === "OK" ? `OK${age}` : `${v.kind}: ${v.reason}${age}`],
+    ["gate closes", describeLeft(s.gateCloses, s)],
+    ["lease deadline", describeLeft(s.leaseDeadline, s)],
+  ];
+  return rows.map(([k, val]) => `${k.padEnd(17)}${val}\n`).join("");
+}
+
+/** `Read` as JSON: the value, or null when absent or unreadable (the problem goes to `problems`). */
+function readJson<T>(r: Read<T>): T | null {
+  return r.ok ? r.value ?? null : null;
+}
+
+/**
+ * The `--json` view: one object whose fields are always present (null when
+ * unknown), so a script can rely on its shape.
+ *
+ * @param s The snapshot.
+ * @returns The object `status --json` prints.
+ */
+function statusJson(s: StateSnapshot): Record<string, unknown> {
+  const v = s.marker.verdict;
+  const d = s.marker.deadlines;
+  const left = (t: TimeLeft | undefined) => ({
+    boottime: t?.bootMs ?? null,
+    wall: t?.wallMs ?? null,
+  });
+  const problems: string[] = [];
+  if (!s.holder.ok) problems.push(s.holder.problem);
+  if (!s.token.ok) problems.push(s.token.problem);
+  if (s.clocks.bootProblem) problems.push(s.clocks.bootProblem);
+  return {
+    stateDir: s.dir,
+    holder: readJson(s.holder),
+    fencingToken: readJson(s.token),
+    marker: {
+      path: s.marker.path,
+      verdict: v.kind,
+      reason: v.kind === "OK" ? null : v.reason,
+      ageMs: s.marker.ageMs ?? null,
+    },
+    gateClosesInMs: left(s.gateCloses),
+    leaseDeadlineInMs: left(s.leaseDeadline),
+    deadlines: d
+      ? {
+        gateClosesBoottimeMs: d.gateClosesBootMs,
+        leaseDeadlineBoottimeMs: d.leaseDeadlineBootMs,
+        gateClosesWallMs: d.gateClosesWallMs ?? null,
+        leaseDeadlineWallMs: d.leaseDeadlineWallMs ?? null,
+      }
+      : null,
+    clocks: { boottimeMs: s.clocks.bootMs ?? null, wallMs: s.clocks.wallMs },
+    problems,
+  };
+}
+
+/** `berth-acquire status`: see the usage text. Returns the exit code. */
+export function main(args: string[]): Promise<number> {
+  let parsed: StatusArgs;
+  let maxAgeMs: number;
+  try {
+    parsed = parseStatusArgs(args);
+    if (parsed.help) {
+      console.log(USAGE);
+      return Promise.resolve(0);
+    }
+    maxAgeMs = parseDurationMs(parsed.maxAge, "--max-age");
+    if (parsed.dir === "") throw new Error("the state directory is empty");
+  } catch (e) {
+    console.error(
+      `berth-acquire status: ${
+        (e as Error).message
+      } (run "berth-acquire status --help")`,
+    );
+    return Promise.resolve(EXIT_USAGE);
+  }
+  const dir = parsed.dir ??
+    (Deno.env.get("BERTH_STATE_DIR") || DEFAULT_STATE_DIR);
+  const snapshot = readSnapshot(dir, { maxAgeMs });
+  if (parsed.json) console.log(JSON.stringify(statusJson(snapshot)));
+  else console.log(formatStatusText(snapshot).trimEnd());
+  return Promise.resolve(
+    snapshot.marker.verdict.kind === "OK" ? EXIT_HELD : EXIT_NOT_HELD,
+  );
+}

@@ -1,0 +1,240 @@
+/**
+ * `berth-acquire status`, the operator's view, as an operator runs it: the
+ * installed `<state>/check status <state>` (what `kubectl exec` runs in the
+ * main container) after a real `acquire`, and the CLI on state directories
+ * in each state the probe distinguishes. Its verdict must be the probe's,
+ * word for word, and it must change nothing.
+ *
+ * @module
+ */
+import assert from "node:assert/strict";
+import { startDevServer } from "../../lib/devserver/server.ts";
+import { formatStatusText } from "../../lib/cmd/status.ts";
+import { readSnapshot } from "../../lib/state/snapshot.ts";
+import { StateDir } from "../../lib/state/state_dir.ts";
+import { REPO_ROOT, runCli, runExecutable } from "../support/cli.ts";
+import { leaseEnv, runtimeHolder, tempDir } from "../support/lease_env.ts";
+
+const BOUND = () => AbortSignal.timeout(60_000);
+
+/** What is in `dir`, with each file's mtime and size, to prove nothing was written. */
+function fingerprint(dir: string): string {
+  return [...Deno.readDirSync(dir)].map((e) => {
+    const i = Deno.lstatSync(`${dir}/${e.name}`);
+    return `${e.name} ${i.mtime?.getTime()} ${i.size} ${i.mode}`;
+  }).sort().join("\n");
+}
+
+Deno.test("after acquire: holder, token, OK and the time left on both clocks, through the installed check", async () => {
+  await using server = await startDevServer();
+  await using dir = await tempDir();
+  const r = await runCli(["acquire"], {
+    env: leaseEnv({
+      apiServer: server.url,
+      stateDir: dir.path,
+      ttlSeconds: 30,
+    }),
+    signal: BOUND(),
+  });
+  assert.equal(r.code, 0, r.stderr);
+  const before = fingerprint(dir.path);
+
+  // As `kubectl exec POD -c MAIN -- /berth/check status /berth` runs it:
+  // no environment besides PATH.
+  const text = await runExecutable([`${dir.path}/check`, "status", dir.path], {
+    env: {},
+    signal: BOUND(),
+  });
+  assert.equal(text.code, 0, text.stderr);
+  assert.equal(text.stderr, "");
+  const line = (label: string) =>
+    text.stdout.split("\n").find((l) => l.startsWith(label))?.slice(17);
+  assert.equal(line("holder"), runtimeHolder());
+  assert.equal(line("fencing token"), "1");
+  assert.match(String(line("marker")), /^OK \(written \S+ ago\)$/);
+  assert.match(
+    String(line("gate closes")),
+    /^in [\d.]+s on the boot-time clock, in [\d.]+s on the wall clock$/,
+  );
+  assert.match(
+    String(line("lease deadline")),
+    /^in [\d.]+s on the boot-time clock, in [\d.]+s on the wall clock$/,
+  );
+
+  const json = await runExecutable(
+    [`${dir.path}/check`, "status", dir.path, "--json"],
+    { env: {}, signal: BOUND() },
+  );
+  assert.equal(json.code, 0, json.stderr);
+  const s = JSON.parse(json.stdout);
+  assert.equal(s.holder, runtimeHolder());
+  assert.equal(s.fencingToken, 1);
+  assert.deepEqual(
+    { verdict: s.marker.verdict, reason: s.marker.reason },
+    { verdict: "OK", reason: null },
+  );
+  // TTL 30 s, probe lead 4 s: the gate closes 4 s before the deadline, on
+  // both clocks, and within the TTL from now.
+  for (const clock of ["boottime", "wall"]) {
+    const gate = s.gateClosesInMs[clock];
+    const deadline = s.leaseDeadlineInMs[clock];
+    assert.ok(gate > 0 && gate <= 26_000, `${clock}: ${gate}`);
+    assert.equal(deadline - gate, 4_000, clock);
+  }
+  assert.deepEqual(s.problems, []);
+  assert.equal(fingerprint(dir.path), before, "status wrote nothing");
+});
+
+/** `status --json` and `check` on the same directory. */
+async function bothViews(dir: string) {
+  const check = await runCli(["check", `${dir}/healthy`, "--max-age", "30s"], {
+    env: {},
+    signal: BOUND(),
+  });
+  const status = await runCli(["status", dir, "--json"], {
+    env: {},
+    signal: BOUND(),
+  });
+  return { check, status, json: JSON.parse(status.stdout) };
+}
+
+Deno.test("each failing verdict is the probe's own line, and status exits 1", async () => {
+  await using dir = await tempDir();
+  const s = new StateDir(dir.path);
+  const cases: [string, () => Promise<void>][] = [
+    ["Absent", async () => {}],
+    [
+      "Stale",
+      () => s.writeMarker({ gateClosesBootMs: 1, leaseDeadlineBootMs: 2 }),
+    ],
+    ["Indeterminate", async () => {
+      await Deno.remove(`${dir.path}/healthy`);
+      await Deno.mkdir(`${dir.path}/healthy`);
+    }],
+  ];
+  for (const [kind, setUp] of cases) {
+    await setUp();
+    const { check, status, json } = await bothViews(dir.path);
+    assert.equal(status.code, 1, `${kind}: ${status.stderr}`);
+    assert.equal(json.marker.verdict, kind);
+    // The age in a stale line moves between the two runs.
+    const mask = (t: string) => t.replace(/passed \S+ ago/, "passed AGE ago");
+    assert.equal(mask(json.marker.reason + "\n"), mask(check.stdout), kind);
+  }
+});
+
+Deno.test("passed deadlines, a marker without deadlines, unreadable files: said, not hidden", async () => {
+  await using dir = await tempDir();
+  const s = new StateDir(dir.path);
+  await s.writeMarker({
+    gateClosesBootMs: 10_000,
+    leaseDeadlineBootMs: 14_000,
+    gateClosesWallMs: 1_000_000,
+    leaseDeadlineWallMs: 1_004_000,
+  });
+  await Deno.writeTextFile(`${dir.path}/token`, "012");
+  const snap = readSnapshot(dir.path, {
+    maxAgeMs: 0,
+    bootNowMs: () => 12_500,
+    wallNowMs: () => 1_002_500,
+  });
+  const text = formatStatusText(snap);
+  assert.match(
+    text,
+    /^gate closes {6}passed 2\.5s ago on the boot-time clock, passed 2\.5s ago on the wall clock$/m,
+  );
+  assert.match(
+    text,
+    /^lease deadline {3}in 1\.5s on the boot-time clock, in 1\.5s on the wall clock$/m,
+  );
+  assert.match(
+    text,
+    /^marker {11}Stale: health marker stale: .* gate deadline passed 2\.5s ago/m,
+  );
+  assert.match(text, /^holder {11}none \(no holder file\)$/m);
+  assert.match(
+    text,
+    /^fencing token {4}unreadable: .*"012" is not a positive 32-bit/m,
+  );
+
+  // The Go helper's marker (no content of ours): judged by its age alone.
+  await Deno.writeTextFile(`${dir.path}/healthy`, "");
+  const r = await runCli(["status", dir.path], { env: {}, signal: BOUND() });
+  assert.equal(r.code, 0, r.stderr);
+  assert.match(
+    r.stdout,
+    /^gate closes {6}not in the marker \(written by the Go helper/m,
+  );
+  const j = await runCli(["status", dir.path, "--json"], {
+    env: {},
+    signal: BOUND(),
+  });
+  const json = JSON.parse(j.stdout);
+  assert.deepEqual(json.gateClosesInMs, { boottime: null, wall: null });
+  assert.equal(json.deadlines, null);
+  assert.equal(json.problems.length, 1, json.problems);
+});
+
+Deno.test("the state directory: the argument, then BERTH_STATE_DIR; --max-age as the probe's", async () => {
+  await using dir = await tempDir();
+  await Deno.writeTextFile(`${dir.path}/healthy`, "");
+  const old = new Date(Date.now() - 60_000);
+  await Deno.utime(`${dir.path}/healthy`, old, old);
+  const viaEnv = await runCli(["status", "--json"], {
+    env: { BERTH_STATE_DIR: dir.path },
+    signal: BOUND(),
+  });
+  // 60 s old against the webhook's 30 s: stale.
+  assert.equal(viaEnv.code, 1);
+  assert.equal(JSON.parse(viaEnv.stdout).stateDir, dir.path);
+  assert.equal(JSON.parse(viaEnv.stdout).marker.verdict, "Stale");
+  const relaxed = await runCli(["status", dir.path, "--max-age=2m"], {
+    env: {},
+    signal: BOUND(),
+  });
+  assert.equal(relaxed.code, 0, relaxed.stdout);
+});
+
+Deno.test("usage errors exit 2 with one line naming the problem; --help exits 0", async () => {
+  for (
+    const [args, re] of [
+      [["--bogus"], /unknown flag "--bogus"/],
+      [["/a", "/b"], /unexpected extra argument "\/b"/],
+      [["--max-age", "soon"], /--max-age: invalid duration "soon"/],
+      [["--max-age"], /flag --max-age needs a value/],
+    ] as [string[], RegExp][]
+  ) {
+    const r = await runCli(["status", ...args], { env: {}, signal: BOUND() });
+    assert.equal(r.code, 2, args.join(" "));
+    assert.match(r.stderr, re);
+    assert.equal(r.stderr.trim().split("\n").length, 1);
+  }
+  const help = await runCli(["status", "--help"], { env: {}, signal: BOUND() });
+  assert.equal(help.code, 0);
+  assert.match(
+    help.stdout,
+    /kubectl exec POD -c MAIN -- \/berth\/check status \/berth/,
+  );
+  const top = await runCli(["--help"], { env: {}, signal: BOUND() });
+  assert.match(top.stdout, /berth-acquire status \[STATE_DIR\] \[--json\]/);
+});
+
+Deno.test("status loads only the state modules it reads with: no configuration, no network, no node: module", async () => {
+  const out = await new Deno.Command(Deno.execPath(), {
+    args: ["info", "--json", `${REPO_ROOT}/lib/cmd/status.ts`],
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  assert.equal(out.code, 0, new TextDecoder().decode(out.stderr));
+  const modules = (JSON.parse(new TextDecoder().decode(out.stdout)).modules as {
+    specifier: string;
+  }[]).map((m) => m.specifier.replace(`file://${REPO_ROOT}/`, "")).sort();
+  assert.deepEqual(modules, [
+    "lib/cmd/status.ts",
+    "lib/config/duration.ts",
+    "lib/state/clock.ts",
+    "lib/state/marker.ts",
+    "lib/state/snapshot.ts",
+    "lib/state/state_dir.ts",
+  ]);
+});
