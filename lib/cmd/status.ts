@@ -20,7 +20,7 @@ import {
   type StateSnapshot,
   type TimeLeft,
 } from "../state/snapshot.ts";
-import { DEFAULT_STATE_DIR } from "../state/state_dir.ts";
+import { DEFAULT_STATE_DIR } from "../config/defaults.ts";
 
 /** Exit status when the marker's verdict is OK: the workload may run. */
 const EXIT_HELD = 0;

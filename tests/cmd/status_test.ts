@@ -231,9 +231,13 @@ Deno.test("status loads only the state modules it reads with: no configuration, 
   }[]).map((m) => m.specifier.replace(`file://${REPO_ROOT}/`, "")).sort();
   assert.deepEqual(modules, [
     "lib/cmd/status.ts",
+    "lib/config/defaults.ts",
     "lib/config/duration.ts",
+    "lib/encoding/hex.ts",
     "lib/state/clock.ts",
+    "lib/state/install_check.ts",
     "lib/state/marker.ts",
+    "lib/state/nofollow.ts",
     "lib/state/snapshot.ts",
     "lib/state/state_dir.ts",
   ]);

@@ -23,7 +23,7 @@
  *
  * @module
  */
-import { shellQuote } from "../../lib/state/state_dir.ts";
+import { shellQuote } from "../../lib/state/install_check.ts";
 import type { ContainerView, PodView } from "./kubelet.ts";
 import { ROOT } from "./readers.ts";
 
