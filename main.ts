@@ -15,6 +15,7 @@ const COMMANDS: Record<
   acquire: () => import("./lib/cmd/acquire.ts"),
   renew: () => import("./lib/cmd/renew.ts"),
   run: () => import("./lib/cmd/run.ts"),
+  gate: () => import("./lib/cmd/gate.ts"),
   "dev-server": () => import("./lib/devserver/server.ts"),
 };
 
@@ -25,6 +26,7 @@ Usage:
   berth-acquire renew [flags]                sidecar: keep the lease, stop the workload on loss
   berth-acquire check [PATH] [--max-age D]   liveness probe: is the health marker fresh?
   berth-acquire run [flags] -- CMD [ARGS]    hold the lease while CMD runs; stop it when lost
+  berth-acquire gate [flags] -- CMD [ARGS]   main container: run CMD only while the marker passes
   berth-acquire dev-server [flags]           a DEVELOPMENT lease server (in memory, not for production)
   berth-acquire --version | --help
 

@@ -14,7 +14,12 @@ import type { Clock } from "../state/clock.ts";
 import type { Enforcer } from "./enforcer.ts";
 import type { Logger } from "../obs/log.ts";
 import type { MarkerDeadlines } from "../state/marker.ts";
-import { parseProcStat } from "./proc.ts";
+import {
+  liveDescendants,
+  liveGroupMembers,
+  liveTree,
+  readProcTable,
+} from "./process_tree.ts";
 
 /** Exit status of a command that cannot be executed (permission denied, a directory), as shells report it. */
 export const EXIT_CANNOT_EXECUTE = 126;
@@ -45,47 +50,6 @@ export class SpawnError extends Error {
   }
 }
 
-/**
- * The live (not zombie) processes of process group `pgid`, read from
- * procfs. Its own function because "the group is gone" must ignore zombies:
- * outside a proper init (a container whose PID 1 does not reap), orphans
- * stay zombies for good and would otherwise hold `run` forever.
- */
-export async function liveGroupMembers(
-  pgid: number,
-  procRoot = "/proc",
-): Promise<number[]> {
-  const out: number[] = [];
-  for await (const entry of Deno.readDir(procRoot)) {
-    if (!/^[1-9]\d*$/.test(entry.name)) continue;
-    let text: string;
-    try {
-      text = await Deno.readTextFile(`${procRoot}/${entry.name}/stat`);
-    } catch {
-      continue; // exited meanwhile
-    }
-    const g = statGroup(text);
-    if (g && g.pgrp === pgid && g.state !== "Z" && g.state !== "X") {
-      out.push(Number(entry.name));
-    }
-  }
-  return out;
-}
-
-/** State and process group (field 5) of a `/proc/PID/stat` line; undefined when malformed. */
-export function statGroup(
-  text: string,
-): { state: string; pgrp: number } | undefined {
-  try {
-    const { state } = parseProcStat(text);
-    // Fields after the last ")": state ppid pgrp ...
-    const pgrp = Number(text.slice(text.lastIndexOf(")") + 2).split(" ")[2]);
-    return Number.isInteger(pgrp) ? { state, pgrp } : undefined;
-  } catch {
-    return undefined;
-  }
-}
-
 /** How the command ended. */
 export interface ChildExit {
   /** Its exit status; 128 + the signal number when a signal ended it, as shells report it. */
@@ -112,8 +76,18 @@ export interface ProcessGroupOptions {
   onStopSignal?: (signal: "SIGTERM" | "SIGKILL") => void;
   /** How often the group is looked at while it is being stopped, ms; default 50. */
   pollMs?: number;
-  /** Lists the group's live processes; default {@linkcode liveGroupMembers}. */
+  /** Lists the group's live processes; default {@linkcode liveGroupMembers}, or {@linkcode liveTree} with `descendants`. */
   members?: (pgid: number) => Promise<number[]>;
+  /**
+   * Also count and signal this process's descendants outside the group:
+   * workers that called `setsid` and, with this process a child subreaper
+   * (lib/enforce/process_tree.ts), were reparented to it. `"all"`: every
+   * signal reaches them too; `"kill"`: only SIGKILL and SIGCONT do, because
+   * the leader is itself a supervisor that passes the other signals on (a
+   * second SIGTERM straight from here would reach its command twice).
+   * Default: the group alone.
+   */
+  descendants?: "all" | "kill";
 }
 
 /**
@@ -123,9 +97,9 @@ export interface ProcessGroupOptions {
 export class ProcessGroup {
   /** The leader's PID, which is also the process group id. */
   readonly pid: number;
-  #o: Required<Omit<ProcessGroupOptions, "onStopSignal">> & {
-    onStopSignal?: ProcessGroupOptions["onStopSignal"];
-  };
+  #o:
+    & Required<Omit<ProcessGroupOptions, "onStopSignal" | "descendants">>
+    & Pick<ProcessGroupOptions, "onStopSignal" | "descendants">;
   #child: Deno.ChildProcess;
   #leaderExit: Promise<ChildExit>;
   #stopReason: string | undefined;
@@ -138,7 +112,9 @@ export class ProcessGroup {
     this.pid = child.pid;
     this.#o = {
       pollMs: 50,
-      members: (pgid) => liveGroupMembers(pgid),
+      members: o.descendants
+        ? (pgid) => Promise.resolve(liveTree(pgid))
+        : (pgid) => liveGroupMembers(pgid),
       ...o,
     };
     this.#leaderExit = child.status.then((s) => {
@@ -280,13 +256,29 @@ export class ProcessGroup {
     }
   }
 
-  /** Signals the group; false when it is already gone. */
+  /** Signals the group (and the descendants it covers); false when it is already gone. */
   #kill(signal: Deno.Signal): boolean {
+    const d = this.#o.descendants;
+    let sent = false;
+    if (d === "all" || (d && (signal === "SIGKILL" || signal === "SIGCONT"))) {
+      try {
+        for (const pid of liveDescendants(Deno.pid, readProcTable())) {
+          try {
+            Deno.kill(pid, signal);
+            sent = true;
+          } catch {
+            // exited meanwhile
+          }
+        }
+      } catch {
+        // no procfs: the group alone
+      }
+    }
     try {
       Deno.kill(-this.pid, signal);
       return true;
     } catch (e) {
-      if (e instanceof Deno.errors.NotFound) return false;
+      if (e instanceof Deno.errors.NotFound) return sent;
       this.#o.logger.error("cannot signal the command's process group", {
         pgid: this.pid,
         signal,
