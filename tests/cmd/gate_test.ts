@@ -149,7 +149,7 @@ Deno.test("gate: a dead sidecar (nobody refreshes the marker) stops the command 
   const dir = tmp.path;
   // The gate closes 3 s after it is written; nothing touches it again.
   const d = await confirm(dir, 3000);
-  await using g = gate(dir, script(dir, COMMAND), ["--interval", "5s"]);
+  await using _g = gate(dir, script(dir, COMMAND), ["--interval", "5s"]);
   await waitFor(() => read(`${dir}/termed`), {
     timeoutMs: BOUND_MS,
     what: "the command's SIGTERM",
@@ -231,7 +231,7 @@ while [ ! -s "$D/daemon" ]; do sleep 0.02; done
 while :; do sleep 0.05; done
 `,
   );
-  await using g = gate(dir, cmd);
+  await using _g = gate(dir, cmd);
   const daemon = Number(
     await waitFor(() => read(`${dir}/daemon`)?.trim() || undefined, {
       timeoutMs: BOUND_MS,
