@@ -1,6 +1,6 @@
 /**
- * The command `run` supervises, as a process group, and the
- * {@linkcode Enforcer} that stops it when the renewer closes the gate.
+ * A supervised command as a process group (and, as a child subreaper, the
+ * descendants that left it): what `run` and `gate` start and stop.
  *
  * The command is started in a session and process group of its own, so it
  * can be stopped whole: a shell that forked a worker, or a worker pool, is
@@ -11,9 +11,7 @@
  * @module
  */
 import type { Clock } from "../state/clock.ts";
-import type { Enforcer } from "./enforcer.ts";
 import type { Logger } from "../obs/log.ts";
-import type { MarkerDeadlines } from "../state/marker.ts";
 import {
   liveDescendants,
   liveGroupMembers,
@@ -286,110 +284,5 @@ export class ProcessGroup {
       });
       return false;
     }
-  }
-}
-
-/** Options for {@linkcode ChildEnforcer}. */
-export interface ChildEnforcerOptions {
-  /**
-   * Keeps the health marker when a state directory is configured (a
-   * `ProbeEnforcer`); absent: no marker.
-   */
-  marker?: Enforcer;
-  /** The gate's state before the renewer says anything: open right after an acquisition. */
-  initiallyOpen: boolean;
-}
-
-/**
- * The `run` enforcer: closing the gate stops the attached command's process
- * group. It also tracks the gate as the renewer applied it (calls arrive in
- * decision order, asynchronously), and a command is only started while that
- * gate is open AND the renewer's own, synchronous decision is open too: the
- * applied gate lags the decision, so a close already decided but still
- * queued would otherwise let a command start without the lease.
- */
-export class ChildEnforcer implements Enforcer {
-  #o: ChildEnforcerOptions;
-  #open: boolean;
-  #child: ProcessGroup | undefined;
-  #opened = new AbortController();
-  #closed = new AbortController();
-  #stops = new Set<Promise<void>>();
-
-  /** See {@linkcode ChildEnforcerOptions}. */
-  constructor(options: ChildEnforcerOptions) {
-    this.#o = options;
-    this.#open = options.initiallyOpen;
-    if (this.#open) this.#opened.abort();
-    else this.#closed.abort();
-  }
-
-  /** Whether the gate is open as last applied. */
-  get isOpen(): boolean {
-    return this.#open;
-  }
-
-  /** Aborts when the gate is open (at once if it is now). */
-  get opened(): AbortSignal {
-    return this.#opened.signal;
-  }
-
-  /**
-   * Aborts when the gate is closed as applied (at once if it is now), so a
-   * caller that saw it open while the renewer had decided to close can wait
-   * for that close to be applied.
-   */
-  get closed(): AbortSignal {
-    return this.#closed.signal;
-  }
-
-  /**
-   * Starts a command with `spawn` and attaches it, if and only if the gate
-   * is open now, both as applied and as decided (`decidedOpen`: the
-   * renewer's `status().gateOpen`, read just before); returns undefined
-   * otherwise. Synchronous, so no gate change can come between the check
-   * and the start.
-   */
-  startIfOpen(
-    decidedOpen: boolean,
-    spawn: () => ProcessGroup,
-  ): ProcessGroup | undefined {
-    if (!this.#open || !decidedOpen) return undefined;
-    this.#child = spawn();
-    return this.#child;
-  }
-
-  /** Forgets the command once it is gone. */
-  detach(child: ProcessGroup): void {
-    if (this.#child === child) this.#child = undefined;
-  }
-
-  async open(d: MarkerDeadlines): Promise<void> {
-    await this.#o.marker?.open(d);
-    if (!this.#open) {
-      this.#open = true;
-      this.#opened.abort();
-      this.#closed = new AbortController();
-    }
-  }
-
-  async close(reason: string): Promise<void> {
-    if (this.#open) {
-      this.#open = false;
-      this.#opened = new AbortController();
-      this.#closed.abort();
-    }
-    const child = this.#child;
-    if (child) {
-      const stop = child.stop(reason);
-      this.#stops.add(stop);
-      stop.finally(() => this.#stops.delete(stop));
-    }
-    await this.#o.marker?.close(reason);
-  }
-
-  async dispose(): Promise<void> {
-    await Promise.all([...this.#stops]);
-    await this.#o.marker?.dispose();
   }
 }
