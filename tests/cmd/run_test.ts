@@ -732,3 +732,91 @@ Deno.test("run: a signal during the hand-over is not lost: the command never sta
   assert.equal(r.client.of("release")[0]?.token, 5);
   assert.ok(!exists(`${dir.path}/state/healthy`));
 });
+
+Deno.test("run fence: run SIGKILLed -> its gate stops the whole command at once, before the deadline", async () => {
+  await using server = await startDevServer();
+  await using dir = await tempDir();
+  await using run = new HelperProcess(
+    ["run", "--", ...script(dir.path, "loss", LOSS_SCRIPT)],
+    runEnv(server, "killed"),
+  );
+  using _cleanup = cleanup(dir.path);
+  await waitFor(() => exists(`${dir.path}/expires`), {
+    timeoutMs: BOUND_MS,
+    what: "the command to start",
+  });
+  run.kill("SIGKILL");
+  await run.wait(BOUND_MS);
+  const deadline = serverDeadline(server, "killed");
+  const grandchild = Number(read(`${dir.path}/grandchild`));
+  await waitFor(() => exists(`${dir.path}/termed`) && dead(grandchild), {
+    timeoutMs: BOUND_MS,
+    what: "the command and its TERM-ignoring grandchild to be stopped",
+  });
+  assertStoppedBeforeDeadline(dir.path, deadline);
+});
+
+Deno.test("run fence: run frozen past the TTL -> the command stops by the last confirmed deadline; after SIGCONT run says so", async () => {
+  await using server = await startDevServer();
+  await using dir = await tempDir();
+  await using run = new HelperProcess(
+    ["run", "--", ...script(dir.path, "loss", LOSS_SCRIPT)],
+    runEnv(server, "frozen"),
+  );
+  using _cleanup = cleanup(dir.path);
+  await waitFor(() => exists(`${dir.path}/expires`), {
+    timeoutMs: BOUND_MS,
+    what: "the command to start",
+  });
+  run.kill("SIGSTOP");
+  // Frozen: no renewal reaches the server after this one.
+  const deadline = serverDeadline(server, "frozen");
+  const grandchild = Number(read(`${dir.path}/grandchild`));
+  try {
+    await waitFor(() => exists(`${dir.path}/termed`) && dead(grandchild), {
+      timeoutMs: BOUND_MS,
+      what: "the command to be stopped while run is frozen",
+    });
+    assertStoppedBeforeDeadline(dir.path, deadline);
+    await waitFor(() => Date.now() > deadline + 500, {
+      timeoutMs: BOUND_MS,
+      what: "the lease deadline to pass",
+    });
+  } finally {
+    run.kill("SIGCONT");
+  }
+  const status = await run.wait(BOUND_MS);
+  assert.equal(status.code, EXIT_LEASE_LOST, run.log);
+  assert.match(run.log, /deadline passed before run could act/);
+  assert.match(run.log, /stopped by its gate at the last confirmed deadline/);
+  assert.doesNotMatch(run.log, /the lease is not held/);
+});
+
+Deno.test("run fence: a worker that escaped with setsid is stopped before run releases", async () => {
+  await using server = await startDevServer();
+  await using dir = await tempDir();
+  const d = dir.path;
+  await using run = new HelperProcess(
+    [
+      "run",
+      "--",
+      ...script(
+        d,
+        "daemon",
+        `export D
+setsid sh -c 'echo $$ > "$D/daemon"; echo $$ >> "$D/pids"; exec sleep 1000' &
+while [ ! -s "$D/daemon" ]; do sleep 0.02; done
+exit 0
+`,
+      ),
+    ],
+    runEnv(server, "setsid"),
+  );
+  using _cleanup = cleanup(d);
+  const status = await run.wait(BOUND_MS);
+  const daemon = Number(read(`${d}/daemon`));
+  assert.ok(daemon > 0, run.log);
+  assert.ok(dead(daemon), `the setsid worker ${daemon} outlived run`);
+  assert.equal(status.code, 0, run.log);
+  assert.equal(server.store.get("prod", "setsid")?.holder, "", "released");
+});
