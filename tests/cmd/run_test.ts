@@ -29,6 +29,7 @@ import {
   EXIT_CANNOT_EXECUTE,
   EXIT_COMMAND_NOT_FOUND,
   EXIT_CONFIG,
+  EXIT_CONFIRMED_LATE,
   EXIT_LEASE_LOST,
   runWith,
   type SignalSource,
@@ -819,4 +820,38 @@ exit 0
   assert.ok(dead(daemon), `the setsid worker ${daemon} outlived run`);
   assert.equal(status.code, 0, run.log);
   assert.equal(server.store.get("prod", "setsid")?.holder, "", "released");
+});
+
+Deno.test("run: a renewal confirmed while the command is being stopped: exit 79 (confirmed too late), not 'the lease is not held'", async () => {
+  await using dir = await tempDir();
+  const d = dir.path;
+  const r = startInProcess(
+    d,
+    script(d, "late", `echo $$ >> "$D/pids"\nexec sleep 1000\n`),
+  );
+  using _cleanup = cleanup(d);
+  await waitFor(() => r.starts() === 1 && read(`${d}/pids`), {
+    timeoutMs: BOUND_MS,
+    what: "the command to start",
+  });
+  // The first renewal gets no answer within its bound; the second is sent
+  // before the gate closes (acquired + 4 s TTL - 2 s lead) and answered
+  // just after it closed: the lease is confirmed again, too late.
+  const first = await pendingCall(r, "renew");
+  await waitFor(async () => {
+    await r.clock.advance(50);
+    return r.client.calls.filter((c) => c.rpc === "renew").length >= 2;
+  }, { timeoutMs: BOUND_MS, what: "the second renewal" });
+  assert.ok(first.done);
+  const second = r.client.calls.findLast((c) => c.rpc === "renew")!;
+  await waitFor(async () => {
+    await r.clock.advance(50);
+    return r.lines.some((l) => l.includes("stopping the command"));
+  }, { timeoutMs: BOUND_MS, what: "the gate to close" });
+  second.answer({ kind: "acquired", lease: fresh(5) });
+  assert.equal(await finish(r, true), EXIT_CONFIRMED_LATE, r.lines.join(""));
+  const log = r.lines.join("");
+  assert.match(log, /confirmed after all: the confirmation came too late/);
+  assert.doesNotMatch(log, /the lease is not held/);
+  assert.equal(r.client.of("release")[0]?.token, 5, "the command is gone");
 });
