@@ -14,6 +14,7 @@ import {
   EXIT_COMMAND_NOT_FOUND,
 } from "../enforce/process_group.ts";
 import { ChildEnforcer } from "../enforce/child_enforcer.ts";
+import { becomeSubreaper } from "../enforce/process_tree.ts";
 import { type Clock, systemClock } from "../state/clock.ts";
 import { start } from "./startup.ts";
 import {
@@ -302,6 +303,15 @@ export async function runWith(o: RunOptions): Promise<number> {
       error: e instanceof Error ? e.message : String(e),
     });
     return EXIT_CONFIG;
+  }
+  // Should the gate itself die (OOM killer), its command is reparented to
+  // run, which then still sees it and stops it before releasing.
+  const notSubreaper = o.unfenced ? undefined : becomeSubreaper();
+  if (notSubreaper !== undefined) {
+    logger.warn(
+      "cannot become a child subreaper; a command whose gate was killed is not tracked",
+      { reason: notSubreaper },
+    );
   }
   const signals = new SignalRouter(logger, o.signalSource ?? Deno);
   const client = keeper.client;

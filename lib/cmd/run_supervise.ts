@@ -13,6 +13,7 @@ import {
   SpawnError,
 } from "../enforce/process_group.ts";
 import type { ChildEnforcer } from "../enforce/child_enforcer.ts";
+import { reapOrphans } from "../enforce/process_tree.ts";
 import { commandEnv } from "../enforce/command_env.ts";
 import { aborted, type Clock } from "../state/clock.ts";
 import type { Config } from "../config/config.ts";
@@ -211,6 +212,7 @@ export async function supervise(s: Supervision): Promise<number> {
     } finally {
       signals.forwardTo(undefined);
       enforcer.detach(child);
+      reapOrphans(() => false);
     }
     const byFence = exit.stopReason === undefined &&
       exit.code === EXIT_GATE_CLOSED;

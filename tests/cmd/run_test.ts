@@ -855,3 +855,57 @@ Deno.test("run: a renewal confirmed while the command is being stopped: exit 79 
   assert.doesNotMatch(log, /the lease is not held/);
   assert.equal(r.client.of("release")[0]?.token, 5, "the command is gone");
 });
+
+Deno.test("run fence: its gate SIGKILLed -> the orphaned command is stopped before run releases", async () => {
+  await using server = await startDevServer();
+  await using dir = await tempDir();
+  const d = dir.path;
+  await using run = new HelperProcess(
+    ["run", "--", ...script(d, "loss", LOSS_SCRIPT)],
+    runEnv(server, "gatekill"),
+  );
+  using _cleanup = cleanup(d);
+  await waitFor(() => exists(`${d}/expires`), {
+    timeoutMs: BOUND_MS,
+    what: "the command to start",
+  });
+  const leader = Number((read(`${d}/pids`) ?? "").split("\n")[0]);
+  const stat = read(`/proc/${leader}/stat`)!;
+  const gatePid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
+  Deno.kill(gatePid, "SIGKILL");
+  await run.wait(BOUND_MS);
+  const grandchild = Number(read(`${d}/grandchild`));
+  assert.ok(dead(leader) && dead(grandchild), run.log);
+  assert.match(run.log, /left processes/);
+  assert.equal(server.store.get("prod", "gatekill")?.holder, "", "released");
+});
+
+Deno.test("run fence, the limit: a process started outside the command's tree on its behalf is not stopped", async () => {
+  // A daemon the command asks to start something (systemd-run, a container
+  // engine): simulated by the test itself, which is outside run's tree.
+  await using server = await startDevServer();
+  await using dir = await tempDir();
+  const d = dir.path;
+  await using run = new HelperProcess(
+    [
+      "run",
+      "--",
+      ...script(d, "ask", `touch "$D/asked"; exec sleep 1000`),
+    ],
+    runEnv(server, "outside"),
+  );
+  using _cleanup = cleanup(d);
+  await waitFor(() => exists(`${d}/asked`), {
+    timeoutMs: BOUND_MS,
+    what: "the command to ask",
+  });
+  const outside = new Deno.Command("sleep", { args: ["1000"] }).spawn();
+  try {
+    run.kill("SIGTERM");
+    await run.wait(BOUND_MS);
+    assert.ok(!dead(outside.pid), "the outside process is not run's to stop");
+  } finally {
+    outside.kill("SIGKILL");
+    await outside.status;
+  }
+});
