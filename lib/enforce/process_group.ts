@@ -260,7 +260,13 @@ export class ProcessGroup {
     let sent = false;
     if (d === "all" || (d && (signal === "SIGKILL" || signal === "SIGCONT"))) {
       try {
-        for (const pid of liveDescendants(Deno.pid, readProcTable())) {
+        // Those outside the group: the group itself is signalled below, once.
+        const table = readProcTable();
+        const inGroup = new Set(
+          table.filter((r) => r.pgrp === this.pid).map((r) => r.pid),
+        );
+        for (const pid of liveDescendants(Deno.pid, table)) {
+          if (inGroup.has(pid)) continue;
           try {
             Deno.kill(pid, signal);
             sent = true;
