@@ -324,3 +324,30 @@ Deno.test("gate loads no lease client and no node: module (it runs in the main c
     [],
   );
 });
+
+Deno.test("gate: orphans reparented to it (a child subreaper, or PID 1) are reaped, not left as zombies", async () => {
+  await using tmp = await tempDir("berth-gate-");
+  const dir = tmp.path;
+  await confirm(dir);
+  // The subshell exits at once, so its sleep is orphaned and reparented to
+  // the gate, where it exits 0.3 s later.
+  await using _g = gate(
+    dir,
+    script(
+      dir,
+      `( sleep 0.3 & echo $! > "$D/orphan" )
+while :; do sleep 0.05; done
+`,
+    ),
+  );
+  const orphan = Number(
+    await waitFor(() => read(`${dir}/orphan`)?.trim() || undefined, {
+      timeoutMs: BOUND_MS,
+      what: "the orphan",
+    }),
+  );
+  await waitFor(() => read(`/proc/${orphan}/stat`) === undefined, {
+    timeoutMs: BOUND_MS,
+    what: `the orphan ${orphan} to be reaped (not a zombie)`,
+  });
+});
