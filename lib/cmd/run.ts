@@ -34,10 +34,10 @@ import {
 } from "../obs/health.ts";
 import type { LeaseClient } from "../lease/rpc.ts";
 import type { Logger } from "../obs/log.ts";
-import type { MarkerDeadlines } from "../state/marker.ts";
-import type { HandoffStore, RenewerStatus } from "../hold/renewer.ts";
+import type { RenewerStatus } from "../hold/renewer.ts";
 import { StateDir } from "../state/state_dir.ts";
 import { LeaseKeeper } from "./lease_keeper.ts";
+import { RunHandoff } from "./run_handoff.ts";
 import { SignalRouter, type SignalSource } from "./run_signals.ts";
 
 import {
@@ -146,38 +146,6 @@ export function withRunDefaults(
       signalLeadSeconds(grace),
     ),
   };
-}
-
-/**
- * The handoff from `run`'s own acquisition to its renewer, in memory: the
- * renewer adopts it as the sidecar adopts the init container's. Writes go
- * to the gate's private directory and to the state directory, when one is
- * configured.
- */
-class RunHandoff implements HandoffStore {
-  constructor(
-    private holder: string,
-    private token: number,
-    private marker: MarkerDeadlines | undefined,
-    private dirs: StateDir[],
-  ) {}
-  readHolder(): string | undefined {
-    return this.holder;
-  }
-  readToken(): number | undefined {
-    return this.token;
-  }
-  readMarkerDeadlines(): MarkerDeadlines | undefined {
-    return this.marker;
-  }
-  async writeHolder(holder: string): Promise<void> {
-    for (const d of this.dirs) await d.writeHolder(holder);
-    this.holder = holder;
-  }
-  async writeToken(token: number): Promise<void> {
-    for (const d of this.dirs) await d.writeToken(token);
-    this.token = token;
-  }
 }
 
 /** `berth-acquire run`: see the usage text. */
