@@ -16,6 +16,7 @@ const COMMANDS: Record<
   renew: () => import("./lib/cmd/renew.ts"),
   run: () => import("./lib/cmd/run.ts"),
   status: () => import("./lib/cmd/status.ts"),
+  gate: () => import("./lib/cmd/gate.ts"),
   "dev-server": () => import("./lib/cmd/dev_server.ts"),
 };
 
@@ -27,6 +28,7 @@ Usage:
   berth-acquire check [PATH] [--max-age D]   liveness probe: is the health marker fresh?
   berth-acquire run [flags] -- CMD [ARGS]    hold the lease while CMD runs; stop it when lost
   berth-acquire status [STATE_DIR] [--json]  read-only view: holder, token, verdict, time left
+  berth-acquire gate [flags] -- CMD [ARGS]   main container: run CMD only while the marker passes
   berth-acquire dev-server [flags]           a DEVELOPMENT lease server (in memory, not for production)
   berth-acquire --version | --help
 

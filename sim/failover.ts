@@ -141,9 +141,15 @@ export class FailoverDriver {
   /**
    * Injects `fault` on the holder, waits for a new token's workload to
    * write, heals the fault and replaces pods as needed. `bound` limits the
-   * whole round.
+   * whole round. With `keepOldMs`, the old holder is stopped only that long
+   * after the round (in the background), so its kubelet restarts its main
+   * container again after a crash-loop back-off step, beside the new holder.
    */
-  async round(fault: Fault, bound: AbortSignal): Promise<RoundResult> {
+  async round(
+    fault: Fault,
+    bound: AbortSignal,
+    o: { keepOldMs?: number } = {},
+  ): Promise<RoundResult> {
     const lab = this.#lab;
     const holder = this.holder;
     const proxy = lab.proxies.get(holder.name)!;
@@ -224,7 +230,10 @@ export class FailoverDriver {
     if (g.pod !== holder.name) {
       // The standby took over: retire the old holder, queue a new standby.
       this.#holder = lab.pod(g.pod);
-      this.#stopping.push(holder.stop());
+      const keep = o.keepOldMs ?? 0;
+      this.#stopping.push(
+        new Promise((r) => setTimeout(r, keep)).then(() => holder.stop()),
+      );
       this.#standby = await this.#newPod(bound);
     }
     await this.#steady(bound);

@@ -8,6 +8,7 @@
  *
  * @module
  */
+import { liveDescendants, readProcTable } from "../lib/enforce/process_tree.ts";
 import { aborted } from "../lib/state/clock.ts";
 
 /** How one container process ended. */
@@ -127,10 +128,22 @@ export function spawnLocal(spec: SpawnSpec): HostedProcess {
     pid: child.pid,
     kill(signal) {
       if (done) return;
-      try {
-        child.kill(signal);
-      } catch {
-        // exited between the check and the kill
+      // SIGKILL ends a container whole, as the runtime kills its cgroup:
+      // the workload a gated container started in a session of its own too.
+      let rest: number[] = [];
+      if (signal === "SIGKILL") {
+        try {
+          rest = liveDescendants(child.pid, readProcTable());
+        } catch {
+          // no procfs: the process alone
+        }
+      }
+      for (const pid of [child.pid, ...rest]) {
+        try {
+          Deno.kill(pid, signal);
+        } catch {
+          // exited between the check and the kill
+        }
       }
     },
     exited,

@@ -336,11 +336,14 @@ export function analyze(input: AnalysisInput): Analysis {
       if (newer) end = Math.min(end, newer.line.at);
     }
     const inWindow = own.filter((k) => k.line.at <= end);
+    // The workload ran from its first line on: a gated container (sim/pod.ts)
+    // that never started it wrote none, and ran beside nobody.
+    const ranFrom = own.length > 0 ? own[0].line.at : end;
     let overlap = 0;
     for (const t of tenures) {
       if (t.pod === r.pod) continue;
       const next = tenures.find((x) => x.start > t.start);
-      const from = Math.max(t.start, r.startedAt);
+      const from = Math.max(t.start, ranFrom);
       const to = Math.min(next?.start ?? Infinity, end);
       if (to > from) overlap += to - from;
     }

@@ -35,6 +35,8 @@ export interface LabOptions {
   onEvent?: (e: PodEvent) => void;
   /** Extra env for every pod's helpers. */
   helperEnv?: Record<string, string>;
+  /** Which pods run their main container under `gate` (sim/pod.ts); default none. */
+  gated?: (podName: string) => boolean;
 }
 
 /** See the module doc. */
@@ -102,6 +104,7 @@ export class Lab implements AsyncDisposable {
       host,
       onEvent: o.onEvent,
       helperEnv: o.helperEnv,
+      gated: o.gated?.(name) ?? false,
     });
     this.pods.push(pod);
     await pod.start();

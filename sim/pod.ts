@@ -137,6 +137,12 @@ export interface PodOptions {
   writeIntervalMs?: number;
   /** Extra env for the helper containers (e.g. `BERTH_ACQUIRE_TIMEOUT`). */
   helperEnv?: Record<string, string>;
+  /**
+   * Run the main container as `<state>/check gate --state-dir <state> --
+   * <workload>`, as examples/pod-gate.yaml does: the workload only runs
+   * while the marker passes. Default false (the workload is the command).
+   */
+  gated?: boolean;
 }
 
 /** A running container process and what the kubelet did to it. */
@@ -398,9 +404,20 @@ export class Pod {
     );
     const main = this.#supervise(
       "main",
-      () => [workloadPath],
+      () =>
+        this.#o.gated
+          ? [
+            `${this.stateDir}/check`,
+            "gate",
+            "--state-dir",
+            this.stateDir,
+            "--",
+            workloadPath,
+          ]
+          : [workloadPath],
       (restart) => ({
-        PATH: baseEnv().PATH,
+        // The gate runs the helper's own binary (deno under `deno run`).
+        ...(this.#o.gated ? baseEnv() : { PATH: baseEnv().PATH }),
         SIM_POD: this.name,
         SIM_JOURNAL: this.#o.journalPath,
         SIM_STATE_DIR: this.stateDir,

@@ -6,7 +6,7 @@
  * @module
  */
 import { systemClock } from "../state/clock.ts";
-import { clientFor, EXIT_FAILURE, start, startupFailure } from "./startup.ts";
+import { EXIT_FAILURE, start, startupFailure } from "./startup.ts";
 import { shutdownSignal } from "./signals.ts";
 import type { Config } from "../config/config.ts";
 import { ConfigError } from "../config/error.ts";
@@ -20,13 +20,12 @@ import {
   HEALTH_ADDR_ENV,
   type HealthAddr,
   healthAddrFrom,
-  type HealthServer,
-  startHealthServer,
 } from "../obs/health.ts";
 import type { Logger } from "../obs/log.ts";
-import { type EnforcementWrappers, LeaseMetrics } from "../obs/metrics.ts";
+import type { EnforcementWrappers } from "../obs/metrics.ts";
 import { LinuxProcessTable } from "../enforce/proc.ts";
-import { Renewer } from "../hold/renewer.ts";
+import type { Renewer } from "../hold/renewer.ts";
+import { LeaseKeeper } from "./lease_keeper.ts";
 import { StateDir } from "../state/state_dir.ts";
 
 const USAGE = `Usage: berth-acquire renew [flags]
@@ -120,44 +119,20 @@ export async function main(args: string[]): Promise<number> {
   }
   const clock = systemClock;
   const state = new StateDir(config.stateDir);
-  let renewer: Renewer | undefined;
-  let stopping = false;
-  const metrics = new LeaseMetrics({
-    status: () => renewer?.status(),
-    clock,
-    isStopping: () => stopping,
-  });
-  let health: HealthServer | undefined;
+  let keeper: LeaseKeeper;
+  let renewer: Renewer;
   try {
     await state.cleanStaleTemps();
-    const r = new Renewer({
-      client: metrics.instrumentClient(await clientFor(config, logger, clock)),
-      holder: config.holder,
-      ttlSeconds: config.ttlSeconds,
-      heartbeatMs: config.heartbeatMs,
-      enforceLeadMs: config.enforceLeadMs,
-      enforcer: enforcerFor(config, state, logger, metrics),
-      store: state,
-      clock,
-      logger,
-      releaseOnShutdown: config.releaseOnShutdown,
-      observer: metrics.observer(),
-    });
-    renewer = r;
-    if (healthAddr) {
-      health = startHealthServer({
-        ...healthAddr,
-        status: () => r.status(),
-        clock,
-        metrics: () => metrics.render(),
-        logger,
-      });
-    }
+    keeper = await LeaseKeeper.open({ config, logger, clock, healthAddr });
+    renewer = keeper.renewer(
+      enforcerFor(config, state, logger, keeper.metrics),
+      state,
+    );
   } catch (e) {
     return startupFailure(logger, "cannot start", e);
   }
   const shutdown = shutdownSignal(logger);
-  shutdown.signal.addEventListener("abort", () => stopping = true);
+  shutdown.signal.addEventListener("abort", () => keeper.stopping());
   try {
     logger.info("renewing lease", {
       enforce: config.enforce,
@@ -169,6 +144,6 @@ export async function main(args: string[]): Promise<number> {
     return 0;
   } finally {
     shutdown.dispose();
-    await health?.close();
+    await keeper.close();
   }
 }

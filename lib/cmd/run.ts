@@ -11,66 +11,49 @@
 import { acquireLease } from "../hold/acquire_loop.ts";
 import { handoffMarker, handOver } from "../hold/handover.ts";
 import {
-  ChildEnforcer,
-  type ChildExit,
   EXIT_CANNOT_EXECUTE,
   EXIT_COMMAND_NOT_FOUND,
-  ProcessGroup,
-  SpawnError,
 } from "../enforce/process_group.ts";
-import { aborted, type Clock, systemClock } from "../state/clock.ts";
-import { clientFor, RUN_ROLE, start } from "./startup.ts";
-import type { SignalSource } from "./signals.ts";
+import { ChildEnforcer } from "../enforce/child_enforcer.ts";
+import { becomeSubreaper } from "../enforce/process_tree.ts";
+import { type Clock, systemClock } from "../state/clock.ts";
+import { RUN_ROLE, start } from "./startup.ts";
 import type { Config } from "../config/config.ts";
 import { ConfigError } from "../config/error.ts";
 import type { ExtraFlag } from "../config/flags.ts";
-import { ProbeEnforcer } from "../enforce/enforcer.ts";
+import { ensureStateDir } from "../state/ensure_dir.ts";
+import { type MarkerStore, ProbeEnforcer } from "../enforce/enforcer.ts";
 import {
   HEALTH_ADDR_ENV,
   type HealthAddr,
   healthAddrFrom,
-  type HealthServer,
-  startHealthServer,
 } from "../obs/health.ts";
 import type { LeaseClient } from "../lease/rpc.ts";
 import type { Logger } from "../obs/log.ts";
-import type { MarkerDeadlines } from "../state/marker.ts";
-import { LeaseMetrics } from "../obs/metrics.ts";
-import {
-  type HandoffStore,
-  Renewer,
-  type RenewerStatus,
-} from "../hold/renewer.ts";
-import { ensureStateDir } from "../state/ensure_dir.ts";
+import type { RenewerStatus } from "../hold/renewer.ts";
 import { StateDir } from "../state/state_dir.ts";
+import { LeaseKeeper } from "./lease_keeper.ts";
+import { RunHandoff } from "./run_handoff.ts";
+import { SignalRouter, type SignalSource } from "./run_signals.ts";
 
+import {
+  EXIT_ACQUIRE_TIMEOUT,
+  EXIT_CANCELLED,
+  EXIT_CONFIG,
+  isTimeout,
+  supervise,
+  waitBound,
+} from "./run_supervise.ts";
+
+export { FORWARDED_SIGNALS, type SignalSource } from "./run_signals.ts";
 export { EXIT_CANNOT_EXECUTE, EXIT_COMMAND_NOT_FOUND };
-export type { SignalSource };
-
-/**
- * The command was stopped because the lease was lost (or could not be
- * confirmed before its local deadline). 75 is sysexits' `EX_TEMPFAIL`
- * ("try again later"), which is what it means to a supervisor: another
- * holder has the lease now. The `run` codes sit in the sysexits block
- * (64-78), which ordinary programs rarely use, away from 1/2 (generic
- * errors), 126/127 (cannot execute / not found) and 128+N (killed by signal
- * N), so a caller can tell them from the command's own statuses.
- */
-export const EXIT_LEASE_LOST = 75;
-/** `--acquire-timeout` passed before the lease was acquired; the command never ran (or, after a loss, did not run again). */
-export const EXIT_ACQUIRE_TIMEOUT = 76;
-/** SIGTERM/SIGINT/SIGHUP/SIGQUIT arrived while waiting for the lease; the command did not run (again). */
-export const EXIT_CANCELLED = 77;
-/** Invalid configuration or start-up failure (flags, env, CA bundle, key file, state directory, listener). sysexits' `EX_CONFIG`. */
-export const EXIT_CONFIG = 78;
-
-/** The signals `run` ends a wait on, or forwards to the command while it runs. */
-export const FORWARDED_SIGNALS: readonly Deno.Signal[] = [
-  "SIGTERM",
-  "SIGINT",
-  "SIGHUP",
-  "SIGQUIT",
-];
+export {
+  EXIT_ACQUIRE_TIMEOUT,
+  EXIT_CANCELLED,
+  EXIT_CONFIG,
+  EXIT_CONFIRMED_LATE,
+  EXIT_LEASE_LOST,
+} from "./run_supervise.ts";
 
 const USAGE = `Usage: berth-acquire run [flags] -- COMMAND [ARGS...]
 
@@ -85,9 +68,14 @@ the lease given up. SIGTERM/SIGINT/SIGHUP/SIGQUIT are forwarded to the
 command while it runs; the lease is released after it has exited.
 BERTH_STATE_DIR / --state-dir is optional: without it nothing is written.
 
+The command runs under "berth-acquire gate" with a marker of run's own, so it
+is stopped by the last confirmed deadline even when run is killed or frozen,
+and workers it moves to a new session (setsid) are stopped with it.
+
 Exit status: the command's own (128+N when signal N ended it); 75 lease lost
 (command stopped); 76 --acquire-timeout reached; 77 cancelled by a signal
-while waiting for the lease; 78 configuration or start-up error; 126 command
+while waiting for the lease; 78 configuration or start-up error; 79 the lease
+was confirmed again, too late: the command had been stopped; 126 command
 cannot be executed; 127 command not found.
 `;
 
@@ -113,268 +101,6 @@ export function splitCommand(
   return i < 0
     ? { flags: args, command: undefined }
     : { flags: args.slice(0, i), command: args.slice(i + 1) };
-}
-
-/** What the command is told about the lease. */
-export interface ChildLease {
-  /** The holder identity. */
-  holder: string;
-  /** The fencing token to pass to the systems it writes to. */
-  token: number;
-  /** The local lease deadline as wall-clock ms since the epoch. */
-  expiresAtMs: number;
-}
-
-/**
- * The command's environment: `base` plus `BERTH_FENCING_TOKEN`,
- * `BERTH_HOLDER` and `BERTH_LEASE_EXPIRES_AT` (RFC 3339, UTC, milliseconds
- * rounded down: stop before it). `BERTH_API_KEY` is removed: the command
- * needs the token, not the credential that can take the lease.
- */
-export function childEnv(
-  base: Record<string, string>,
-  lease: ChildLease,
-): Record<string, string> {
-  const env = { ...base };
-  delete env.BERTH_API_KEY;
-  env.BERTH_FENCING_TOKEN = String(lease.token);
-  env.BERTH_HOLDER = lease.holder;
-  env.BERTH_LEASE_EXPIRES_AT = new Date(Math.floor(lease.expiresAtMs))
-    .toISOString();
-  return env;
-}
-
-/**
- * The handoff from `run`'s own acquisition to its renewer, in memory: the
- * renewer adopts it as the sidecar adopts the init container's. Writes go
- * to the state directory too when one is configured.
- */
-class RunHandoff implements HandoffStore {
-  constructor(
-    private holder: string,
-    private token: number,
-    private marker: MarkerDeadlines | undefined,
-    private state: StateDir | undefined,
-  ) {}
-  readHolder(): string | undefined {
-    return this.holder;
-  }
-  readToken(): number | undefined {
-    return this.token;
-  }
-  readMarkerDeadlines(): MarkerDeadlines | undefined {
-    return this.marker;
-  }
-  async writeHolder(holder: string): Promise<void> {
-    await this.state?.writeHolder(holder);
-    this.holder = holder;
-  }
-  async writeToken(token: number): Promise<void> {
-    await this.state?.writeToken(token);
-    this.token = token;
-  }
-}
-
-/**
- * Routes the four stop signals: while no command runs they cancel the wait
- * (once); while one runs they are forwarded to its process group.
- */
-class SignalRouter {
-  #cancel = new AbortController();
-  #target: ProcessGroup | undefined;
-  #stopForwarded = false;
-  #handlers: [Deno.Signal, () => void][];
-
-  constructor(private logger: Logger, private source: SignalSource) {
-    this.#handlers = FORWARDED_SIGNALS.map((name) => {
-      const handler = () => this.#on(name);
-      source.addSignalListener(name, handler);
-      return [name, handler];
-    });
-  }
-
-  /** Aborts on the first signal received while no command runs. */
-  get cancelled(): AbortSignal {
-    return this.#cancel.signal;
-  }
-
-  /**
-   * Whether SIGTERM, SIGINT or SIGQUIT was forwarded to the current command:
-   * someone asked it to stop, so `run` does not restart it after a loss.
-   */
-  get stopForwarded(): boolean {
-    return this.#stopForwarded;
-  }
-
-  /** Forwards to `target` from now on (undefined: nothing runs); a new command starts with a clean slate. */
-  forwardTo(target: ProcessGroup | undefined): void {
-    if (target !== this.#target && target !== undefined) {
-      this.#stopForwarded = false;
-    }
-    this.#target = target;
-  }
-
-  dispose(): void {
-    for (const [n, h] of this.#handlers) this.source.removeSignalListener(n, h);
-  }
-
-  #on(name: Deno.Signal): void {
-    if (this.#target) {
-      if (name !== "SIGHUP") this.#stopForwarded = true;
-      this.logger.info("signal received; forwarding it to the command", {
-        signal: name,
-        pgid: this.#target.pid,
-      });
-      this.#target.signal(name);
-    } else if (!this.#cancel.signal.aborted) {
-      this.logger.info("signal received; shutting down", { signal: name });
-      this.#cancel.abort(new DOMException(`received ${name}`, "AbortError"));
-    } else {
-      this.logger.info("signal received again; still finishing", {
-        signal: name,
-      });
-    }
-  }
-}
-
-function isTimeout(signal: AbortSignal): boolean {
-  return (signal.reason as Error | undefined)?.name === "TimeoutError";
-}
-
-/** A bound on one wait for the lease: the signals, and `--acquire-timeout`. */
-function waitBound(
-  config: Config,
-  clock: Clock,
-  ...signals: AbortSignal[]
-): AbortSignal {
-  if (config.acquireTimeoutMs) {
-    signals.push(clock.timeout(config.acquireTimeoutMs));
-  }
-  return AbortSignal.any(signals);
-}
-
-/** Everything {@linkcode supervise} works with once the lease is held. */
-interface Supervision {
-  config: Config;
-  command: string[];
-  restart: boolean;
-  clock: Clock;
-  logger: Logger;
-  renewer: Renewer;
-  enforcer: ChildEnforcer;
-  signals: SignalRouter;
-  renewerFailed: AbortSignal;
-  metrics: LeaseMetrics;
-}
-
-/**
- * Waits until the command may start: the gate is open both as the renewer
- * decided it (its status, which changes synchronously) and as the enforcer
- * applied it (which lags, through the renewer's enforcement queue). Either
- * alone is not enough: a close decided but still queued leaves the enforcer
- * open, and a command started then would run without the lease. Returns
- * undefined when the command may start now (the caller must start it
- * without awaiting anything first), else `run`'s exit status: cancelled by
- * a signal (checked first, so a signal that arrived just before the start,
- * during the hand-over say, is not lost), the renewer failed, or
- * `--acquire-timeout` passed.
- */
-async function gateReady(s: Supervision): Promise<number | undefined> {
-  const { config, clock, logger, renewer, enforcer, signals } = s;
-  let bound: AbortSignal | undefined;
-  for (;;) {
-    if (signals.cancelled.aborted) {
-      logger.info("stopped before the command started");
-      return EXIT_CANCELLED;
-    }
-    if (s.renewerFailed.aborted) return EXIT_LEASE_LOST;
-    const applied = enforcer.isOpen;
-    if (applied && renewer.status().gateOpen) return undefined;
-    if (bound === undefined) {
-      logger.info(
-        "waiting for the lease to be confirmed before running the command",
-      );
-      bound = waitBound(config, clock, signals.cancelled, s.renewerFailed);
-    } else if (isTimeout(bound)) {
-      logger.error(
-        "gave up waiting to reacquire the lease: --acquire-timeout reached",
-      );
-      return EXIT_ACQUIRE_TIMEOUT;
-    }
-    // Open as applied but closed as decided: the close is queued; wait for
-    // it to be applied, then for the next open.
-    await aborted(
-      AbortSignal.any([applied ? enforcer.closed : enforcer.opened, bound]),
-    );
-  }
-}
-
-/**
- * Runs the command while the gate is open, again after each reacquire with
- * `--restart-on-reacquire`, and returns `run`'s exit status. Returns only
- * once no process of the command is left.
- */
-async function supervise(s: Supervision): Promise<number> {
-  const { config, command, clock, logger, renewer, enforcer, signals } = s;
-  const base = Deno.env.toObject();
-  for (;;) {
-    const stop = await gateReady(s);
-    if (stop !== undefined) return stop;
-    // From here to the start nothing is awaited: the gate cannot change.
-    const status = renewer.status();
-    let child: ProcessGroup | undefined;
-    try {
-      child = enforcer.startIfOpen(status.gateOpen, () =>
-        ProcessGroup.spawn({
-          argv: command,
-          env: childEnv(base, {
-            holder: config.holder,
-            token: status.token,
-            expiresAtMs: Date.now() +
-              ((status.deadline ?? clock.now()) - clock.now()),
-          }),
-          graceMs: config.enforceGraceSeconds * 1000,
-          clock,
-          logger,
-          onStopSignal: (sig) =>
-            s.metrics.countEnforcement(
-              sig === "SIGTERM" ? "sigterm" : "sigkill",
-            ),
-        }));
-    } catch (e) {
-      if (!(e instanceof SpawnError)) throw e;
-      logger.error("cannot run the command", { error: e.message });
-      return e.exitCode;
-    }
-    if (!child) continue; // the gate closed meanwhile; wait again
-    logger.info("running the command", {
-      command: command[0],
-      pid: child.pid,
-      fencing_token: status.token,
-    });
-    signals.forwardTo(child);
-    let exit: ChildExit;
-    try {
-      exit = await child.finished();
-    } finally {
-      signals.forwardTo(undefined);
-      enforcer.detach(child);
-    }
-    if (exit.stopReason === undefined) {
-      logger.info("the command exited", {
-        code: exit.code,
-        ...(exit.signal ? { signal: exit.signal } : {}),
-      });
-      return exit.code;
-    }
-    logger.error("the command was stopped: the lease is not held", {
-      reason: exit.stopReason,
-      code: exit.code,
-    });
-    if (!s.restart || signals.stopForwarded || s.renewerFailed.aborted) {
-      return EXIT_LEASE_LOST;
-    }
-  }
 }
 
 /** `berth-acquire run`: see the usage text. */
@@ -457,6 +183,11 @@ export interface RunOptions {
   clock: Clock;
   /** The lease RPCs; default: the client the configuration describes. */
   client?: LeaseClient;
+  /**
+   * Start the command directly, without its gate: only for in-process tests,
+   * whose fake clock a separate gate process cannot share. Default false.
+   */
+  unfenced?: boolean;
   /** Where the stop signals come from; default `Deno` (the process's own). */
   signalSource?: SignalSource;
 }
@@ -468,43 +199,36 @@ export interface RunOptions {
  */
 export async function runWith(o: RunOptions): Promise<number> {
   const { config, logger, clock, state } = o;
-  let renewer: Renewer | undefined;
-  let stopping = false;
-  const waiting: RenewerStatus = {
-    gateOpen: false,
-    token: 0,
-    reason: "waiting to acquire the lease",
-  };
-  const statusNow = () => renewer?.status() ?? waiting;
-  const metrics = new LeaseMetrics({
-    status: statusNow,
-    clock,
-    isStopping: () => stopping,
-  });
-  let client: LeaseClient;
-  let health: HealthServer | undefined;
+  let keeper: LeaseKeeper;
+  let fence: StateDir;
   try {
     if (state) await ensureStateDir(state.dir);
     await state?.cleanStaleTemps();
-    client = metrics.instrumentClient(
-      o.client ?? await clientFor(config, logger, clock),
-    );
-    if (o.healthAddr) {
-      health = startHealthServer({
-        ...o.healthAddr,
-        status: statusNow,
-        clock,
-        metrics: () => metrics.render(),
-        logger,
-      });
-    }
+    keeper = await LeaseKeeper.open({
+      config,
+      logger,
+      clock,
+      client: o.client,
+      healthAddr: o.healthAddr,
+    });
+    fence = new StateDir(await Deno.makeTempDir({ prefix: "berth-run-" }));
   } catch (e) {
     logger.error("cannot start", {
       error: e instanceof Error ? e.message : String(e),
     });
     return EXIT_CONFIG;
   }
+  // Should the gate itself die (OOM killer), its command is reparented to
+  // run, which then still sees it and stops it before releasing.
+  const notSubreaper = o.unfenced ? undefined : becomeSubreaper();
+  if (notSubreaper !== undefined) {
+    logger.warn(
+      "cannot become a child subreaper; a command whose gate was killed is not tracked",
+      { reason: notSubreaper },
+    );
+  }
   const signals = new SignalRouter(logger, o.signalSource ?? Deno);
+  const client = keeper.client;
   try {
     logger.info("acquiring lease", {
       ttl_seconds: config.ttlSeconds,
@@ -533,46 +257,57 @@ export async function runWith(o: RunOptions): Promise<number> {
       return EXIT_CANCELLED;
     }
     logger.info("lease acquired", { fencing_token: lease.token });
-    const marker = handoffMarker(config, lease);
-    if (
-      state &&
-      !await handOver({
-        state,
+    const dirs = state ? [fence, state] : [fence];
+    for (const dir of dirs) {
+      const handed = await handOver({
+        state: dir,
         config,
         lease,
         client,
         clock,
         logger,
         installCheck: false,
-      })
-    ) {
-      return EXIT_CONFIG;
+      });
+      if (!handed) return EXIT_CONFIG;
     }
+    const markers: MarkerStore = keeper.metrics.markerStore({
+      write: async (d) => {
+        for (const dir of dirs) await dir.writeMarker(d);
+      },
+      remove: async () => {
+        for (const dir of dirs) await dir.removeMarker();
+      },
+    });
     const enforcer = new ChildEnforcer({
-      initiallyOpen: true,
-      marker: state
-        ? new ProbeEnforcer({
-          marker: metrics.markerStore({
-            write: (d) => state.writeMarker(d),
-            remove: () => state.removeMarker(),
-          }),
-          logger,
-        })
-        : undefined,
+      marker: new ProbeEnforcer({ marker: markers, logger }),
     });
-    renewer = new Renewer({
-      client,
-      holder: config.holder,
-      ttlSeconds: config.ttlSeconds,
-      heartbeatMs: config.heartbeatMs,
-      enforceLeadMs: config.enforceLeadMs,
+    let change = new AbortController();
+    let deadline: number | undefined;
+    let lateMs: number | undefined;
+    const onChange = (st: RenewerStatus) => {
+      if (st.gateOpen) {
+        deadline = st.deadline;
+      } else if (deadline !== undefined && clock.now() > deadline) {
+        lateMs = clock.now() - deadline;
+        logger.error(
+          "the lease's local deadline passed before run could act (was it frozen or starved?); the command's gate stops it by that deadline on its own",
+          { late_ms: Math.round(lateMs) },
+        );
+        deadline = undefined;
+      }
+      change.abort();
+      change = new AbortController();
+    };
+    const renewer = keeper.renewer(
       enforcer,
-      store: new RunHandoff(config.holder, lease.token, marker, state),
-      clock,
-      logger,
-      releaseOnShutdown: config.releaseOnShutdown,
-      observer: metrics.observer(),
-    });
+      new RunHandoff(
+        config.holder,
+        lease.token,
+        handoffMarker(config, lease),
+        dirs,
+      ),
+      onChange,
+    );
     const stopRenewer = new AbortController();
     const renewerFailed = new AbortController();
     const renewing = renewer.run(stopRenewer.signal).catch((e) => {
@@ -589,20 +324,29 @@ export async function runWith(o: RunOptions): Promise<number> {
         restart: o.restart,
         clock,
         logger,
+        keeper,
         renewer,
         enforcer,
         signals,
         renewerFailed: renewerFailed.signal,
-        metrics,
+        fence,
+        unfenced: o.unfenced ?? false,
+        nextChange: () => change.signal,
+        takeLateClose: () => {
+          const late = lateMs;
+          lateMs = undefined;
+          return late;
+        },
       });
     } finally {
       // The command is gone: only now release (when configured and held).
-      stopping = true;
+      keeper.stopping();
       stopRenewer.abort();
       await renewing;
     }
   } finally {
     signals.dispose();
-    await health?.close();
+    await keeper.close();
+    await Deno.remove(fence.dir, { recursive: true }).catch(() => {});
   }
 }

@@ -1,6 +1,6 @@
 /**
- * The command `run` supervises, as a process group, and the
- * {@linkcode Enforcer} that stops it when the renewer closes the gate.
+ * A supervised command as a process group (and, as a child subreaper, the
+ * descendants that left it): what `run` and `gate` start and stop.
  *
  * The command is started in a session and process group of its own, so it
  * can be stopped whole: a shell that forked a worker, or a worker pool, is
@@ -11,10 +11,13 @@
  * @module
  */
 import type { Clock } from "../state/clock.ts";
-import type { Enforcer, StopEvidence } from "./enforcer.ts";
 import type { Logger } from "../obs/log.ts";
-import type { MarkerDeadlines } from "../state/marker.ts";
-import { parseProcStat } from "./proc.ts";
+import {
+  liveDescendants,
+  liveGroupMembers,
+  liveTree,
+  readProcTable,
+} from "./process_tree.ts";
 
 /** Exit status of a command that cannot be executed (permission denied, a directory), as shells report it. */
 export const EXIT_CANNOT_EXECUTE = 126;
@@ -45,47 +48,6 @@ export class SpawnError extends Error {
   }
 }
 
-/**
- * The live (not zombie) processes of process group `pgid`, read from
- * procfs. Its own function because "the group is gone" must ignore zombies:
- * outside a proper init (a container whose PID 1 does not reap), orphans
- * stay zombies for good and would otherwise hold `run` forever.
- */
-export async function liveGroupMembers(
-  pgid: number,
-  procRoot = "/proc",
-): Promise<number[]> {
-  const out: number[] = [];
-  for await (const entry of Deno.readDir(procRoot)) {
-    if (!/^[1-9]\d*$/.test(entry.name)) continue;
-    let text: string;
-    try {
-      text = await Deno.readTextFile(`${procRoot}/${entry.name}/stat`);
-    } catch {
-      continue; // exited meanwhile
-    }
-    const g = statGroup(text);
-    if (g && g.pgrp === pgid && g.state !== "Z" && g.state !== "X") {
-      out.push(Number(entry.name));
-    }
-  }
-  return out;
-}
-
-/** State and process group (field 5) of a `/proc/PID/stat` line; undefined when malformed. */
-export function statGroup(
-  text: string,
-): { state: string; pgrp: number } | undefined {
-  try {
-    const { state } = parseProcStat(text);
-    // Fields after the last ")": state ppid pgrp ...
-    const pgrp = Number(text.slice(text.lastIndexOf(")") + 2).split(" ")[2]);
-    return Number.isInteger(pgrp) ? { state, pgrp } : undefined;
-  } catch {
-    return undefined;
-  }
-}
-
 /** How the command ended. */
 export interface ChildExit {
   /** Its exit status; 128 + the signal number when a signal ended it, as shells report it. */
@@ -112,8 +74,18 @@ export interface ProcessGroupOptions {
   onStopSignal?: (signal: "SIGTERM" | "SIGKILL") => void;
   /** How often the group is looked at while it is being stopped, ms; default 50. */
   pollMs?: number;
-  /** Lists the group's live processes; default {@linkcode liveGroupMembers}. */
+  /** Lists the group's live processes; default {@linkcode liveGroupMembers}, or {@linkcode liveTree} with `descendants`. */
   members?: (pgid: number) => Promise<number[]>;
+  /**
+   * Also count and signal this process's descendants outside the group:
+   * workers that called `setsid` and, with this process a child subreaper
+   * (lib/enforce/process_tree.ts), were reparented to it. `"all"`: every
+   * signal reaches them too; `"kill"`: only SIGKILL and SIGCONT do, because
+   * the leader is itself a supervisor that passes the other signals on (a
+   * second SIGTERM straight from here would reach its command twice).
+   * Default: the group alone.
+   */
+  descendants?: "all" | "kill";
 }
 
 /**
@@ -123,9 +95,9 @@ export interface ProcessGroupOptions {
 export class ProcessGroup {
   /** The leader's PID, which is also the process group id. */
   readonly pid: number;
-  #o: Required<Omit<ProcessGroupOptions, "onStopSignal">> & {
-    onStopSignal?: ProcessGroupOptions["onStopSignal"];
-  };
+  #o:
+    & Required<Omit<ProcessGroupOptions, "onStopSignal" | "descendants">>
+    & Pick<ProcessGroupOptions, "onStopSignal" | "descendants">;
   #child: Deno.ChildProcess;
   #leaderExit: Promise<ChildExit>;
   #stopReason: string | undefined;
@@ -138,7 +110,9 @@ export class ProcessGroup {
     this.pid = child.pid;
     this.#o = {
       pollMs: 50,
-      members: (pgid) => liveGroupMembers(pgid),
+      members: o.descendants
+        ? (pgid) => Promise.resolve(liveTree(pgid))
+        : (pgid) => liveGroupMembers(pgid),
       ...o,
     };
     this.#leaderExit = child.status.then((s) => {
@@ -280,13 +254,35 @@ export class ProcessGroup {
     }
   }
 
-  /** Signals the group; false when it is already gone. */
+  /** Signals the group (and the descendants it covers); false when it is already gone. */
   #kill(signal: Deno.Signal): boolean {
+    const d = this.#o.descendants;
+    let sent = false;
+    if (d === "all" || (d && (signal === "SIGKILL" || signal === "SIGCONT"))) {
+      try {
+        // Those outside the group: the group itself is signalled below, once.
+        const table = readProcTable();
+        const inGroup = new Set(
+          table.filter((r) => r.pgrp === this.pid).map((r) => r.pid),
+        );
+        for (const pid of liveDescendants(Deno.pid, table)) {
+          if (inGroup.has(pid)) continue;
+          try {
+            Deno.kill(pid, signal);
+            sent = true;
+          } catch {
+            // exited meanwhile
+          }
+        }
+      } catch {
+        // no procfs: the group alone
+      }
+    }
     try {
       Deno.kill(-this.pid, signal);
       return true;
     } catch (e) {
-      if (e instanceof Deno.errors.NotFound) return false;
+      if (e instanceof Deno.errors.NotFound) return sent;
       this.#o.logger.error("cannot signal the command's process group", {
         pgid: this.pid,
         signal,
@@ -294,118 +290,5 @@ export class ProcessGroup {
       });
       return false;
     }
-  }
-}
-
-/** Options for {@linkcode ChildEnforcer}. */
-export interface ChildEnforcerOptions {
-  /**
-   * Keeps the health marker when a state directory is configured (a
-   * `ProbeEnforcer`); absent: no marker.
-   */
-  marker?: Enforcer;
-  /** The gate's state before the renewer says anything: open right after an acquisition. */
-  initiallyOpen: boolean;
-}
-
-/**
- * The `run` enforcer: closing the gate stops the attached command's process
- * group. It also tracks the gate as the renewer applied it (calls arrive in
- * decision order, asynchronously), and a command is only started while that
- * gate is open AND the renewer's own, synchronous decision is open too: the
- * applied gate lags the decision, so a close already decided but still
- * queued would otherwise let a command start without the lease.
- */
-export class ChildEnforcer implements Enforcer {
-  #o: ChildEnforcerOptions;
-  #open: boolean;
-  #child: ProcessGroup | undefined;
-  #opened = new AbortController();
-  #closed = new AbortController();
-  #stops = new Set<Promise<void>>();
-
-  /** See {@linkcode ChildEnforcerOptions}. */
-  constructor(options: ChildEnforcerOptions) {
-    this.#o = options;
-    this.#open = options.initiallyOpen;
-    if (this.#open) this.#opened.abort();
-    else this.#closed.abort();
-  }
-
-  /** Whether the gate is open as last applied. */
-  get isOpen(): boolean {
-    return this.#open;
-  }
-
-  /** Aborts when the gate is open (at once if it is now). */
-  get opened(): AbortSignal {
-    return this.#opened.signal;
-  }
-
-  /**
-   * Aborts when the gate is closed as applied (at once if it is now), so a
-   * caller that saw it open while the renewer had decided to close can wait
-   * for that close to be applied.
-   */
-  get closed(): AbortSignal {
-    return this.#closed.signal;
-  }
-
-  /**
-   * Starts a command with `spawn` and attaches it, if and only if the gate
-   * is open now, both as applied and as decided (`decidedOpen`: the
-   * renewer's `status().gateOpen`, read just before); returns undefined
-   * otherwise. Synchronous, so no gate change can come between the check
-   * and the start.
-   */
-  startIfOpen(
-    decidedOpen: boolean,
-    spawn: () => ProcessGroup,
-  ): ProcessGroup | undefined {
-    if (!this.#open || !decidedOpen) return undefined;
-    this.#child = spawn();
-    return this.#child;
-  }
-
-  /** Forgets the command once it is gone. */
-  detach(child: ProcessGroup): void {
-    if (this.#child === child) this.#child = undefined;
-  }
-
-  async open(d: MarkerDeadlines): Promise<void> {
-    await this.#o.marker?.open(d);
-    if (!this.#open) {
-      this.#open = true;
-      this.#opened.abort();
-      this.#closed = new AbortController();
-    }
-  }
-
-  async close(reason: string): Promise<void> {
-    if (this.#open) {
-      this.#open = false;
-      this.#opened = new AbortController();
-      this.#closed.abort();
-    }
-    const child = this.#child;
-    if (child) {
-      const stop = child.stop(reason);
-      this.#stops.add(stop);
-      stop.finally(() => this.#stops.delete(stop));
-    }
-    await this.#o.marker?.close(reason);
-  }
-
-  /** Stopped once its stops have finished and no command is attached. */
-  async workloadStopped(): Promise<StopEvidence> {
-    await Promise.all([...this.#stops]);
-    return this.#child === undefined
-      ? { stopped: true, detail: "the command has exited" }
-      : { stopped: false, detail: "the command is still running" };
-  }
-
-  async dispose(): Promise<void> {
-    await Promise.all([...this.#stops]);
-    await this.#o.marker?.dispose();
   }
 }

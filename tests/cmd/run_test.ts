@@ -29,6 +29,7 @@ import {
   EXIT_CANNOT_EXECUTE,
   EXIT_COMMAND_NOT_FOUND,
   EXIT_CONFIG,
+  EXIT_CONFIRMED_LATE,
   EXIT_LEASE_LOST,
   runWith,
   type SignalSource,
@@ -587,6 +588,8 @@ function startInProcess(
     clock,
     client,
     signalSource: signals,
+    // A separate gate process cannot share the fake clock.
+    unfenced: true,
   });
   return r;
 }
@@ -660,7 +663,7 @@ Deno.test("run: a handed-over lease whose gate closed during the hand-over is co
   assert.equal(r.client.of("release")[0]?.token, 5);
 });
 
-Deno.test("run --restart-on-reacquire: a close decided while the reopen is still being applied keeps the command stopped", async () => {
+Deno.test("run --restart-on-reacquire: a close decided while the reopen is still being applied stops the command again", async () => {
   await using dir = await tempDir();
   const d = dir.path;
   const r = startInProcess(
@@ -705,10 +708,15 @@ exec sleep 1000
     timeoutMs: BOUND_MS,
     what: "the queued close to be applied",
   });
-  assert.equal(r.starts(), 1, r.lines.join(""));
+  // The renewer alone decides: the command started while it held token 6,
+  // and the close it decided next stops it, whatever the marker write did.
+  await waitFor(async () => {
+    await r.clock.advance(50);
+    return (read(`${d}/pids`) ?? "").split("\n").filter(Boolean).map(Number)
+      .every(dead);
+  }, { timeoutMs: BOUND_MS, what: "the restarted command to be stopped" });
   r.signals.send("SIGTERM");
   assert.equal(await finish(r, true), EXIT_CANCELLED, r.lines.join(""));
-  assert.equal(read(`${d}/tokens`), "5\n");
   assert.equal(r.client.of("release")[0]?.token, 6);
 });
 
@@ -724,4 +732,180 @@ Deno.test("run: a signal during the hand-over is not lost: the command never sta
   assert.ok(!exists(`${dir.path}/started`), "the command ran");
   assert.equal(r.client.of("release")[0]?.token, 5);
   assert.ok(!exists(`${dir.path}/state/healthy`));
+});
+
+Deno.test("run fence: run SIGKILLed -> its gate stops the whole command at once, before the deadline", async () => {
+  await using server = await startDevServer();
+  await using dir = await tempDir();
+  await using run = new HelperProcess(
+    ["run", "--", ...script(dir.path, "loss", LOSS_SCRIPT)],
+    runEnv(server, "killed"),
+  );
+  using _cleanup = cleanup(dir.path);
+  await waitFor(() => exists(`${dir.path}/expires`), {
+    timeoutMs: BOUND_MS,
+    what: "the command to start",
+  });
+  run.kill("SIGKILL");
+  await run.wait(BOUND_MS);
+  const deadline = serverDeadline(server, "killed");
+  const grandchild = Number(read(`${dir.path}/grandchild`));
+  await waitFor(() => exists(`${dir.path}/termed`) && dead(grandchild), {
+    timeoutMs: BOUND_MS,
+    what: "the command and its TERM-ignoring grandchild to be stopped",
+  });
+  assertStoppedBeforeDeadline(dir.path, deadline);
+});
+
+Deno.test("run fence: run frozen past the TTL -> the command stops by the last confirmed deadline; after SIGCONT run says so", async () => {
+  await using server = await startDevServer();
+  await using dir = await tempDir();
+  await using run = new HelperProcess(
+    ["run", "--", ...script(dir.path, "loss", LOSS_SCRIPT)],
+    runEnv(server, "frozen"),
+  );
+  using _cleanup = cleanup(dir.path);
+  await waitFor(() => exists(`${dir.path}/expires`), {
+    timeoutMs: BOUND_MS,
+    what: "the command to start",
+  });
+  run.kill("SIGSTOP");
+  // Frozen: no renewal reaches the server after this one.
+  const deadline = serverDeadline(server, "frozen");
+  const grandchild = Number(read(`${dir.path}/grandchild`));
+  try {
+    await waitFor(() => exists(`${dir.path}/termed`) && dead(grandchild), {
+      timeoutMs: BOUND_MS,
+      what: "the command to be stopped while run is frozen",
+    });
+    assertStoppedBeforeDeadline(dir.path, deadline);
+    await waitFor(() => Date.now() > deadline + 500, {
+      timeoutMs: BOUND_MS,
+      what: "the lease deadline to pass",
+    });
+  } finally {
+    run.kill("SIGCONT");
+  }
+  const status = await run.wait(BOUND_MS);
+  assert.equal(status.code, EXIT_LEASE_LOST, run.log);
+  assert.match(run.log, /deadline passed before run could act/);
+  assert.match(run.log, /stopped by its gate at the last confirmed deadline/);
+  assert.doesNotMatch(run.log, /the lease is not held/);
+});
+
+Deno.test("run fence: a worker that escaped with setsid is stopped before run releases", async () => {
+  await using server = await startDevServer();
+  await using dir = await tempDir();
+  const d = dir.path;
+  await using run = new HelperProcess(
+    [
+      "run",
+      "--",
+      ...script(
+        d,
+        "daemon",
+        `export D
+setsid sh -c 'echo $$ > "$D/daemon"; echo $$ >> "$D/pids"; exec sleep 1000' &
+while [ ! -s "$D/daemon" ]; do sleep 0.02; done
+exit 0
+`,
+      ),
+    ],
+    runEnv(server, "setsid"),
+  );
+  using _cleanup = cleanup(d);
+  const status = await run.wait(BOUND_MS);
+  const daemon = Number(read(`${d}/daemon`));
+  assert.ok(daemon > 0, run.log);
+  assert.ok(dead(daemon), `the setsid worker ${daemon} outlived run`);
+  assert.equal(status.code, 0, run.log);
+  assert.equal(server.store.get("prod", "setsid")?.holder, "", "released");
+});
+
+Deno.test("run: a renewal confirmed while the command is being stopped: exit 79 (confirmed too late), not 'the lease is not held'", async () => {
+  await using dir = await tempDir();
+  const d = dir.path;
+  const r = startInProcess(
+    d,
+    script(d, "late", `echo $$ >> "$D/pids"\nexec sleep 1000\n`),
+  );
+  using _cleanup = cleanup(d);
+  await waitFor(() => r.starts() === 1 && read(`${d}/pids`), {
+    timeoutMs: BOUND_MS,
+    what: "the command to start",
+  });
+  // The first renewal gets no answer within its bound; the second is sent
+  // before the gate closes (acquired + 4 s TTL - 2 s lead) and answered
+  // just after it closed: the lease is confirmed again, too late.
+  const first = await pendingCall(r, "renew");
+  await waitFor(async () => {
+    await r.clock.advance(50);
+    return r.client.calls.filter((c) => c.rpc === "renew").length >= 2;
+  }, { timeoutMs: BOUND_MS, what: "the second renewal" });
+  assert.ok(first.done);
+  const second = r.client.calls.findLast((c) => c.rpc === "renew")!;
+  await waitFor(async () => {
+    await r.clock.advance(50);
+    return r.lines.some((l) => l.includes("stopping the command"));
+  }, { timeoutMs: BOUND_MS, what: "the gate to close" });
+  second.answer({ kind: "acquired", lease: fresh(5) });
+  assert.equal(await finish(r, true), EXIT_CONFIRMED_LATE, r.lines.join(""));
+  const log = r.lines.join("");
+  assert.match(log, /confirmed after all: the confirmation came too late/);
+  assert.doesNotMatch(log, /the lease is not held/);
+  assert.equal(r.client.of("release")[0]?.token, 5, "the command is gone");
+});
+
+Deno.test("run fence: its gate SIGKILLed -> the orphaned command is stopped before run releases", async () => {
+  await using server = await startDevServer();
+  await using dir = await tempDir();
+  const d = dir.path;
+  await using run = new HelperProcess(
+    ["run", "--", ...script(d, "loss", LOSS_SCRIPT)],
+    runEnv(server, "gatekill"),
+  );
+  using _cleanup = cleanup(d);
+  await waitFor(() => exists(`${d}/expires`), {
+    timeoutMs: BOUND_MS,
+    what: "the command to start",
+  });
+  const leader = Number((read(`${d}/pids`) ?? "").split("\n")[0]);
+  const stat = read(`/proc/${leader}/stat`)!;
+  const gatePid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
+  Deno.kill(gatePid, "SIGKILL");
+  await run.wait(BOUND_MS);
+  const grandchild = Number(read(`${d}/grandchild`));
+  assert.ok(dead(leader) && dead(grandchild), run.log);
+  assert.match(run.log, /left processes/);
+  assert.equal(server.store.get("prod", "gatekill")?.holder, "", "released");
+});
+
+Deno.test("run fence, the limit: a process started outside the command's tree on its behalf is not stopped", async () => {
+  // A daemon the command asks to start something (systemd-run, a container
+  // engine): simulated by the test itself, which is outside run's tree.
+  await using server = await startDevServer();
+  await using dir = await tempDir();
+  const d = dir.path;
+  await using run = new HelperProcess(
+    [
+      "run",
+      "--",
+      ...script(d, "ask", `touch "$D/asked"; exec sleep 1000`),
+    ],
+    runEnv(server, "outside"),
+  );
+  using _cleanup = cleanup(d);
+  await waitFor(() => exists(`${d}/asked`), {
+    timeoutMs: BOUND_MS,
+    what: "the command to ask",
+  });
+  const outside = new Deno.Command("sleep", { args: ["1000"] }).spawn();
+  try {
+    run.kill("SIGTERM");
+    await run.wait(BOUND_MS);
+    assert.ok(!dead(outside.pid), "the outside process is not run's to stop");
+  } finally {
+    outside.kill("SIGKILL");
+    await outside.status;
+  }
 });

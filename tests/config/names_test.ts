@@ -12,7 +12,7 @@ import {
   unknownVariables,
 } from "../../lib/config/settings.ts";
 import { HEALTH_ADDR_ENV } from "../../lib/obs/health.ts";
-import { childEnv } from "../../lib/cmd/run.ts";
+import { commandEnv } from "../../lib/enforce/command_env.ts";
 
 Deno.test("editDistance counts insertions, deletions, substitutions and adjacent swaps", () => {
   assert.equal(editDistance("", ""), 0);
@@ -64,7 +64,7 @@ Deno.test("every variable the project reads or sets is known: no warning for the
   assert.deepEqual(unknownVariables(env), []);
   // The names known besides the table are the ones their modules use.
   assert.ok(OTHER_KNOWN_ENV.includes(HEALTH_ADDR_ENV));
-  const child = childEnv({}, { holder: "h", token: 1, expiresAtMs: 0 });
+  const child = commandEnv({}, { holder: "h", token: 1, expiresAtMs: 0 });
   for (const name of Object.keys(child)) {
     assert.ok(OTHER_KNOWN_ENV.includes(name), name);
   }

@@ -562,3 +562,25 @@ Deno.test("examples/berth-run.service runs `run` with a restart policy that foll
   assert.equal(env.get("BERTH_API_KEY"), undefined, "the key only from a file");
   assert.match(String(env.get("BERTH_API_SERVER")), /^https:\/\//);
 });
+
+Deno.test("examples/pod-gate.yaml runs the workload under the gate, with a lead the gate can keep", async () => {
+  const w = checkWiring("pod-gate.yaml", await loadExample("pod-gate.yaml"));
+  checkExecProbe("pod-gate.yaml", w);
+  const e = w.env(w.sidecar);
+  const grace = Number(e.get("BERTH_ENFORCE_GRACE_SECONDS")?.value);
+  const lead = Number(e.get("BERTH_ENFORCE_LEAD_SECONDS")?.value);
+  assert.ok(lead >= grace + 1, `lead ${lead} < grace ${grace} + 1`);
+  for (const c of w.mains) {
+    const argv = c.command as string[];
+    assert.deepEqual(
+      argv.slice(0, 2),
+      ["/berth/check", "gate"],
+      String(c.name),
+    );
+    const sep = argv.indexOf("--");
+    assert.ok(sep > 1 && sep < argv.length - 1, `${c.name}: -- COMMAND`);
+    const g = argv.indexOf("--grace");
+    assert.ok(g > 0 && g < sep, `${c.name}: --grace`);
+    assert.equal(argv[g + 1], `${grace}s`, "the gate's grace is the sidecar's");
+  }
+});

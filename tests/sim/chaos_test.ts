@@ -51,12 +51,24 @@ const TTL_SECONDS = 6;
  */
 const SLACK_MS = 2500;
 
+/** How long the lingering old holders stay: one back-off step (10 s), the probe, and slack. */
+const LINGER_MS = 13_000;
+
 /** A restart window's structural bound: the next probe, its run time and the kill's grace, plus slack. */
 const WINDOW_BOUND_MS = PROBE.periodMs + PROBE.timeoutMs +
   PROBE.terminationGraceMs + SLACK_MS;
 
 /** The signal enforcer rescans every 250 ms while the gate is closed; plus the same slack. */
 const SCAN_BOUND_MS = 250 + SLACK_MS;
+
+/**
+ * Every other pod (pod-a, pod-c, ...) runs its main container under `gate`
+ * (sim/pod.ts), the others run the workload as the container's command: one
+ * run shows both, with the same faults and timings.
+ */
+function gated(pod: string): boolean {
+  return pod.charCodeAt(4) % 2 === 1;
+}
 
 const nsSkip = await namespaceUnavailable();
 if (nsSkip) console.log(`skipped: chaos_test signal mode: ${nsSkip}`);
@@ -92,9 +104,20 @@ function report(
       s(windows.reduce((x, y) => x + y, 0))
     }, max ${s(windows.length ? Math.max(...windows) : 0)} (bound ${
       s(WINDOW_BOUND_MS)
-    }), overlapping a new holder ${
-      s(a.restartWindows.reduce((x, w) => x + w.overlapWithHolderMs, 0))
-    }`,
+    })`,
+    ...[true, false].map((g) => {
+      const ws = a.restartWindows.filter((w) => gated(w.pod) === g);
+      const over = ws.filter((w) => w.overlapWithHolderMs > 0);
+      return `  ${
+        g ? "gated" : "ungated"
+      } pods: ${ws.length} restart windows, ${
+        ws.filter((w) => w.lines > 0).length
+      } with the workload running, ${over.length} overlapping a new holder, for ${
+        s(over.reduce((x, w) => x + w.overlapWithHolderMs, 0))
+      } in total (max ${
+        s(over.length ? Math.max(...over.map((w) => w.overlapWithHolderMs)) : 0)
+      })`;
+    }),
     `  restart window lengths: ${
       a.restartWindows.map((w) =>
         `${w.pod}#${w.restart} ${s(w.lengthMs)}${
@@ -141,6 +164,7 @@ for (const enforce of ["probe", "signal"] as const) {
         heartbeatSeconds: 1,
         enforceLeadSeconds: 3,
         probe: PROBE,
+        gated,
       });
       const driver = new FailoverDriver(lab);
       const bound = () => AbortSignal.timeout(90_000);
@@ -150,6 +174,14 @@ for (const enforce of ["probe", "signal"] as const) {
       const rounds: RoundResult[] = [];
       for (const fault of ALL_FAULTS) {
         rounds.push(await driver.round(fault, bound()));
+      }
+      // Two more, whose old holders (one ungated, then one gated) stay past
+      // a crash-loop back-off step: their next restart comes while the new
+      // holder runs.
+      for (let i = 0; i < 2; i++) {
+        rounds.push(
+          await driver.round("blackhole", bound(), { keepOldMs: LINGER_MS }),
+        );
       }
       await driver.settle();
       await Promise.all(lab.pods.map((p) => p.stop()));
@@ -172,6 +204,13 @@ for (const enforce of ["probe", "signal"] as const) {
           f.marginMs > 0,
           `${f.fromPod} -> ${f.toPod}: the old workload wrote ${-f
             .marginMs} ms after the new one started`,
+        );
+      }
+      for (const w of a.restartWindows.filter((w) => gated(w.pod))) {
+        assert.equal(
+          w.overlapWithHolderMs,
+          0,
+          `${w.pod} restart ${w.restart} ran its workload beside the new holder for ${w.overlapWithHolderMs} ms, under the gate`,
         );
       }
       for (const w of a.restartWindows) {

@@ -1,0 +1,323 @@
+/**
+ * `berth-acquire gate [flags] -- COMMAND [ARGS...]`: an independent fence
+ * around the workload. It runs as the main container's command, from the
+ * state volume (`/berth/check gate -- /app/server ...`), never talks to the
+ * lease server, and runs COMMAND only while the health marker passes the
+ * same verdict as `check` (one predicate: {@linkcode examineMarker}). It
+ * waits for that verdict before every start, so a container the kubelet
+ * restarts while its pod has no lease does not run the workload at all, and
+ * it stops COMMAND's whole process tree (SIGTERM, SIGKILL after the grace)
+ * as soon as the verdict fails: at the next look (every `--interval`) or on
+ * a timer set for the marker's own gate deadline, so a dead or wedged
+ * sidecar stops nothing from running late.
+ *
+ * `run` starts its own command under this same subcommand, with a marker of
+ * its own and `--parent-pid`, so that a killed or frozen `run` cannot leave
+ * the command behind.
+ *
+ * Its imports stay small (no lease client, no `node:` module): it lives in
+ * the workload's container and memory budget.
+ *
+ * @module
+ */
+import { formatDurationMs } from "../config/duration.ts";
+import { GATE_USAGE, type GateArgs, parseGateArgs } from "./gate_args.ts";
+import { commandEnv } from "../enforce/command_env.ts";
+import {
+  type ChildExit,
+  ProcessGroup,
+  SpawnError,
+} from "../enforce/process_group.ts";
+import { becomeSubreaper, reapOrphans } from "../enforce/process_tree.ts";
+import { createLogger, type Logger, parseLogFormat } from "../obs/log.ts";
+import { systemClock } from "../state/clock.ts";
+import { examineMarker, type Verdict } from "../state/marker.ts";
+import { StateDir } from "../state/state_dir.ts";
+
+/** `--exit-on-close`: COMMAND was stopped because the verdict failed. The same code as `run`'s lease loss. */
+export const EXIT_GATE_CLOSED = 75;
+/** A stop signal arrived while no COMMAND ran (waiting for the lease). */
+export const EXIT_GATE_CANCELLED = 77;
+/** Bad arguments. */
+export const EXIT_GATE_USAGE = 78;
+
+/** The signals the gate forwards to COMMAND (or, while it waits, ends on). */
+const FORWARDED: readonly Deno.Signal[] = [
+  "SIGTERM",
+  "SIGINT",
+  "SIGHUP",
+  "SIGQUIT",
+  "SIGUSR1",
+  "SIGUSR2",
+];
+/** The forwarded signals after which COMMAND is not started again. */
+const STOPPING: ReadonlySet<Deno.Signal> = new Set([
+  "SIGTERM",
+  "SIGINT",
+  "SIGQUIT",
+]);
+
+/** Options for {@linkcode runGate}: the parsed arguments plus the seams. */
+export interface GateOptions extends GateArgs {
+  /** Receives the gate's own records (on stderr in production). */
+  logger: Logger;
+  /** The environment COMMAND starts from; default this process's. */
+  baseEnv?: Record<string, string>;
+}
+
+/** Why the gate's wait ended. */
+type Wake = "look" | "signal";
+
+/**
+ * The gate's loop: wait for OK, start COMMAND, watch it, stop it when the
+ * verdict fails; again, unless told to exit. Returns the exit status.
+ */
+export async function runGate(o: GateOptions): Promise<number> {
+  const { logger } = o;
+  const state = new StateDir(o.stateDir);
+  const markerPath = state.markerPath;
+  const base = o.baseEnv ?? Deno.env.toObject();
+  const notSubreaper = becomeSubreaper();
+  if (notSubreaper !== undefined) {
+    logger.warn(
+      "cannot become a child subreaper; a worker that leaves the process group with setsid is not tracked",
+      { reason: notSubreaper },
+    );
+  }
+  let child: ProcessGroup | undefined;
+  let stopAsked = false;
+  let cancelled = false;
+  let wake: (why: Wake) => void = () => {};
+  const orphans = () => reapOrphans((pid) => pid === child?.pid);
+  const parentGone = () =>
+    o.parentPid !== undefined && Deno.ppid !== o.parentPid;
+  const verdict = (): Verdict => {
+    if (parentGone()) {
+      return {
+        kind: "Absent",
+        reason: `the parent process ${o.parentPid} is gone`,
+      };
+    }
+    return examineMarker(markerPath, { maxAgeMs: o.maxAgeMs });
+  };
+  const onSignal = (name: Deno.Signal) => {
+    if (child === undefined) {
+      if (name === "SIGHUP" || name.startsWith("SIGUSR")) return;
+      cancelled = true;
+      logger.info("signal received while waiting; exiting", { signal: name });
+      wake("signal");
+      return;
+    }
+    const v = verdict();
+    if (v.kind !== "OK") {
+      // The verdict already failed: this signal is the stop (run removes its
+      // marker before it signals), so COMMAND gets one SIGTERM, not two.
+      stopAsked = true;
+      child.stop(v.reason);
+      return;
+    }
+    if (STOPPING.has(name)) stopAsked = true;
+    logger.info("signal received; forwarding it to the command", {
+      signal: name,
+      pgid: child.pid,
+    });
+    child.signal(name);
+  };
+  const handlers = FORWARDED.map((name) => {
+    const h = () => onSignal(name);
+    Deno.addSignalListener(name, h);
+    return [name, h] as const;
+  });
+  Deno.addSignalListener("SIGCHLD", orphans);
+  try {
+    for (;;) {
+      // Wait for OK.
+      let shown: string | undefined;
+      for (;;) {
+        if (cancelled) return EXIT_GATE_CANCELLED;
+        const v = verdict();
+        if (parentGone()) {
+          logger.error("the parent process is gone; exiting", {
+            parent_pid: o.parentPid,
+          });
+          return EXIT_GATE_CLOSED;
+        }
+        if (v.kind === "OK") break;
+        if (v.kind !== shown) {
+          // Once per kind of failure: the reason's age changes every look.
+          shown = v.kind;
+          logger.info("waiting for the lease before starting the command", {
+            reason: v.reason,
+          });
+        }
+        await sleepOrWake(o.intervalMs, (w) => wake = w);
+      }
+      let lease: { holder: string; token: number } | undefined;
+      try {
+        const holder = state.readHolder();
+        const token = state.readToken();
+        if (holder !== undefined && token !== undefined) {
+          lease = { holder, token };
+        }
+      } catch (e) {
+        logger.error("cannot read the lease's holder or token", {
+          error: (e as Error).message,
+        });
+      }
+      if (lease === undefined) {
+        logger.error(
+          "the marker passes but the state volume has no holder and token; waiting",
+          { state_dir: o.stateDir },
+        );
+        await sleepOrWake(o.intervalMs * 5, (w) => wake = w);
+        continue;
+      }
+      const deadlines = readDeadlines(state);
+      try {
+        child = ProcessGroup.spawn({
+          argv: o.command,
+          env: commandEnv(base, {
+            ...lease,
+            expiresAtMs: deadlines?.leaseDeadlineWallMs,
+          }),
+          graceMs: o.graceMs,
+          clock: systemClock,
+          logger,
+          descendants: "all",
+        });
+      } catch (e) {
+        if (!(e instanceof SpawnError)) throw e;
+        logger.error("cannot run the command", { error: e.message });
+        return e.exitCode;
+      }
+      logger.info("lease confirmed; running the command", {
+        command: o.command[0],
+        pid: child.pid,
+        fencing_token: lease.token,
+      });
+      const exit = await watch(child, o, verdict);
+      child = undefined;
+      orphans();
+      if (exit.stopReason === undefined || stopAsked) {
+        return exit.code;
+      }
+      logger.warn("the command was stopped: the lease is not confirmed", {
+        reason: exit.stopReason,
+        code: exit.code,
+      });
+      if (o.exitOnClose || parentGone()) return EXIT_GATE_CLOSED;
+      logger.info("waiting for the lease to run the command again");
+    }
+  } finally {
+    for (const [n, h] of handlers) Deno.removeSignalListener(n, h);
+    Deno.removeSignalListener("SIGCHLD", orphans);
+  }
+}
+
+/** The marker's deadlines, or undefined when it has none (or cannot be read: the next look decides). */
+function readDeadlines(state: StateDir) {
+  try {
+    return state.readMarkerDeadlines();
+  } catch {
+    return undefined;
+  }
+}
+
+/** Ms until the marker's gate deadline, on the sooner of its two clocks; undefined: none. */
+function untilGateCloses(state: StateDir): number | undefined {
+  const d = readDeadlines(state);
+  if (d === undefined) return undefined;
+  let left = d.gateClosesBootMs - systemClock.bootNow();
+  if (d.gateClosesWallMs !== undefined) {
+    left = Math.min(left, d.gateClosesWallMs - Date.now());
+  }
+  return left;
+}
+
+/** Sleeps `ms`, or less when the returned wake-up is called. */
+function sleepOrWake(
+  ms: number,
+  install: (w: (why: Wake) => void) => void,
+): Promise<Wake> {
+  return new Promise((resolve) => {
+    const t = setTimeout(() => resolve("look"), ms);
+    install((why) => {
+      clearTimeout(t);
+      resolve(why);
+    });
+  });
+}
+
+/**
+ * Watches a running COMMAND: looks at the verdict every interval and at the
+ * marker's gate deadline (a timer, re-armed at every look), and stops the
+ * tree the moment the verdict fails. Resolves with COMMAND's exit once its
+ * tree is gone.
+ */
+async function watch(
+  child: ProcessGroup,
+  o: GateOptions,
+  verdict: () => Verdict,
+): Promise<ChildExit> {
+  const state = new StateDir(o.stateDir);
+  let deadlineTimer: ReturnType<typeof setTimeout> | undefined;
+  const look = () => {
+    if (child.stopReason !== undefined) return;
+    const v = verdict();
+    if (v.kind !== "OK") {
+      child.stop(v.reason);
+      return;
+    }
+    clearTimeout(deadlineTimer);
+    const left = untilGateCloses(state);
+    if (left !== undefined && left < o.intervalMs) {
+      // The boot clock ticks in 10 ms: look again just after the deadline.
+      deadlineTimer = setTimeout(look, Math.max(0, left) + 10);
+    }
+  };
+  const every = setInterval(look, o.intervalMs);
+  look();
+  try {
+    return await child.finished();
+  } finally {
+    clearInterval(every);
+    clearTimeout(deadlineTimer);
+  }
+}
+
+/** `berth-acquire gate`: see the usage text. */
+export async function main(args: string[]): Promise<number> {
+  const env = Deno.env.toObject();
+  let logger: Logger;
+  let parsed: GateArgs;
+  try {
+    logger = createLogger({
+      format: env.BERTH_LOG_FORMAT
+        ? parseLogFormat(env.BERTH_LOG_FORMAT, "BERTH_LOG_FORMAT")
+        : "text",
+    });
+    parsed = parseGateArgs(args, env);
+  } catch (e) {
+    console.error(
+      `berth-acquire gate: ${
+        (e as Error).message
+      } (run "berth-acquire gate --help")`,
+    );
+    return EXIT_GATE_USAGE;
+  }
+  if (parsed.help) {
+    console.log(GATE_USAGE);
+    return 0;
+  }
+  if (parsed.command.length === 0) {
+    console.error(
+      "berth-acquire gate: no command to run: put it after --, e.g. berth-acquire gate -- /app/server",
+    );
+    return EXIT_GATE_USAGE;
+  }
+  logger.debug("gate settings", {
+    interval: formatDurationMs(parsed.intervalMs),
+    grace: formatDurationMs(parsed.graceMs),
+  });
+  return await runGate({ ...parsed, logger });
+}

@@ -1,0 +1,162 @@
+/**
+ * The wiring every lease-keeping process shares (`renew`, the sidecar, and
+ * `run`): the instrumented lease client, the metrics that observe the
+ * renewer, the health endpoint that serves them, and the renewer itself.
+ * Written once so both roles report the same gate state in the same way:
+ * the renewer's decision is the only source, and the metrics, the health
+ * endpoint and `run`'s supervision read it from the renewer.
+ *
+ * @module
+ */
+import type { Clock } from "../state/clock.ts";
+import type { Config } from "../config/config.ts";
+import type { Enforcer } from "../enforce/enforcer.ts";
+import {
+  type HealthAddr,
+  type HealthServer,
+  startHealthServer,
+} from "../obs/health.ts";
+import type { LeaseClient } from "../lease/rpc.ts";
+import type { Logger } from "../obs/log.ts";
+import { LeaseMetrics } from "../obs/metrics.ts";
+import {
+  type HandoffStore,
+  Renewer,
+  type RenewerStatus,
+} from "../hold/renewer.ts";
+import { clientFor } from "./startup.ts";
+
+/** Options for {@linkcode LeaseKeeper.open}. */
+export interface LeaseKeeperOptions {
+  /** The resolved configuration. */
+  config: Config;
+  /** Receives every record. */
+  logger: Logger;
+  /** Monotonic and boot-time clocks. */
+  clock: Clock;
+  /** The lease RPCs; default the client the configuration describes. */
+  client?: LeaseClient;
+  /** Where to serve /healthz and /metrics; undefined: not served. */
+  healthAddr?: HealthAddr;
+}
+
+/** What a process reports before its renewer exists (`run` still acquiring). */
+const WAITING: RenewerStatus = {
+  gateOpen: false,
+  token: 0,
+  reason: "waiting to acquire the lease",
+};
+
+/**
+ * One process's lease keeping: client, metrics, health endpoint and (once
+ * {@linkcode LeaseKeeper.renewer} is called) the renewer they observe.
+ */
+export class LeaseKeeper {
+  /** The metrics of this lease. */
+  readonly metrics: LeaseMetrics;
+  /** The lease client, counted by the metrics. */
+  readonly client: LeaseClient;
+  #o: LeaseKeeperOptions;
+  #renewer: Renewer | undefined;
+  #stopping = false;
+  #health: HealthServer | undefined;
+
+  private constructor(
+    o: LeaseKeeperOptions,
+    metrics: LeaseMetrics,
+    client: LeaseClient,
+  ) {
+    this.#o = o;
+    this.metrics = metrics;
+    this.client = client;
+  }
+
+  /**
+   * Builds the client and the metrics and starts the health endpoint.
+   *
+   * @throws {Error} when the client cannot be built (CA bundle, key file)
+   * or the listener cannot be opened: a start-up failure.
+   */
+  static async open(o: LeaseKeeperOptions): Promise<LeaseKeeper> {
+    // The metrics read the keeper they are built for.
+    const ref: { keeper?: LeaseKeeper } = {};
+    const metrics = new LeaseMetrics({
+      status: () => ref.keeper?.status(),
+      clock: o.clock,
+      isStopping: () => ref.keeper?.isStopping ?? false,
+    });
+    const client = metrics.instrumentClient(
+      o.client ?? await clientFor(o.config, o.logger, o.clock),
+    );
+    const keeper = new LeaseKeeper(o, metrics, client);
+    ref.keeper = keeper;
+    if (o.healthAddr) {
+      keeper.#health = startHealthServer({
+        ...o.healthAddr,
+        status: () => keeper.status(),
+        clock: o.clock,
+        metrics: () => metrics.render(),
+        logger: o.logger,
+      });
+    }
+    return keeper;
+  }
+
+  /** The renewer's state, or "waiting to acquire" before it exists. */
+  status(): RenewerStatus {
+    return this.#renewer?.status() ?? WAITING;
+  }
+
+  /**
+   * Creates the renewer (once) with the configured timings, observed by the
+   * metrics and by `onChange`.
+   *
+   * @param enforcer What closing the gate does.
+   * @param store The handoff it adopts and the token it persists.
+   * @param onChange Told about every gate or token change, after the metrics.
+   * @returns The renewer; call `run` on it.
+   */
+  renewer(
+    enforcer: Enforcer,
+    store: HandoffStore,
+    onChange?: (status: RenewerStatus) => void,
+  ): Renewer {
+    const { config, clock, logger } = this.#o;
+    const observer = this.metrics.observer();
+    this.#renewer = new Renewer({
+      client: this.client,
+      holder: config.holder,
+      ttlSeconds: config.ttlSeconds,
+      heartbeatMs: config.heartbeatMs,
+      enforceLeadMs: config.enforceLeadMs,
+      enforcer,
+      store,
+      clock,
+      logger,
+      releaseOnShutdown: config.releaseOnShutdown,
+      observer: {
+        ...observer,
+        changed: (s) => {
+          observer.changed?.(s);
+          onChange?.(s);
+        },
+      },
+    });
+    return this.#renewer;
+  }
+
+  /** Whether {@linkcode LeaseKeeper.stopping} was called. */
+  get isStopping(): boolean {
+    return this.#stopping;
+  }
+
+  /** From now on a closing gate is a release, not a loss (metrics). */
+  stopping(): void {
+    this.#stopping = true;
+  }
+
+  /** Closes the health endpoint. */
+  async close(): Promise<void> {
+    await this.#health?.close();
+  }
+}

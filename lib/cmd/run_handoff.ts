@@ -1,0 +1,42 @@
+/**
+ * The handoff from `run`'s own acquisition to its renewer, in memory, so the
+ * renewer adopts it exactly as the sidecar adopts the init container's.
+ *
+ * @module
+ */
+import type { HandoffStore } from "../hold/renewer.ts";
+import type { MarkerDeadlines } from "../state/marker.ts";
+import type { StateDir } from "../state/state_dir.ts";
+
+/**
+ * The handoff from `run`'s own acquisition to its renewer, in memory: the
+ * renewer adopts it as the sidecar adopts the init container's. Writes go
+ * to the gate's private directory and to the state directory, when one is
+ * configured.
+ */
+export class RunHandoff implements HandoffStore {
+  /** Starts from `run`'s own acquisition; writes go to every one of `dirs`. */
+  constructor(
+    private holder: string,
+    private token: number,
+    private marker: MarkerDeadlines | undefined,
+    private dirs: StateDir[],
+  ) {}
+  readHolder(): string | undefined {
+    return this.holder;
+  }
+  readToken(): number | undefined {
+    return this.token;
+  }
+  readMarkerDeadlines(): MarkerDeadlines | undefined {
+    return this.marker;
+  }
+  async writeHolder(holder: string): Promise<void> {
+    for (const d of this.dirs) await d.writeHolder(holder);
+    this.holder = holder;
+  }
+  async writeToken(token: number): Promise<void> {
+    for (const d of this.dirs) await d.writeToken(token);
+    this.token = token;
+  }
+}

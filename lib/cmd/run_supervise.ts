@@ -1,0 +1,249 @@
+/**
+ * `run`'s supervision of its command once the lease is held: wait for the
+ * renewer's gate to open, start the command under `gate`, watch it, and say
+ * how it ended (its exit statuses are defined here). The command's gate
+ * watches run's private marker and run itself, so a killed or frozen `run`
+ * cannot leave the command running past the last confirmed deadline.
+ *
+ * @module
+ */
+import {
+  type ChildExit,
+  ProcessGroup,
+  SpawnError,
+} from "../enforce/process_group.ts";
+import type { ChildEnforcer } from "../enforce/child_enforcer.ts";
+import { reapOrphans } from "../enforce/process_tree.ts";
+import { commandEnv } from "../enforce/command_env.ts";
+import { aborted, type Clock } from "../state/clock.ts";
+import type { Config } from "../config/config.ts";
+import type { Logger } from "../obs/log.ts";
+import type { Renewer } from "../hold/renewer.ts";
+import type { StateDir } from "../state/state_dir.ts";
+import { EXIT_GATE_CLOSED } from "./gate.ts";
+import type { LeaseKeeper } from "./lease_keeper.ts";
+import type { SignalRouter } from "./run_signals.ts";
+import { selfArgv } from "./self_argv.ts";
+
+/**
+ * The command was stopped because the lease was lost (or could not be
+ * confirmed before its local deadline). 75 is sysexits' `EX_TEMPFAIL`
+ * ("try again later"), which is what it means to a supervisor: another
+ * holder has the lease now. The `run` codes sit in the sysexits block
+ * (64-78), which ordinary programs rarely use, away from 1/2 (generic
+ * errors), 126/127 (cannot execute / not found) and 128+N (killed by signal
+ * N), so a caller can tell them from the command's own statuses.
+ */
+export const EXIT_LEASE_LOST = 75;
+/** `--acquire-timeout` passed before the lease was acquired; the command never ran (or, after a loss, did not run again). */
+export const EXIT_ACQUIRE_TIMEOUT = 76;
+/** SIGTERM/SIGINT/SIGHUP/SIGQUIT arrived while waiting for the lease; the command did not run (again). */
+export const EXIT_CANCELLED = 77;
+/**
+ * The command was stopped because the lease could not be confirmed in time,
+ * and a renewal confirmed it after all while the command was being stopped:
+ * the lease is held, but the command is gone. Not a loss (75): the next run
+ * may well hold the lease. Outside the sysexits block, so it is not read as
+ * one of its meanings.
+ */
+export const EXIT_CONFIRMED_LATE = 79;
+/** Invalid configuration or start-up failure (flags, env, CA bundle, key file, state directory, listener). sysexits' `EX_CONFIG`. */
+export const EXIT_CONFIG = 78;
+
+export function isTimeout(signal: AbortSignal): boolean {
+  return (signal.reason as Error | undefined)?.name === "TimeoutError";
+}
+
+/** A bound on one wait for the lease: the signals, and `--acquire-timeout`. */
+export function waitBound(
+  config: Config,
+  clock: Clock,
+  ...signals: AbortSignal[]
+): AbortSignal {
+  if (config.acquireTimeoutMs) {
+    signals.push(clock.timeout(config.acquireTimeoutMs));
+  }
+  return AbortSignal.any(signals);
+}
+
+/** Everything {@linkcode supervise} works with once the lease is held. */
+export interface Supervision {
+  config: Config;
+  command: string[];
+  restart: boolean;
+  clock: Clock;
+  logger: Logger;
+  keeper: LeaseKeeper;
+  renewer: Renewer;
+  enforcer: ChildEnforcer;
+  signals: SignalRouter;
+  renewerFailed: AbortSignal;
+  /** The private state directory the command's gate watches. */
+  fence: StateDir;
+  /** See {@linkcode RunOptions.unfenced}. */
+  unfenced: boolean;
+  /** Aborts at the renewer's next gate or token change. */
+  nextChange(): AbortSignal;
+  /**
+   * How late run noticed the last close, when that was after the lease
+   * deadline itself (it was frozen or starved); cleared by the call.
+   */
+  takeLateClose(): number | undefined;
+}
+
+/**
+ * The gate's stop has the same grace as run's own; run sends SIGKILL to
+ * everything left this much later, so it only ever acts when the gate
+ * itself could not.
+ */
+const GATE_MARGIN_MS = 500;
+/** How often the command's gate looks at run's marker (and at run itself). */
+const GATE_INTERVAL = "100ms";
+
+/**
+ * Waits until the renewer's gate is open: it decides alone (the enforcer
+ * keeps no copy), and the command's own gate waits for the marker the
+ * enforcer writes, so a decision still being applied cannot start the
+ * command early. Returns undefined when the gate may be started, else
+ * `run`'s exit status: cancelled by a signal (checked first, so a signal
+ * that arrived just before the start is not lost), the renewer failed, or
+ * `--acquire-timeout` passed.
+ */
+async function whenOpen(s: Supervision): Promise<number | undefined> {
+  const { config, clock, logger, renewer, signals } = s;
+  let bound: AbortSignal | undefined;
+  for (;;) {
+    if (signals.cancelled.aborted) {
+      logger.info("stopped before the command started");
+      return EXIT_CANCELLED;
+    }
+    if (s.renewerFailed.aborted) return EXIT_LEASE_LOST;
+    if (renewer.status().gateOpen) return undefined;
+    if (bound === undefined) {
+      logger.info(
+        "waiting for the lease to be confirmed before running the command",
+      );
+      bound = waitBound(config, clock, signals.cancelled, s.renewerFailed);
+    } else if (isTimeout(bound)) {
+      logger.error(
+        "gave up waiting to reacquire the lease: --acquire-timeout reached",
+      );
+      return EXIT_ACQUIRE_TIMEOUT;
+    }
+    await aborted(AbortSignal.any([s.nextChange(), bound]));
+  }
+}
+
+/** Starts the command under `gate`, watching run's private marker and run itself. */
+function spawnGated(s: Supervision, base: Record<string, string>) {
+  const { config, clock, logger, keeper } = s;
+  if (s.unfenced) {
+    const st = s.renewer.status();
+    return ProcessGroup.spawn({
+      argv: s.command,
+      env: commandEnv(base, {
+        holder: config.holder,
+        token: st.token,
+        expiresAtMs: clock.wallNow() + ((st.deadline ?? 0) - clock.now()),
+      }),
+      graceMs: config.enforceGraceSeconds * 1000,
+      clock,
+      logger,
+    });
+  }
+  return ProcessGroup.spawn({
+    argv: selfArgv([
+      "gate",
+      "--state-dir",
+      s.fence.dir,
+      "--grace",
+      `${config.enforceGraceSeconds}s`,
+      "--interval",
+      GATE_INTERVAL,
+      "--exit-on-close",
+      "--parent-pid",
+      String(Deno.pid),
+      "--",
+      ...s.command,
+    ]),
+    env: base,
+    graceMs: config.enforceGraceSeconds * 1000 + GATE_MARGIN_MS,
+    clock,
+    logger,
+    // The gate passes SIGTERM on itself; run's SIGKILL reaches everything.
+    descendants: "kill",
+    onStopSignal: (sig) =>
+      keeper.metrics.countEnforcement(
+        sig === "SIGTERM" ? "sigterm" : "sigkill",
+      ),
+  });
+}
+
+/**
+ * Runs the command while the gate is open, again after each reacquire with
+ * `--restart-on-reacquire`, and returns `run`'s exit status. Returns only
+ * once no process of the command is left.
+ */
+export async function supervise(s: Supervision): Promise<number> {
+  const { logger, renewer, enforcer, signals } = s;
+  const base = Deno.env.toObject();
+  delete base.BERTH_API_KEY;
+  for (;;) {
+    const stop = await whenOpen(s);
+    if (stop !== undefined) return stop;
+    let child: ProcessGroup;
+    try {
+      child = spawnGated(s, base);
+    } catch (e) {
+      if (!(e instanceof SpawnError)) throw e;
+      logger.error("cannot run the command's gate", { error: e.message });
+      return e.exitCode;
+    }
+    enforcer.attach(child);
+    logger.info("running the command", {
+      command: s.command[0],
+      gate_pid: child.pid,
+      fencing_token: renewer.status().token,
+    });
+    signals.forwardTo(child);
+    let exit: ChildExit;
+    try {
+      exit = await child.finished();
+    } finally {
+      signals.forwardTo(undefined);
+      enforcer.detach(child);
+      reapOrphans(() => false);
+    }
+    const byFence = exit.stopReason === undefined &&
+      exit.code === EXIT_GATE_CLOSED;
+    if (exit.stopReason === undefined && !byFence) {
+      logger.info("the command exited", {
+        code: exit.code,
+        ...(exit.signal ? { signal: exit.signal } : {}),
+      });
+      return exit.code;
+    }
+    const late = s.takeLateClose();
+    const final = !s.restart || signals.stopForwarded ||
+      s.renewerFailed.aborted;
+    if (late !== undefined || byFence) {
+      logger.error(
+        "the command was stopped by its gate at the last confirmed deadline: run could not confirm the lease in time (it was frozen or starved)",
+        late === undefined ? {} : { late_ms: Math.round(late) },
+      );
+    } else if (renewer.status().gateOpen) {
+      logger.warn(
+        "the command was stopped, and then the lease was confirmed after all: the confirmation came too late to keep it running",
+        { reason: exit.stopReason, code: exit.code },
+      );
+      if (final) return EXIT_CONFIRMED_LATE;
+      continue;
+    } else {
+      logger.error("the command was stopped: the lease is not held", {
+        reason: exit.stopReason,
+        code: exit.code,
+      });
+    }
+    if (final) return EXIT_LEASE_LOST;
+  }
+}
