@@ -21,7 +21,16 @@
  * @module
  */
 import { formatDurationMs } from "../config/duration.ts";
-import { GATE_USAGE, type GateArgs, parseGateArgs } from "./gate_args.ts";
+import {
+  EXIT_GATE_CANCELLED,
+  EXIT_GATE_CLOSED,
+  EXIT_GATE_USAGE,
+  GATE_USAGE,
+  type GateArgs,
+  parseGateArgs,
+} from "./gate_args.ts";
+
+export { EXIT_GATE_CANCELLED, EXIT_GATE_CLOSED, EXIT_GATE_USAGE };
 import { commandEnv } from "../enforce/command_env.ts";
 import {
   type ChildExit,
@@ -33,13 +42,6 @@ import { createLogger, type Logger, parseLogFormat } from "../obs/log.ts";
 import { systemClock } from "../state/clock.ts";
 import { examineMarker, type Verdict } from "../state/marker.ts";
 import { StateDir } from "../state/state_dir.ts";
-
-/** `--exit-on-close`: COMMAND was stopped because the verdict failed. The same code as `run`'s lease loss. */
-export const EXIT_GATE_CLOSED = 75;
-/** A stop signal arrived while no COMMAND ran (waiting for the lease). */
-export const EXIT_GATE_CANCELLED = 77;
-/** Bad arguments. */
-export const EXIT_GATE_USAGE = 78;
 
 /** The signals the gate forwards to COMMAND (or, while it waits, ends on). */
 const FORWARDED: readonly Deno.Signal[] = [

@@ -7,6 +7,13 @@
  */
 import { parseDurationMs } from "../config/duration.ts";
 
+/** `--exit-on-close`: COMMAND was stopped because the verdict failed. The same code as `run`'s lease loss. */
+export const EXIT_GATE_CLOSED = 75;
+/** A stop signal arrived while no COMMAND ran (waiting for the lease). */
+export const EXIT_GATE_CANCELLED = 77;
+/** Bad arguments. */
+export const EXIT_GATE_USAGE = 78;
+
 /** How often the marker is looked at by default: measured at about 0.4 ms of CPU a look (README, "`gate`"). */
 export const DEFAULT_INTERVAL_MS = 200;
 

@@ -15,6 +15,7 @@ import {
   EXIT_COMMAND_NOT_FOUND,
 } from "../enforce/process_group.ts";
 import { ChildEnforcer } from "../enforce/child_enforcer.ts";
+import { executableProblem } from "../enforce/executable.ts";
 import { becomeSubreaper } from "../enforce/process_tree.ts";
 import { type Clock, systemClock } from "../state/clock.ts";
 import { RUN_ROLE, start } from "./startup.ts";
@@ -129,6 +130,15 @@ export async function main(args: string[]): Promise<number> {
     return problem(
       "no command to run: put it after --, e.g. berth-acquire run [flags] -- COMMAND [ARGS...]",
     );
+  }
+  // Before anything is acquired: a command that cannot start would only
+  // take the lease to give it back.
+  const notExecutable = executableProblem(split.command[0]);
+  if (notExecutable !== undefined) {
+    logger.error("the command cannot be executed; the lease was not acquired", {
+      error: notExecutable.message,
+    });
+    return notExecutable.exitCode;
   }
   if (config.mode !== "runtime-singleton") {
     return problem(

@@ -20,7 +20,7 @@ import type { Config } from "../config/config.ts";
 import type { Logger } from "../obs/log.ts";
 import type { Renewer } from "../hold/renewer.ts";
 import type { StateDir } from "../state/state_dir.ts";
-import { EXIT_GATE_CLOSED } from "./gate.ts";
+import { EXIT_GATE_CLOSED } from "./gate_args.ts";
 import type { LeaseKeeper } from "./lease_keeper.ts";
 import type { SignalRouter } from "./run_signals.ts";
 import { selfArgv } from "./self_argv.ts";

@@ -280,9 +280,38 @@ Deno.test("run: exit status table (config 78, not found 127, not executable 126,
     assert.equal(results[i].code, want, `${name}: ${results[i].stderr}`)
   );
   assert.ok(!exists(ran), "the command ran without the lease");
-  // A command that could not start gave the lease back at once.
-  assert.equal(server.store.get("prod", "nf")?.holder, "");
+  // A command that cannot start is found out before the lease is taken.
+  assert.equal(server.store.get("prod", "nf"), undefined);
+  assert.equal(server.store.get("prod", "nx"), undefined);
+  assert.match(
+    results[5].stderr,
+    /cannot be executed; the lease was not acquired.*no such file/,
+  );
+  assert.match(results[6].stderr, /has no execute permission/);
   assert.match(results[2].stderr, /put the command after --/);
+});
+
+Deno.test("run -- NAME looks NAME up in PATH as the start would, before acquiring", async () => {
+  await using server = await startDevServer();
+  await using dir = await tempDir();
+  const missing = await runCli(["run", "--", "berth-no-such-command"], {
+    env: runEnv(server, "path", { BERTH_LEASE_NAME: "path-missing" }),
+    signal: AbortSignal.timeout(60_000),
+  });
+  assert.equal(missing.code, EXIT_COMMAND_NOT_FOUND, missing.stderr);
+  assert.match(missing.stderr, /"berth-no-such-command": not found in PATH/);
+  assert.equal(server.store.get("prod", "path-missing"), undefined);
+  Deno.mkdirSync(`${dir.path}/bin/tool`, { recursive: true });
+  const inDir = await runCli(["run", "--", "tool"], {
+    env: runEnv(server, "path", {
+      BERTH_LEASE_NAME: "path-dir",
+      PATH: `${dir.path}/bin:${Deno.env.get("PATH")}`,
+    }),
+    signal: AbortSignal.timeout(60_000),
+  });
+  assert.equal(inDir.code, EXIT_CANNOT_EXECUTE, inDir.stderr);
+  assert.match(inDir.stderr, /tool is a directory/);
+  assert.equal(server.store.get("prod", "path-dir"), undefined);
 });
 
 Deno.test("run: a signal while waiting for the lease ends the wait (77); the command never runs", async () => {
