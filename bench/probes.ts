@@ -7,6 +7,7 @@
  *
  * @module
  */
+import type { DevServer } from "../lib/devserver/server.ts";
 import { readBootMillis } from "../lib/state/clock.ts";
 import { StateDir } from "../lib/state/state_dir.ts";
 import { baseEnv, berthArgv, denoRunArgv, REPO_ROOT } from "../sim/cli.ts";
@@ -201,7 +202,7 @@ export async function benchAcquire(
 ): Promise<void> {
   const byTransport = new Map<Transport, number[]>();
   const floor: number[] = [];
-  const server = new Map<Transport, Awaited<ReturnType<Servers["start"]>>>();
+  const server = new Map<Transport, DevServer>();
   for (const t of TRANSPORTS) {
     server.set(t, await servers.start(t));
     byTransport.set(t, []);
