@@ -42,6 +42,7 @@ function parseBenchArgs(args: string[]): BenchArgs {
   const out: BenchArgs = { quick: false, soak: undefined, failover: true };
   for (let i = 0; i < args.length; i++) {
     const a = args[i];
+    if (a === "--") continue; // `deno task bench -- --quick` passes it on
     if (a === "--quick") out.quick = true;
     else if (a === "--no-failover") out.failover = false;
     else if (a === "--soak") {

@@ -49,11 +49,15 @@ export async function benchCheck(
 ): Promise<void> {
   const state = new StateDir(`${dir}/check-state`);
   await Deno.mkdir(state.dir);
-  const boot = readBootMillis();
-  await state.writeMarker({
-    gateClosesBootMs: boot + 3_600_000,
-    leaseDeadlineBootMs: boot + 3_604_000,
-  });
+  // Rewritten before each series, so it stays younger than --max-age.
+  const freshMarker = () => {
+    const boot = readBootMillis();
+    return state.writeMarker({
+      gateClosesBootMs: boot + 3_600_000,
+      leaseDeadlineBootMs: boot + 3_604_000,
+    });
+  };
+  await freshMarker();
   await state.installCheck();
   const wrapper = await Deno.readTextFile(`${state.dir}/check`);
   const floorWrapper = `${dir}/empty-wrapper`;
@@ -105,6 +109,7 @@ export async function benchCheck(
   });
   if (!hasTime) return;
   const loops = 3 * n;
+  await freshMarker();
   const checkCpu = await cpuPerExec(probe, env, loops);
   const emptyCpu = await cpuPerExec([floorWrapper], env, loops);
   report.add({

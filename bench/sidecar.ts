@@ -161,6 +161,7 @@ interface Sample {
 export async function benchSidecars(o: SidecarOptions): Promise<void> {
   const heartbeats = [10, 1];
   const procs: Renewer[] = [];
+  let trackers: CpuTracker[] = [];
   try {
     for (const hb of heartbeats) {
       procs.push(await startFloor(o, "https-ca", hb));
@@ -168,10 +169,7 @@ export async function benchSidecars(o: SidecarOptions): Promise<void> {
     }
     const ready = AbortSignal.timeout(60_000);
     await Promise.all(procs.map((r) => waitRenewed(r, ready)));
-    using _ = {
-      [Symbol.dispose]: () => trackers.forEach((t) => t[Symbol.dispose]()),
-    };
-    const trackers = procs.map((r) => new CpuTracker(r.child.pid));
+    trackers = procs.map((r) => new CpuTracker(r.child.pid));
     const c0 = trackers.map((t) => t.seconds());
     const ticks0 = procs.map((r) => cpuSeconds(r.child.pid));
     const n0 = procs.map((r) => r.server.rpcCount("renew"));
@@ -251,6 +249,7 @@ export async function benchSidecars(o: SidecarOptions): Promise<void> {
       });
     }
   } finally {
+    for (const t of trackers) t[Symbol.dispose]();
     await stop(procs);
   }
 }
