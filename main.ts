@@ -3,22 +3,47 @@
  * loads the subcommand's module on demand, so the liveness probe (`check`,
  * started every 2 s in every guarded container) pays for nothing but itself.
  *
+ * The modules are named in {@linkcode COMMANDS} and loaded with
+ * `import(specifier)` of a variable, not of a string literal: Deno follows
+ * literal dynamic imports when it builds the program's module graph at start,
+ * so under `deno run` every start (the probe's too) would read and hash every
+ * module of every subcommand. `deno compile` does not see such imports either,
+ * so scripts/compile.ts passes each of {@linkcode ON_DEMAND_MODULES} with
+ * `--include`.
+ *
  * @module
  */
 
-/** The subcommands and the module each one loads. */
-const COMMANDS: Record<
-  string,
-  () => Promise<{ main(args: string[]): Promise<number> }>
-> = {
-  check: () => import("./lib/cmd/check.ts"),
-  acquire: () => import("./lib/cmd/acquire.ts"),
-  renew: () => import("./lib/cmd/renew.ts"),
-  run: () => import("./lib/cmd/run.ts"),
-  status: () => import("./lib/cmd/status.ts"),
-  gate: () => import("./lib/cmd/gate.ts"),
-  "dev-server": () => import("./lib/cmd/dev_server.ts"),
+/**
+ * The subcommands and the module each one loads, relative to this file. One
+ * entry per line; each module exports `main(args): Promise<number>`.
+ */
+export const COMMANDS: Readonly<Record<string, string>> = {
+  check: "./lib/cmd/check.ts",
+  acquire: "./lib/cmd/acquire.ts",
+  renew: "./lib/cmd/renew.ts",
+  run: "./lib/cmd/run.ts",
+  status: "./lib/cmd/status.ts",
+  gate: "./lib/cmd/gate.ts",
+  "dev-server": "./lib/cmd/dev_server.ts",
 };
+
+/** The module `--version` loads (it exports `VERSION`). */
+export const VERSION_MODULE = "./lib/version.ts";
+
+/**
+ * Every module this file loads on demand, relative to it: what a compiled
+ * binary must embed besides main.ts.
+ */
+export const ON_DEMAND_MODULES: readonly string[] = [
+  ...Object.values(COMMANDS),
+  VERSION_MODULE,
+];
+
+/** What every module in {@linkcode COMMANDS} exports. */
+interface Subcommand {
+  main(args: string[]): Promise<number>;
+}
 
 const USAGE = `berth-acquire: hold a Berth lease for a Kubernetes workload
 
@@ -39,7 +64,7 @@ Configuration comes from BERTH_* environment variables, overridden by flags.
 async function run(args: string[]): Promise<number> {
   const [sub, ...rest] = args;
   if (sub === "--version" || sub === "version") {
-    const { VERSION } = await import("./lib/version.ts");
+    const { VERSION } = await import(VERSION_MODULE) as { VERSION: string };
     console.log(`berth-acquire ${VERSION}`);
     return 0;
   }
@@ -47,14 +72,14 @@ async function run(args: string[]): Promise<number> {
     (sub === undefined ? console.error : console.log)(USAGE);
     return sub === undefined ? 1 : 0;
   }
-  const load = COMMANDS[sub];
-  if (!load) {
+  if (!Object.hasOwn(COMMANDS, sub)) {
     console.error(
       `berth-acquire: unknown subcommand ${JSON.stringify(sub)}\n\n${USAGE}`,
     );
     return 1;
   }
-  return (await load()).main(rest);
+  const command = await import(COMMANDS[sub]) as Subcommand;
+  return command.main(rest);
 }
 
 if (import.meta.main) {

@@ -1,412 +1,141 @@
 /**
- * `deno task bench`: what the helper costs and how fast it fails over, each
- * figure next to a floor measured in the same run on the same machine (not
- * pass/fail):
+ * `deno task bench`: what the helper costs and how fast it fails over. Every
+ * cost is printed next to a floor measured in the same run on the same
+ * machine, as a ratio, with the number of runs behind it; the end of the
+ * output is one markdown table ready for the README. Not pass/fail: the
+ * issue's targets are printed beside the ratios.
  *
- * - `check` (the liveness probe, run every 2 s inside the workload's
- *   container): wall time and peak RSS per exec, against an empty Deno
- *   program started the same way (the installed wrapper's `deno run`).
- * - the sidecar: RSS and CPU while renewing at the default heartbeat
- *   (TTL/3), over a short window extrapolated to an hour, against an idle
- *   Deno program over the same window.
- * - failover on simulated pods (sim/): from the holder's cut to the
- *   standby's first journal line, as a multiple of the TTL; and the handover
- *   margins (old workload's last line to the server-side expiry of its
- *   lease, and to the new workload's first line).
- * - `acquire`, uncontended: start to exit, against the empty program.
+ * - `check` (the exec liveness probe, every 2 s in the workload's
+ *   container): wall, peak RSS and CPU per exec against the empty program
+ *   behind the same wrapper; its cost per container per hour next to the
+ *   `httpGet` `/healthz` probe's.
+ * - `acquire`, uncontended, start to exit, over HTTP, HTTPS with a CA
+ *   bundle, and HTTPS with the server-name override, against the empty
+ *   program.
+ * - the sidecar over each transport at heartbeat 10 s and 1 s: CPU per hour
+ *   and RSS against the minimal renewing program (bench/floors.ts), and CPU
+ *   per renewal over HTTPS against HTTP.
+ * - failover on simulated pods (bench/failover.ts).
  *
- * `--quick` shortens the windows and rounds (for a smoke run).
+ * Flags: `--quick` (a few runs and a short window: minutes, for a smoke
+ * run); `--soak [N]` (only the soak: RSS from the first to the Nth renewal
+ * at heartbeat 1 s over HTTPS, default 10000, about 2.8 h); `--no-failover`.
  *
  * @module
  */
-import { readBootMillis } from "../lib/state/clock.ts";
-import { StateDir } from "../lib/state/state_dir.ts";
-import { baseEnv, berthArgv, denoRunArgv, REPO_ROOT } from "../sim/cli.ts";
-import { FailoverDriver } from "../sim/failover.ts";
-import { median } from "../sim/journal.ts";
-import { Lab } from "../sim/lab.ts";
 import { WEBHOOK_PROBE } from "../sim/pod.ts";
+import { benchFailover } from "./failover.ts";
+import { writeFloors } from "./floors.ts";
+import { Report } from "./measure.ts";
+import { benchAcquire, benchCheck, benchHealth } from "./probes.ts";
+import { benchSidecars, benchSoak } from "./sidecar.ts";
+import { Servers } from "./setup.ts";
 
-const quick = Deno.args.includes("--quick");
-const TIME = "/usr/bin/time";
-
-/** One measured exec: wall ms (spawn to exit, as the kubelet sees it) and peak RSS in KiB. */
-interface Exec {
-  wallMs: number;
-  peakKiB: number | undefined;
+/** The parsed command line. */
+interface BenchArgs {
+  quick: boolean;
+  soak: number | undefined;
+  failover: boolean;
 }
 
-const hasTime = await Deno.stat(TIME).then(() => true, () => false);
-
-/**
- * Runs `argv` once and measures it: peak RSS from GNU time's `%M` when
- * /usr/bin/time exists (its own exec adds about a millisecond to the wall
- * time, for the floor as much as for the subject), else from polling
- * /proc/<pid>/status VmHWM (a lower bound for short processes).
- */
-async function measure(
-  argv: string[],
-  env: Record<string, string>,
-): Promise<Exec> {
-  const full = hasTime ? [TIME, "-f", "%M", ...argv] : argv;
-  const t0 = performance.now();
-  const child = new Deno.Command(full[0], {
-    args: full.slice(1),
-    env,
-    clearEnv: true,
-    stdout: "null",
-    stderr: "piped",
-  }).spawn();
-  let polled: number | undefined;
-  let done = false;
-  const status = child.status.then((s) => {
-    done = true;
-    return s;
-  });
-  if (!hasTime) {
-    while (!done) {
-      try {
-        const st = Deno.readTextFileSync(`/proc/${child.pid}/status`);
-        const kb = Number(/VmHWM:\s+(\d+)/.exec(st)?.[1]);
-        if (kb) polled = Math.max(polled ?? 0, kb);
-      } catch { /* exited */ }
-      await new Promise((r) => setTimeout(r, 1));
+function parseBenchArgs(args: string[]): BenchArgs {
+  const out: BenchArgs = { quick: false, soak: undefined, failover: true };
+  for (let i = 0; i < args.length; i++) {
+    const a = args[i];
+    if (a === "--") continue; // `deno task bench -- --quick` passes it on
+    if (a === "--quick") out.quick = true;
+    else if (a === "--no-failover") out.failover = false;
+    else if (a === "--soak") {
+      const n = /^\d+$/.test(args[i + 1] ?? "") ? Number(args[++i]) : 10_000;
+      if (n < 1) throw new Error("--soak needs a positive number of renewals");
+      out.soak = n;
+    } else {
+      throw new Error(
+        `unknown argument ${
+          JSON.stringify(a)
+        }; use --quick, --soak [N], --no-failover`,
+      );
     }
   }
-  const [s, err] = await Promise.all([
-    status,
-    new Response(child.stderr).text(),
-  ]);
-  const wallMs = performance.now() - t0;
-  if (!s.success) throw new Error(`${argv.join(" ")} failed: ${err}`);
-  const peakKiB = hasTime ? Number(err.trim().split("\n").at(-1)) : polled;
-  return { wallMs, peakKiB };
-}
-
-function fmt(n: number | undefined, digits = 1): string {
-  return n === undefined || Number.isNaN(n) ? "n/a" : n.toFixed(digits);
-}
-
-function ratio(a: number | undefined, b: number | undefined): string {
-  return a === undefined || b === undefined || b === 0
-    ? "n/a"
-    : `${(a / b).toFixed(2)}x`;
-}
-
-interface Stats {
-  median: number;
-  min: number;
-  max: number;
-}
-
-function stats(xs: number[]): Stats {
-  return { median: median(xs), min: Math.min(...xs), max: Math.max(...xs) };
-}
-
-async function benchCheck(dir: string): Promise<void> {
-  const state = new StateDir(`${dir}/state`);
-  await Deno.mkdir(state.dir);
-  const boot = readBootMillis();
-  await state.writeMarker({
-    gateClosesBootMs: boot + 3_600_000,
-    leaseDeadlineBootMs: boot + 3_604_000,
-  });
-  await state.installCheck();
-  await Deno.writeTextFile(`${dir}/empty.ts`, "");
-  // The floor: the same wrapper shape (sh exec deno run with the permission set) on an empty program.
-  const wrapper = await Deno.readTextFile(`${state.dir}/check`);
-  await Deno.writeTextFile(
-    `${dir}/empty`,
-    wrapper.replace(`'${REPO_ROOT}/main.ts'`, `'${dir}/empty.ts'`),
-    { mode: 0o755 },
-  );
-  await Deno.chmod(`${dir}/empty`, 0o755);
-  const env = baseEnv();
-  const n = quick ? 8 : 30;
-  const check: Exec[] = [];
-  const empty: Exec[] = [];
-  // The webhook's probe argv.
-  const probe = [
-    `${state.dir}/check`,
-    "check",
-    `${state.dir}/healthy`,
-    "--max-age",
-    "30s",
-  ];
-  // Warm the module cache once each, then interleave so both see the same load.
-  await measure(probe, env);
-  await measure([`${dir}/empty`], env);
-  for (let i = 0; i < n; i++) {
-    check.push(
-      await measure(probe, env),
-    );
-    empty.push(await measure([`${dir}/empty`], env));
-  }
-  const cw = stats(check.map((e) => e.wallMs));
-  const ew = stats(empty.map((e) => e.wallMs));
-  const cr = check.every((e) => e.peakKiB)
-    ? stats(check.map((e) => e.peakKiB!))
-    : undefined;
-  const er = empty.every((e) => e.peakKiB)
-    ? stats(empty.map((e) => e.peakKiB!))
-    : undefined;
-  console.log(`\n## check (liveness probe) exec, ${n} runs each, interleaved`);
-  console.log(
-    `peak RSS from ${
-      hasTime ? "GNU time %M" : "/proc VmHWM polling (lower bound)"
-    }`,
-  );
-  console.log("| | wall median (min-max) ms | peak RSS median MiB |");
-  console.log("|---|---|---|");
-  console.log(
-    `| check (marker with deadline, --max-age 30s) | ${fmt(cw.median)} (${
-      fmt(cw.min)
-    }-${fmt(cw.max)}) | ${fmt(cr && cr.median / 1024)} |`,
-  );
-  console.log(
-    `| empty Deno program, same wrapper (floor) | ${fmt(ew.median)} (${
-      fmt(ew.min)
-    }-${fmt(ew.max)}) | ${fmt(er && er.median / 1024)} |`,
-  );
-  console.log(
-    `| ratio | ${ratio(cw.median, ew.median)} | ${
-      ratio(cr?.median, er?.median)
-    } |`,
-  );
-  console.log(
-    `per hour at the webhook's period (2 s): 1800 execs, ${
-      fmt((1800 * cw.median) / 1000, 0)
-    } s of wall time (floor ${fmt((1800 * ew.median) / 1000, 0)} s)`,
-  );
-}
-
-/** CPU seconds (user + system) of a process so far, from /proc/<pid>/stat. */
-function cpuSeconds(pid: number): number {
-  const stat = Deno.readTextFileSync(`/proc/${pid}/stat`);
-  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-  // fields[0] is field 3 (state); utime and stime are fields 14 and 15.
-  return (Number(fields[11]) + Number(fields[12])) / 100; // USER_HZ is 100 on Linux
-}
-
-function memKiB(pid: number): { rss: number; hwm: number } {
-  const st = Deno.readTextFileSync(`/proc/${pid}/status`);
-  return {
-    rss: Number(/VmRSS:\s+(\d+)/.exec(st)?.[1]),
-    hwm: Number(/VmHWM:\s+(\d+)/.exec(st)?.[1]),
-  };
-}
-
-async function benchSidecar(dir: string): Promise<void> {
-  const windowS = quick ? 20 : 60;
-  const ttl = 30;
-  await using lab = await Lab.start({
-    enforce: "probe",
-    ttlSeconds: ttl,
-    probe: WEBHOOK_PROBE,
-  });
-  await Deno.writeTextFile(
-    `${dir}/idle.ts`,
-    "setInterval(() => {}, 10_000);\n",
-  );
-  const [idleExe, ...idleArgs] = denoRunArgv(`${dir}/idle.ts`);
-  const idle = new Deno.Command(idleExe, {
-    args: idleArgs,
-    env: baseEnv(),
-    clearEnv: true,
-    stdout: "null",
-    stderr: "null",
-  }).spawn();
-  try {
-    const bound = AbortSignal.timeout(60_000);
-    const pod = await lab.addPod("pod-a", bound);
-    // Start the window after the first renewal, so start-up is not counted.
-    await lab.waitFor(
-      "the first renewal",
-      () => lab.server.events.some((e) => e.kind === "renewed"),
-      bound,
-    );
-    const pid = pod.sidecarPid!;
-    const c0 = cpuSeconds(pid);
-    const i0 = cpuSeconds(idle.pid);
-    const renews0 = lab.server.events.filter((e) =>
-      e.kind === "renewed"
-    ).length;
-    const t0 = performance.now();
-    await new Promise((r) => setTimeout(r, windowS * 1000));
-    const elapsedS = (performance.now() - t0) / 1000;
-    const cpu = cpuSeconds(pid) - c0;
-    const idleCpu = cpuSeconds(idle.pid) - i0;
-    const renews = lab.server.events.filter((e) =>
-      e.kind === "renewed"
-    ).length - renews0;
-    const mem = memKiB(pid);
-    const idleMem = memKiB(idle.pid);
-    const perHour = (x: number) => (x * 3600) / elapsedS;
-    console.log(
-      `\n## sidecar (renew), TTL ${ttl} s, default heartbeat ${
-        ttl / 3
-      } s: ${renews} renewals in a ${
-        fmt(elapsedS, 0)
-      } s window, extrapolated to one hour`,
-    );
-    console.log(
-      "CPU from /proc/<pid>/stat (10 ms ticks), so short windows are coarse",
-    );
-    console.log("| | RSS MiB | peak RSS MiB | CPU s per hour | CPU share |");
-    console.log("|---|---|---|---|---|");
-    console.log(
-      `| renew sidecar | ${fmt(mem.rss / 1024)} | ${fmt(mem.hwm / 1024)} | ${
-        fmt(perHour(cpu), 2)
-      } | ${fmt((100 * cpu) / elapsedS, 3)} % |`,
-    );
-    console.log(
-      `| idle Deno program (floor) | ${fmt(idleMem.rss / 1024)} | ${
-        fmt(idleMem.hwm / 1024)
-      } | ${fmt(perHour(idleCpu), 2)} | ${
-        fmt((100 * idleCpu) / elapsedS, 3)
-      } % |`,
-    );
-    console.log(
-      `| ratio | ${ratio(mem.rss, idleMem.rss)} | ${
-        ratio(mem.hwm, idleMem.hwm)
-      } | ${ratio(cpu, idleCpu)} | |`,
-    );
-  } finally {
-    idle.kill("SIGKILL");
-    await idle.status;
-  }
-}
-
-async function benchFailover(
-  label: string,
-  o: {
-    ttl: number;
-    heartbeat?: number;
-    lead?: number;
-    probe: typeof WEBHOOK_PROBE;
-    rounds: number;
-  },
-): Promise<void> {
-  await using lab = await Lab.start({
-    enforce: "probe",
-    ttlSeconds: o.ttl,
-    heartbeatSeconds: o.heartbeat,
-    enforceLeadSeconds: o.lead,
-    probe: o.probe,
-  });
-  const driver = new FailoverDriver(lab);
-  const bound = () => AbortSignal.timeout(180_000);
-  await driver.begin(bound());
-  const rounds = [];
-  for (let i = 0; i < o.rounds; i++) {
-    rounds.push(await driver.round("blackhole", bound()));
-  }
-  await driver.settle();
-  await Promise.all(lab.pods.map((p) => p.stop()));
-  const a = await lab.analyze();
-  if (a.violations.length) {
-    console.log(`VIOLATIONS: ${a.violations.map((v) => v.detail).join("; ")}`);
-  }
-  const ttlMs = o.ttl * 1000;
-  const times = rounds.map((r) => (r.newStart - r.injectedAt) / ttlMs);
-  const toNew = a.failovers.map((f) => f.marginMs / 1000);
-  const toExpiry = a.failovers.map((f) =>
-    (lab.serverExpiry(f.fromPod, f.newStart)! - f.oldStop) / 1000
-  );
-  const row = (name: string, xs: number[], unit: string) => {
-    const st = stats(xs);
-    console.log(
-      `| ${name} | ${fmt(st.median, 2)} ${unit} | ${fmt(st.min, 2)}-${
-        fmt(st.max, 2)
-      } ${unit} |`,
-    );
-  };
-  console.log(
-    `\n## failover, ${label}: ${rounds.length} rounds (holder's proxy blackholed)`,
-  );
-  console.log("| | median | min-max |");
-  console.log("|---|---|---|");
-  row("cut to the standby's first journal line, in TTLs", times, "x TTL");
-  row(
-    "old workload's last line to its lease's expiry on the server",
-    toExpiry,
-    "s",
-  );
-  row("old workload's last line to the new workload's first line", toNew, "s");
-}
-
-async function benchAcquire(dir: string): Promise<void> {
-  await using lab = await Lab.start({ enforce: "probe", ttlSeconds: 30 });
-  const n = quick ? 4 : 10;
-  const times: number[] = [];
-  for (let i = 0; i < n; i++) {
-    const state = `${dir}/acquire-${i}`;
-    await Deno.mkdir(state);
-    const e = await measure(berthArgv(["acquire"]), {
-      ...baseEnv(),
-      BERTH_LEASE_NAME: `bench-${i}`,
-      BERTH_TTL_SECONDS: "30",
-      BERTH_STATE_DIR: state,
-      BERTH_API_SERVER: lab.server.url,
-      POD_NAMESPACE: "bench",
-      POD_NAME: `pod-${i}`,
-      POD_UID: crypto.randomUUID(),
-    });
-    times.push(e.wallMs);
-  }
-  await Deno.writeTextFile(`${dir}/empty2.ts`, "");
-  const floor: number[] = [];
-  for (let i = 0; i < n; i++) {
-    floor.push(
-      (await measure(denoRunArgv(`${dir}/empty2.ts`), baseEnv())).wallMs,
-    );
-  }
-  const a = stats(times);
-  const f = stats(floor);
-  console.log(
-    `\n## acquire, uncontended, ${n} runs (fresh lease and state volume each)`,
-  );
-  console.log("| | wall median (min-max) ms |");
-  console.log("|---|---|");
-  console.log(
-    `| acquire: start to exit 0 | ${fmt(a.median)} (${fmt(a.min)}-${
-      fmt(a.max)
-    }) |`,
-  );
-  console.log(
-    `| empty Deno program (floor) | ${fmt(f.median)} (${fmt(f.min)}-${
-      fmt(f.max)
-    }) |`,
-  );
-  console.log(`| ratio | ${ratio(a.median, f.median)} |`);
+  return out;
 }
 
 if (import.meta.main) {
-  const dir = await Deno.makeTempDir({ prefix: "berth-bench-" });
+  let args: BenchArgs;
   try {
-    console.log(
-      `# berth-acquire benchmarks (${
-        quick ? "quick" : "full"
-      } run), deno ${Deno.version.deno}, ${navigator.hardwareConcurrency} CPUs`,
-    );
-    await benchCheck(dir);
-    await benchAcquire(dir);
-    await benchSidecar(dir);
-    await benchFailover("TTL 6 s, heartbeat 1 s, probe every 1 s, lead 3 s", {
-      ttl: 6,
-      heartbeat: 1,
-      lead: 3,
-      probe: { periodMs: 1000, timeoutMs: 1000, terminationGraceMs: 1000 },
-      rounds: quick ? 2 : 5,
-    });
-    await benchFailover(
-      "TTL 12 s, default heartbeat 4 s, the webhook's probe (2 s), default lead 4 s",
-      {
-        ttl: 12,
-        probe: WEBHOOK_PROBE,
-        rounds: quick ? 1 : 3,
-      },
-    );
+    args = parseBenchArgs(Deno.args);
+  } catch (e) {
+    console.error(`bench: ${(e as Error).message}`);
+    Deno.exit(1);
+  }
+  const dir = await Deno.makeTempDir({ prefix: "berth-bench-" });
+  const report = new Report();
+  const mode = args.soak !== undefined
+    ? `soak of ${args.soak} renewals`
+    : args.quick
+    ? "quick"
+    : "full";
+  const title =
+    `berth-acquire benchmarks (${mode} run), deno ${Deno.version.deno}, ${navigator.hardwareConcurrency} CPUs, running from source (\`deno run\`)`;
+  try {
+    console.log(`# ${title}\n`);
+    const floors = await writeFloors(dir);
+    await using servers = await Servers.create();
+    const sidecarOptions = {
+      dir,
+      servers,
+      floorScript: floors.renew,
+      windowS: args.quick ? 30 : 120,
+      report,
+    };
+    if (args.soak !== undefined) {
+      await benchSoak(sidecarOptions, args.soak);
+    } else {
+      console.log("## check (exec probe)");
+      await benchCheck(dir, floors.empty, args.quick ? 8 : 30, report);
+      console.log("## httpGet /healthz");
+      await benchHealth(
+        dir,
+        servers,
+        floors.health,
+        args.quick ? 500 : 2000,
+        report,
+      );
+      console.log("## acquire");
+      await benchAcquire(
+        dir,
+        servers,
+        floors.empty,
+        args.quick ? 4 : 10,
+        report,
+      );
+      console.log(
+        `## sidecars, ${sidecarOptions.windowS} s window (all side by side)`,
+      );
+      await benchSidecars(sidecarOptions);
+      if (args.failover) {
+        await benchFailover(
+          "TTL 6 s, heartbeat 1 s, probe every 1 s, lead 3 s",
+          {
+            ttl: 6,
+            heartbeat: 1,
+            lead: 3,
+            probe: {
+              periodMs: 1000,
+              timeoutMs: 1000,
+              terminationGraceMs: 1000,
+            },
+            rounds: args.quick ? 2 : 5,
+          },
+        );
+        await benchFailover(
+          "TTL 12 s, default heartbeat 4 s, the webhook's probe (2 s), default lead 4 s",
+          { ttl: 12, probe: WEBHOOK_PROBE, rounds: args.quick ? 1 : 3 },
+        );
+      }
+    }
+    console.log(`\n## Summary: ${title}\n`);
+    console.log(report.markdown());
   } finally {
     await Deno.remove(dir, { recursive: true });
   }

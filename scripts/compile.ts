@@ -18,7 +18,9 @@
  *
  * @module
  */
+import { dirname, join } from "node:path";
 import { parseArgs } from "node:util";
+import { ON_DEMAND_MODULES } from "../main.ts";
 
 /**
  * The triples a release is built for: the glibc Linux platforms Kubernetes
@@ -78,11 +80,16 @@ export interface CompileArgsOptions {
  * (a compiled binary would otherwise try to write the cache at run time,
  * which fails on the read-only root file system of the image).
  *
- * The subcommand modules that main.ts loads with `import("./lib/x.ts")` need
- * no `--include`: literal dynamic imports are part of the module graph that
- * `deno compile` embeds.
+ * main.ts loads each subcommand's module with `import(specifier)` of a
+ * variable, which `deno compile` cannot follow, so every module in its
+ * `ON_DEMAND_MODULES` is passed with `--include`, resolved against the entry
+ * module's directory (the binary resolves them the same way at run time).
  */
 export function compileArgs(o: CompileArgsOptions): string[] {
+  const includes = ON_DEMAND_MODULES.flatMap((m) => [
+    "--include",
+    join(dirname(o.entry), m),
+  ]);
   return [
     "compile",
     "-q",
@@ -90,6 +97,7 @@ export function compileArgs(o: CompileArgsOptions): string[] {
     "--no-code-cache",
     "--config",
     o.config,
+    ...includes,
     "--target",
     o.target,
     "--output",

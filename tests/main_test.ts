@@ -1,7 +1,9 @@
 // The CLI's front door: version, help, unknown subcommands.
 import assert from "node:assert/strict";
 import { VERSION } from "../lib/version.ts";
+import { COMMANDS, ON_DEMAND_MODULES } from "../main.ts";
 import { REPO_ROOT, runCli } from "./support/cli.ts";
+import { tempDir } from "./support/lease_env.ts";
 
 Deno.test("--version prints the version deno.json declares", async () => {
   const config = JSON.parse(await Deno.readTextFile(`${REPO_ROOT}/deno.json`));
@@ -23,7 +25,8 @@ Deno.test("--help lists every subcommand and names the development server as suc
 });
 
 Deno.test("an unknown or missing subcommand exits 1 with the usage on stderr", async () => {
-  for (const args of [["acquier"], []]) {
+  // Names an object has by inheritance are no subcommands either.
+  for (const args of [["acquier"], [], ["constructor"], ["__proto__"]]) {
     const r = await runCli(args, { signal: AbortSignal.timeout(30_000) });
     assert.equal(r.code, 1);
     assert.equal(r.stdout, "");
@@ -62,27 +65,92 @@ Deno.test("acquire and renew name the first configuration problem and exit 1", a
   }
 });
 
-Deno.test("the probe loads only what it needs: check, marker, no-follow reads, duration, clock and the default state directory, and no node: module", async () => {
-  // main.ts loads the subcommand's module on demand, so what `check` pays for
-  // at every start is exactly lib/cmd/check.ts and its static imports.
+/** The modules in `deno info --json` of `path`, relative to the checkout, sorted. */
+async function moduleGraph(path: string): Promise<string[]> {
   const out = await new Deno.Command(Deno.execPath(), {
-    args: ["info", "--json", `${REPO_ROOT}/lib/cmd/check.ts`],
+    args: ["info", "--json", path],
     stdout: "piped",
     stderr: "piped",
   }).output();
   assert.equal(out.code, 0, new TextDecoder().decode(out.stderr));
   const info = JSON.parse(new TextDecoder().decode(out.stdout));
-  const modules = (info.modules as { specifier: string }[])
+  return (info.modules as { specifier: string }[])
     .map((m) => m.specifier.replace(`file://${REPO_ROOT}/`, ""))
     .sort();
-  assert.deepEqual(modules, [
-    "lib/cmd/check.ts",
-    "lib/config/defaults.ts",
-    "lib/config/duration.ts",
-    "lib/state/clock.ts",
-    "lib/state/marker.ts",
-    "lib/state/nofollow.ts",
+}
+
+/** The probe's own graph: lib/cmd/check.ts and its static imports. */
+const CHECK_GRAPH = [
+  "lib/cmd/check.ts",
+  "lib/config/defaults.ts",
+  "lib/config/duration.ts",
+  "lib/state/clock.ts",
+  "lib/state/marker.ts",
+  "lib/state/nofollow.ts",
+];
+
+Deno.test("the probe's module imports only check, marker, no-follow reads, duration, clock and the default state directory, and no node: module", async () => {
+  assert.deepEqual(await moduleGraph(`${REPO_ROOT}/lib/cmd/check.ts`), [
+    ...CHECK_GRAPH,
   ]);
+});
+
+Deno.test("main.ts's module graph is main.ts alone: no subcommand is loaded at start", async () => {
+  // Deno builds the graph of the entry module (static imports and
+  // string-literal dynamic imports) at every start, reading and hashing each
+  // module in it; a subcommand's module must join only when it runs.
+  assert.deepEqual(await moduleGraph(`${REPO_ROOT}/main.ts`), ["main.ts"]);
   const main = await Deno.readTextFile(`${REPO_ROOT}/main.ts`);
   assert.doesNotMatch(main, /^import /m, "main.ts imports nothing statically");
+});
+
+Deno.test("`main.ts check` reads main.ts and the probe's modules, and no other module", async () => {
+  await using dir = await tempDir();
+  const marker = `${dir.path}/healthy`;
+  await Deno.writeTextFile(marker, "");
+  // Deno's debug log names every module file it fetches.
+  const out = await new Deno.Command(Deno.execPath(), {
+    args: [
+      "run",
+      "--log-level=debug",
+      "--no-prompt",
+      "-P=berth-acquire",
+      "--config",
+      `${REPO_ROOT}/deno.json`,
+      `${REPO_ROOT}/main.ts`,
+      "check",
+      marker,
+    ],
+    clearEnv: true,
+    env: { PATH: Deno.env.get("PATH") ?? "/usr/bin:/bin", NO_COLOR: "1" },
+    stdin: "null",
+    stdout: "piped",
+    stderr: "piped",
+    signal: AbortSignal.timeout(30_000),
+  }).output();
+  const log = new TextDecoder().decode(out.stderr);
+  assert.equal(out.code, 0, log);
+  const fetched = [
+    ...new Set(
+      [...log.matchAll(/fetch\w* - specifier: (file:\S+)/g)].map((m) =>
+        m[1].replace(`file://${REPO_ROOT}/`, "")
+      ),
+    ),
+  ].sort();
+  assert.ok(
+    fetched.includes("main.ts"),
+    "deno's debug log names no fetched module (has its format changed?)",
+  );
+  assert.deepEqual(fetched, [...CHECK_GRAPH, "main.ts"].sort());
+});
+
+Deno.test("every module main.ts loads on demand exists and exports what main.ts uses", async () => {
+  for (const [sub, path] of Object.entries(COMMANDS)) {
+    const m = await import(new URL(path, `file://${REPO_ROOT}/main.ts`).href);
+    assert.equal(typeof m.main, "function", `${sub}: ${path} exports no main`);
+  }
+  assert.ok(ON_DEMAND_MODULES.includes("./lib/version.ts"));
+  for (const path of Object.values(COMMANDS)) {
+    assert.ok(ON_DEMAND_MODULES.includes(path), path);
+  }
 });

@@ -299,7 +299,7 @@ Deno.test("run -- NAME looks NAME up in PATH as the start would, before acquirin
     signal: AbortSignal.timeout(60_000),
   });
   assert.equal(missing.code, EXIT_COMMAND_NOT_FOUND, missing.stderr);
-  assert.match(missing.stderr, /"berth-no-such-command": not found in PATH/);
+  assert.match(missing.stderr, /berth-no-such-command\\?": not found in PATH/);
   assert.equal(server.store.get("prod", "path-missing"), undefined);
   Deno.mkdirSync(`${dir.path}/bin/tool`, { recursive: true });
   const inDir = await runCli(["run", "--", "tool"], {

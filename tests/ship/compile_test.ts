@@ -1,14 +1,17 @@
 /**
- * `deno task compile`: the pure parts always, the real build where it can
- * run. `deno compile` downloads its `denort` runtime on first use; where that
- * download is unreachable the build tests are reported as ignored, with the
- * reason printed, never as passed.
+ * `deno task compile`: the pure parts always; the real builds only when asked
+ * (`BERTH_TEST_COMPILE=1`, which `deno task test:compile` sets), since each
+ * takes a while and writes a ~100 MiB binary. `deno compile` downloads its
+ * `denort` runtime on first use; where that download is unreachable the
+ * release build test is reported as ignored, with the reason printed, never
+ * as passed.
  *
  * @module
  */
 import assert from "node:assert/strict";
 import {
   binaryName,
+  compileArgs,
   formatSha256Sums,
   isRuntimeDownloadFailure,
   sha256File,
@@ -17,6 +20,7 @@ import {
   TARGETS,
 } from "../../scripts/compile.ts";
 import { VERSION } from "../../lib/version.ts";
+import { ON_DEMAND_MODULES } from "../../main.ts";
 
 const ROOT = decodeURIComponent(new URL("../..", import.meta.url).pathname)
   .replace(/\/+$/, "");
@@ -75,6 +79,30 @@ Deno.test("sha256File agrees with the SHA-256 test vector", async () => {
   }
 });
 
+Deno.test("compileArgs embeds every module main.ts loads on demand, found from the entry's directory", () => {
+  // main.ts imports them through a variable, which deno compile cannot follow.
+  const args = compileArgs({
+    target: TARGETS[0],
+    output: "/out/b",
+    config: "/src dir/deno.json",
+    entry: "/src dir/main.ts",
+  });
+  const included = args.flatMap((a, i) =>
+    args[i - 1] === "--include" ? [a] : []
+  );
+  assert.deepEqual(
+    included,
+    ON_DEMAND_MODULES.map((m) => `/src dir/${m.replace(/^\.\//, "")}`),
+  );
+  assert.ok(ON_DEMAND_MODULES.includes("./lib/cmd/check.ts"));
+  assert.equal(args.at(-1), "/src dir/main.ts", "the entry module comes last");
+});
+
+/** Why the builds below do not run unless asked; undefined when asked. */
+const notAsked = Deno.env.get("BERTH_TEST_COMPILE") === "1"
+  ? undefined
+  : "set BERTH_TEST_COMPILE=1 (deno task test:compile) to run deno compile";
+
 /**
  * Whether `deno compile` can get its runtime here, found by compiling a
  * one-line program (so a type error elsewhere in the project cannot be taken
@@ -116,7 +144,7 @@ async function compileUnavailableReason(): Promise<string | undefined> {
   }
 }
 
-const unavailable = await compileUnavailableReason();
+const unavailable = notAsked ?? await compileUnavailableReason();
 const host = TARGETS.find((t) => t === Deno.build.target) as Target | undefined;
 if (unavailable !== undefined) {
   console.log(`SKIPPED compile tests: ${unavailable}`);
@@ -220,6 +248,60 @@ Deno.test({
       const fresh = await run(probe);
       assert.equal(fresh.code, 0, fresh.stdout + fresh.stderr);
       assert.equal(fresh.stdout, "");
+    } finally {
+      await Deno.remove(out, { recursive: true });
+    }
+  },
+});
+
+/**
+ * A line of `path`'s doc comments that is the longest of them: comments are
+ * kept in the embedded source, so finding it in a binary shows that the
+ * module was embedded.
+ */
+async function docLine(path: string): Promise<string> {
+  const lines = (await Deno.readTextFile(path)).split("\n")
+    .filter((l) => /^\s*(\*|\/\*\*) /.test(l));
+  return lines.reduce((a, b) => (b.length > a.length ? b : a), "");
+}
+
+Deno.test({
+  name:
+    "the compiled binary embeds main.ts and every module it loads on demand, with their imports",
+  // Needs no download: this Deno serves as the base binary (DENORT_BIN), so
+  // the payload is what a release build embeds, though the result does not run.
+  ignore: notAsked !== undefined,
+  async fn() {
+    const out = await Deno.makeTempDir({ prefix: "compile-embed-" });
+    try {
+      const bin = `${out}/b`;
+      const built = await run([
+        Deno.execPath(),
+        ...compileArgs({
+          target: host ?? TARGETS[0],
+          output: bin,
+          config: `${ROOT}/deno.json`,
+          entry: `${ROOT}/main.ts`,
+        }),
+      ], {
+        ...inherited("PATH", "HOME", "DENO_DIR"),
+        DENORT_BIN: Deno.execPath(),
+      });
+      assert.equal(built.code, 0, built.stderr);
+      const payload = new TextDecoder("latin1").decode(
+        await Deno.readFile(bin),
+      );
+      // main.ts, the on-demand modules and one that only a subcommand imports.
+      const modules = [
+        `${ROOT}/main.ts`,
+        ...ON_DEMAND_MODULES.map((m) => `${ROOT}/${m.replace(/^\.\//, "")}`),
+        `${ROOT}/lib/devserver/store.ts`,
+      ];
+      for (const path of modules) {
+        const line = await docLine(path);
+        assert.ok(line.length > 20, `${path} has no doc comment to look for`);
+        assert.ok(payload.includes(line), `${path} is not embedded`);
+      }
     } finally {
       await Deno.remove(out, { recursive: true });
     }
