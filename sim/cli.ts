@@ -6,6 +6,10 @@
  *
  * @module
  */
+import {
+  checkoutArgv,
+  denoRunArgv as denoRunArgvOf,
+} from "../lib/cmd/self_argv.ts";
 
 /**
  * The checkout's root (the directory holding deno.json and main.ts), as a
@@ -22,17 +26,7 @@ export const REPO_ROOT: string = decodeURIComponent(
  * started exactly the way the helper is.
  */
 export function denoRunArgv(script: string, args: string[] = []): string[] {
-  return [
-    Deno.execPath(),
-    "run",
-    "-q",
-    "--no-prompt",
-    "-P=berth-acquire",
-    "--config",
-    `${REPO_ROOT}/deno.json`,
-    script,
-    ...args,
-  ];
+  return denoRunArgvOf(REPO_ROOT, script, args);
 }
 
 /**
@@ -40,7 +34,7 @@ export function denoRunArgv(script: string, args: string[] = []): string[] {
  * and the sidecar run it under `deno run`.
  */
 export function berthArgv(args: string[]): string[] {
-  return denoRunArgv(`${REPO_ROOT}/main.ts`, args);
+  return checkoutArgv(REPO_ROOT, args);
 }
 
 /**

@@ -12,6 +12,7 @@ import assert from "node:assert/strict";
 import { readBootMillis } from "../../lib/state/clock.ts";
 import { StateDir } from "../../lib/state/state_dir.ts";
 import { REPO_ROOT, runCli } from "../support/cli.ts";
+import { berthArgv } from "../../sim/cli.ts";
 import { HelperProcess, tempDir, waitFor } from "../support/lease_env.ts";
 
 const BOUND_MS = 20_000;
@@ -258,18 +259,7 @@ Deno.test("gate --parent-pid: the command is stopped as soon as the parent is go
   const dir = tmp.path;
   await confirm(dir);
   const cmd = script(dir, COMMAND);
-  const argv = [
-    Deno.execPath(),
-    "run",
-    "-q",
-    "--no-prompt",
-    "-P=berth-acquire",
-    "--config",
-    `${REPO_ROOT}/deno.json`,
-    `${REPO_ROOT}/main.ts`,
-  ];
-  const quoted = [
-    ...argv,
+  const quoted = berthArgv([
     "gate",
     "--state-dir",
     dir,
@@ -277,7 +267,7 @@ Deno.test("gate --parent-pid: the command is stopped as soon as the parent is go
     "$$",
     "--",
     ...cmd,
-  ]
+  ])
     .map((a) => a === "$$" ? a : `'${a}'`).join(" ");
   const parent = new Deno.Command("sh", {
     args: ["-c", `${quoted} & wait`],

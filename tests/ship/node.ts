@@ -26,6 +26,7 @@
 import { shellQuote } from "../../lib/state/install_check.ts";
 import type { ContainerView, PodView } from "./kubelet.ts";
 import { ROOT } from "./readers.ts";
+import { checkoutArgv } from "../../lib/cmd/self_argv.ts";
 
 /**
  * Why the stand-in cannot run here, or undefined when it can: it needs
@@ -138,18 +139,7 @@ export class PodOnNode implements AsyncDisposable {
    * permission set.
    */
   berthArgv(args: string[]): string[] {
-    const src = `${this.root}/src`;
-    return [
-      Deno.execPath(),
-      "run",
-      "-q",
-      "--no-prompt",
-      "-P=berth-acquire",
-      "--config",
-      `${src}/deno.json`,
-      `${src}/main.ts`,
-      ...args,
-    ];
+    return checkoutArgv(`${this.root}/src`, args);
   }
 
   /**
