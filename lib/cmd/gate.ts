@@ -29,8 +29,6 @@ import {
   type GateArgs,
   parseGateArgs,
 } from "./gate_args.ts";
-
-export { EXIT_GATE_CANCELLED, EXIT_GATE_CLOSED, EXIT_GATE_USAGE };
 import { commandEnv } from "../enforce/command_env.ts";
 import {
   type ChildExit,
@@ -42,6 +40,8 @@ import { createLogger, type Logger, parseLogFormat } from "../obs/log.ts";
 import { systemClock } from "../state/clock.ts";
 import { examineMarker, type Verdict } from "../state/marker.ts";
 import { StateDir } from "../state/state_dir.ts";
+
+export { EXIT_GATE_CANCELLED, EXIT_GATE_CLOSED, EXIT_GATE_USAGE };
 
 /** The signals the gate forwards to COMMAND (or, while it waits, ends on). */
 const FORWARDED: readonly Deno.Signal[] = [
