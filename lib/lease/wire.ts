@@ -10,6 +10,7 @@
  */
 import type { LeaseKey } from "./rpc.ts";
 import { VERSION } from "../version.ts";
+import { randomHex } from "../encoding/hex.ts";
 
 /** The largest value of a JSON int32 field. */
 export const INT32_MAX = 2147483647;
@@ -161,12 +162,7 @@ export function requestHeaders(
   return headers;
 }
 
-/** Lower-case hex of `bytes`: the one hex encoder of the lease client. */
-function hex(bytes: Uint8Array): string {
-  return Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
-}
-
 /** 32 hex characters: inside the `[A-Za-z0-9_-]{1,64}` the server honours. */
 export function newRequestId(): string {
-  return hex(crypto.getRandomValues(new Uint8Array(16)));
+  return randomHex(16);
 }
