@@ -13,6 +13,7 @@ import {
 import { MAX_FENCING_TOKEN } from "../../lib/devserver/store.ts";
 import { ListenError } from "../../lib/net/addr.ts";
 import { makeTestPki, opensslMissing } from "../support/tls.ts";
+import { waitFor } from "../support/wait.ts";
 
 const T0 = Date.UTC(2026, 4, 7); // 2026-05-07T00:00:00Z
 const ZERO = "0001-01-01T00:00:00Z";
@@ -990,11 +991,7 @@ Deno.test("healthz and readyz answer plain ok; readyz can be flipped to 503", as
 // --- faults --------------------------------------------------------------------
 
 async function until(cond: () => boolean, what: string): Promise<void> {
-  const deadline = AbortSignal.timeout(10_000);
-  while (!cond()) {
-    if (deadline.aborted) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 5));
-  }
+  await waitFor(cond, { timeoutMs: 10_000, what, intervalMs: 5 });
 }
 
 Deno.test("faults: failNext and failAll answer 500 internal error until cleared", async () => {

@@ -21,6 +21,7 @@ import {
   parseJournal,
 } from "../../sim/workload.ts";
 import { spawnLocal } from "../../sim/host.ts";
+import { waitFor } from "../support/wait.ts";
 
 Deno.test("the kubelet back-off restarts at once, then 10 s doubling to a 300 s cap", () => {
   assert.deepEqual(
@@ -66,15 +67,15 @@ Deno.test("the workload journals the token it reads at each write, under the nam
     try {
       const read = async () =>
         parseJournal(await Deno.readTextFile(journal).catch(() => ""));
-      const deadline = AbortSignal.timeout(20_000);
-      while ((await read()).length < 3 && !deadline.aborted) {
-        await new Promise((r) => setTimeout(r, 20));
-      }
+      await waitFor(async () => (await read()).length >= 3, {
+        timeoutMs: 20_000,
+        what: "three journal lines",
+      });
       await Deno.writeTextFile(`${dir}/token`, "6");
-      const seen = () => read().then((ls) => ls.some((l) => l.token === 6));
-      while (!(await seen()) && !deadline.aborted) {
-        await new Promise((r) => setTimeout(r, 20));
-      }
+      await waitFor(
+        async () => (await read()).some((l) => l.token === 6),
+        { timeoutMs: 20_000, what: "a journal line with the new token" },
+      );
       const lines = await read();
       assert.ok(lines.length >= 4, "the workload wrote too little");
       assert.ok(lines.every((l) => l.pod === "pod-x" && l.restart === 3));
