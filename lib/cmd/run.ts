@@ -109,18 +109,19 @@ export async function main(args: string[]): Promise<number> {
   const split = splitCommand(args);
   const env = Deno.env.toObject() as Record<string, string | undefined>;
   const started = start(
-    { name: "run", usage: USAGE, flags: RUN_FLAGS, ...RUN_ROLE },
+    {
+      name: "run",
+      usage: USAGE,
+      flags: RUN_FLAGS,
+      ...RUN_ROLE,
+      problemHint: split.command === undefined
+        ? "put the command after --, e.g. berth-acquire run [flags] -- COMMAND [ARGS...]"
+        : undefined,
+    },
     split.flags,
     env,
   );
-  if (typeof started === "number") {
-    if (started !== 0 && split.command === undefined) {
-      console.error(
-        "berth-acquire run: put the command after --, e.g. berth-acquire run [flags] -- COMMAND [ARGS...]",
-      );
-    }
-    return started === 0 ? 0 : EXIT_CONFIG;
-  }
+  if (typeof started === "number") return started === 0 ? 0 : EXIT_CONFIG;
   const { config, extra, logger } = started;
   const problem = (msg: string): number => {
     started.configProblem(msg);

@@ -63,6 +63,8 @@ export interface CommandSpec {
   hiddenSettings?: readonly ConfigFlagName[];
   /** Defaults its help text states differently, by flag. */
   helpDefaults?: Partial<Record<ConfigFlagName, string>>;
+  /** Appended to every configuration error, e.g. how the command line is shaped. */
+  problemHint?: string;
 }
 
 /**
@@ -121,7 +123,9 @@ export function start(
   const writeError = options.writeError;
   const base = createLogger({ format, write: writeError });
   const configProblem = (problem: string) => {
-    const message = `invalid configuration: ${problem}`;
+    const message = `invalid configuration: ${problem}${
+      spec.problemHint === undefined ? "" : `; ${spec.problemHint}`
+    }`;
     if (format === "json") base.error(message, { subcommand: spec.name });
     else {
       const line = `berth-acquire ${spec.name}: ${message}\n`;

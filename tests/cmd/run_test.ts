@@ -291,6 +291,23 @@ Deno.test("run: exit status table (config 78, not found 127, not executable 126,
   assert.match(results[2].stderr, /put the command after --/);
 });
 
+Deno.test("run without --: with JSON logs the hint is part of the one JSON error line", async () => {
+  await using server = await startDevServer();
+  const r = await runCli(["run", "true"], {
+    env: runEnv(server, "json-hint", { BERTH_LOG_FORMAT: "json" }),
+    signal: AbortSignal.timeout(60_000),
+  });
+  assert.equal(r.code, EXIT_CONFIG, r.stderr);
+  const lines = r.stderr.trim().split("\n");
+  assert.equal(lines.length, 1, r.stderr);
+  const record = JSON.parse(lines[0]);
+  assert.equal(record.level, "ERROR");
+  assert.match(
+    record.msg,
+    /^invalid configuration: .*; put the command after --/,
+  );
+});
+
 Deno.test("run -- NAME looks NAME up in PATH as the start would, before acquiring", async () => {
   await using server = await startDevServer();
   await using dir = await tempDir();
