@@ -18,8 +18,9 @@ Deno.test("--version prints the version deno.json declares", async () => {
 Deno.test("--help lists every subcommand and names the development server as such", async () => {
   const r = await runCli(["--help"], { signal: AbortSignal.timeout(30_000) });
   assert.equal(r.code, 0);
-  for (const sub of ["acquire", "renew", "check", "dev-server"]) {
-    assert.match(r.stdout, new RegExp(`berth-acquire ${sub}`));
+  // Every subcommand main.ts dispatches to is in the usage text.
+  for (const sub of Object.keys(COMMANDS)) {
+    assert.match(r.stdout, new RegExp(`berth-acquire ${sub} `));
   }
   assert.match(r.stdout, /DEVELOPMENT/);
 });
@@ -35,12 +36,12 @@ Deno.test("an unknown or missing subcommand exits 1 with the usage on stderr", a
 });
 
 Deno.test("each subcommand answers --help without any configuration", async () => {
-  for (const sub of ["acquire", "renew", "check"]) {
+  for (const sub of Object.keys(COMMANDS)) {
     const r = await runCli([sub, "--help"], {
       signal: AbortSignal.timeout(30_000),
     });
     assert.equal(r.code, 0, `${sub}: ${r.stderr}`);
-    assert.match(r.stdout, /Usage: berth-acquire/);
+    assert.match(r.stdout, /Usage:\s+berth-acquire/);
   }
 });
 
