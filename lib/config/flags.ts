@@ -9,7 +9,6 @@
  *
  * @module
  */
-import { parseArgs } from "node:util";
 import { ConfigError } from "./error.ts";
 import { nearest } from "./nearest.ts";
 import {
@@ -87,10 +86,10 @@ export function parseCommandLine(
     if (spec.short !== undefined) shorts.set(spec.short, name);
   }
 
-  // Normalise to `--name=value` so parseArgs sees no ambiguity: Go consumes
-  // the next word as a string flag's value even when it starts with "-", and
-  // a bare boolean flag means "true".
-  const normalised: string[] = [];
+  // Go's rules: a string flag consumes the next word as its value even when
+  // it starts with "-", a bare boolean flag means "true", and the last of a
+  // repeated flag wins.
+  const values = new Map<string, string>();
   let previous: Previous = { name: "", emptyValue: false };
   for (let i = 0; i < args.length; i++) {
     const arg = args[i];
@@ -125,23 +124,13 @@ export function parseCommandLine(
       }
       value = args[++i];
     }
-    normalised.push(`--${name}=${value}`);
+    values.set(name, value);
     previous = { name: eq < 0 ? name : "", emptyValue: value === "" };
   }
 
-  const options: Record<string, { type: "string" }> = {};
-  for (const name of types.keys()) options[name] = { type: "string" };
-  const { values } = parseArgs({
-    args: normalised,
-    options,
-    strict: true,
-    allowPositionals: false,
-  });
-
   const flags: ConfigFlags = {};
   const extra: Record<string, string | boolean | undefined> = {};
-  for (const [name, value] of Object.entries(values)) {
-    if (typeof value !== "string") continue;
+  for (const [name, value] of values) {
     if (settingOf(name) !== undefined) {
       flags[name as ConfigFlagName] = value;
     } else if (extraOptions[name].type === "boolean") {

@@ -136,7 +136,31 @@ export function createHttpLeaseClient(
     holder: string,
     signal: AbortSignal,
   ): Promise<GrantOutcome | ReleaseOutcome> => {
-    const bounded = AbortSignal.any([signal, AbortSignal.timeout(timeoutMs)]);
+    // A timer cleared when the call ends, unlike AbortSignal.timeout's, so
+    // no finished request wakes the process again at its bound.
+    const bound = new AbortController();
+    const timer = setTimeout(
+      () => bound.abort(new DOMException("Signal timed out.", "TimeoutError")),
+      timeoutMs,
+    );
+    try {
+      return await callWithin(
+        rpc,
+        body,
+        holder,
+        AbortSignal.any([signal, bound.signal]),
+      );
+    } finally {
+      clearTimeout(timer);
+    }
+  };
+
+  const callWithin = async (
+    rpc: Rpc,
+    body: string,
+    holder: string,
+    bounded: AbortSignal,
+  ): Promise<GrantOutcome | ReleaseOutcome> => {
     if (bounded.aborted) return abortFailure(bounded.reason);
     const key = await auth?.current(bounded);
     if (bounded.aborted) return abortFailure(bounded.reason);

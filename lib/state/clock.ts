@@ -88,14 +88,38 @@ function longTimeout(ms: number): AbortSignal {
   return controller.signal;
 }
 
-/** The clocks of the running process: `performance.now()`, `/proc/uptime`, `AbortSignal.timeout`. */
+/**
+ * Waits `ms` (any length, chained like {@linkcode longTimeout}) or until
+ * `signal` aborts. The timer is cleared and the listener removed when the
+ * wait ends either way, so a wait cut short (the gate timer is re-armed at
+ * every renewal) leaves nothing behind to wake the process later.
+ */
+function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+  if (signal?.aborted) return Promise.resolve();
+  return new Promise((resolve) => {
+    let id: ReturnType<typeof setTimeout>;
+    const done = () => {
+      clearTimeout(id);
+      signal?.removeEventListener("abort", done);
+      resolve();
+    };
+    const arm = (left: number) => {
+      const step = Math.min(left, MAX_TIMER_MS);
+      id = setTimeout(
+        () => left - step > 0 ? arm(left - step) : done(),
+        step,
+      );
+    };
+    signal?.addEventListener("abort", done, { once: true });
+    arm(Math.max(0, Math.ceil(ms)));
+  });
+}
+
+/** The clocks of the running process: `performance.now()`, `/proc/uptime`, timers. */
 export const systemClock: Clock = {
   now: () => performance.now(),
   bootNow: () => readBootMillis(),
   wallNow: () => Date.now(),
-  sleep(ms, signal) {
-    const t = longTimeout(ms);
-    return aborted(signal ? AbortSignal.any([t, signal]) : t);
-  },
+  sleep,
   timeout: (ms) => longTimeout(ms),
 };

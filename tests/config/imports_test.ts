@@ -74,3 +74,28 @@ Deno.test("the health endpoint and the holder identity do not load the configura
     assert.ok(!g.has("lib/config/settings.ts"), `${entry} loads settings.ts`);
   }
 });
+
+Deno.test("acquire and renew import no node: module up front: node:https and node:tls load only when a request needs them", async () => {
+  for (const entry of ["lib/cmd/acquire.ts", "lib/cmd/renew.ts"]) {
+    const out = await new Deno.Command(Deno.execPath(), {
+      args: ["info", "--json", `${REPO_ROOT}/${entry}`],
+      stdout: "piped",
+      stderr: "piped",
+    }).output();
+    assert.equal(out.code, 0, new TextDecoder().decode(out.stderr));
+    const info = JSON.parse(new TextDecoder().decode(out.stdout)) as {
+      modules: {
+        specifier: string;
+        dependencies?: { specifier: string; isDynamic?: boolean }[];
+      }[];
+    };
+    const eager = info.modules.flatMap((m) =>
+      (m.dependencies ?? []).filter((d) =>
+        d.specifier.startsWith("node:") && !d.isDynamic
+      ).map((d) =>
+        `${m.specifier.replace(`file://${REPO_ROOT}/`, "")} -> ${d.specifier}`
+      )
+    );
+    assert.deepEqual(eager, [], `${entry} loads node: modules at start`);
+  }
+});

@@ -14,6 +14,7 @@ import { MAX_RESPONSE_BYTES } from "../../lib/lease/transport.ts";
 import { describeFailure } from "../../lib/lease/rpc.ts";
 import { Secret } from "../../lib/obs/log.ts";
 import { VERSION } from "../../lib/version.ts";
+import { timersOf } from "../support/timers.ts";
 import { FakeClock } from "../support/fake_clock.ts";
 import {
   both,
@@ -588,5 +589,20 @@ both(
         /"holder" is "prod\/someone-else", not the holder requested/,
       );
     }
+  },
+);
+
+both(
+  "a finished request leaves no timer of its bound behind",
+  async () => {
+    await using srv = await startServer(() => json(200, GRANT));
+    const c = client(srv.url, { requestTimeoutMs: 60_000 });
+    let out: unknown;
+    const timers = await timersOf(async () => {
+      out = await c.acquire(HOLDER, 30, never());
+    });
+    assert.equal((out as { kind: string }).kind, "acquired");
+    assert.ok(timers.armed >= 1, "the request's bound is a timer");
+    assert.equal(timers.pending, 0);
   },
 );

@@ -2,6 +2,7 @@
 // 2^31-1 ms), short ones must fire, and a caller's signal ends a wait.
 import assert from "node:assert/strict";
 import { readBootMillis, systemClock } from "../../lib/state/clock.ts";
+import { timersOf } from "../support/timers.ts";
 
 Deno.test("a wait longer than a timer can hold does not fire early", async () => {
   const month = 30 * 24 * 3600 * 1000;
@@ -32,4 +33,19 @@ Deno.test("the boot-time clock reads /proc/uptime and moves forward", () => {
   } finally {
     Deno.removeSync(dir, { recursive: true });
   }
+});
+
+Deno.test("a wait its signal ends leaves no timer to wake the process later", async () => {
+  const stop = new AbortController();
+  const timers = await timersOf(async () => {
+    const slept = systemClock.sleep(60_000, stop.signal);
+    stop.abort();
+    await slept;
+  });
+  assert.deepEqual(timers, { armed: 1, pending: 0 });
+});
+
+Deno.test("a wait that runs its course ends on its timer", async () => {
+  const timers = await timersOf(() => systemClock.sleep(5));
+  assert.deepEqual(timers, { armed: 1, pending: 0 });
 });
