@@ -43,7 +43,7 @@ import {
   PERSIST_ATTEMPTS,
   readHandoff,
 } from "./handoff.ts";
-import { release, shutdownRelease } from "./shutdown.ts";
+import { shutdownRelease } from "./shutdown.ts";
 import type { RenewerObserver, RenewerStatus } from "./status.ts";
 
 export type { HandoffStore } from "./handoff.ts";
@@ -151,10 +151,27 @@ export class Renewer {
       AbortSignal.any([shutdown, stopTimer.signal]),
     );
     try {
+      let failedBefore: string | undefined;
       while (!shutdown.aborted) {
         const tickStart = clock.now();
-        if (this.#renewable()) await this.#renewOnce(shutdown);
-        else await this.#reacquireOnce(shutdown);
+        try {
+          if (this.#renewable()) await this.#renewOnce(shutdown);
+          else await this.#reacquireOnce(shutdown);
+          failedBefore = undefined;
+        } catch (e) {
+          // Fail closed and keep going: a tick that throws (an unreadable
+          // boot-time clock, say) must neither leave the gate open nor end
+          // the sidecar without a word.
+          const error = e instanceof Error ? e.message : String(e);
+          if (error !== failedBefore) {
+            this.#o.logger.error(
+              "the lease loop failed; the gate stays closed until a renewal succeeds",
+              { error },
+            );
+          }
+          failedBefore = error;
+          this.#close(`the lease loop failed: ${error}`);
+        }
         if (shutdown.aborted) break;
         await clock.sleep(tickStart + heartbeatMs - clock.now(), shutdown);
       }
@@ -280,7 +297,7 @@ export class Renewer {
         // for this token is our own grant, never another process's.
         this.#token = verdict.token;
         this.#lost = undefined;
-        if (!await this.#persist(verdict.token, shutdown)) return;
+        if (!await this.#persist(verdict.token, sentAt, shutdown)) return;
         this.#confirm(sentAt, "lease reacquired");
         this.#o.observer?.reacquired?.(verdict.token);
         return;
@@ -305,9 +322,15 @@ export class Renewer {
    * Writes the holder and token the workload reads; when the volume keeps
    * refusing, releases the lease (a token the workload cannot read is held
    * for nothing) and returns false, so the next tick tries again with a new
-   * grant.
+   * grant. The release waits, as at shutdown, until the workload stopped at
+   * the loss is known to be gone or the lead has passed since the gate
+   * closed: a command still in its grace must not run beside the next holder.
    */
-  async #persist(token: number, shutdown: AbortSignal): Promise<boolean> {
+  async #persist(
+    token: number,
+    sentAt: number,
+    shutdown: AbortSignal,
+  ): Promise<boolean> {
     const failure = await this.#writer.persist(token, shutdown);
     if (failure === undefined) return true;
     const { write, error } = failure;
@@ -318,7 +341,15 @@ export class Renewer {
     this.#lost = `the ${write} file could not be written to the state volume`;
     this.#close(`lease not usable: ${this.#lost}`);
     await this.#enforcing;
-    await release({ ...this.#o, token });
+    await shutdownRelease({
+      ...this.#o,
+      enforcer: this.#enforcer,
+      held: true,
+      gateOpen: false,
+      token,
+      closedAt: this.#closedAt,
+      deadline: deadlineFrom(sentAt, this.#o.ttlSeconds),
+    });
     return false;
   }
 
@@ -341,9 +372,8 @@ export class Renewer {
       this.#close("the last confirmation arrived after its own deadline");
       return;
     }
-    const wasOpen = this.#gateOpen;
-    this.#gateOpen = true;
-    this.#reason = undefined;
+    // Everything that can fail (the boot-time clock is a file read) comes
+    // before the gate's state changes: a throw leaves the gate as it was.
     const marker = markerDeadlines(
       deadline,
       enforceLeadMs,
@@ -351,6 +381,9 @@ export class Renewer {
       clock.bootNow(),
       clock.wallNow(),
     );
+    const wasOpen = this.#gateOpen;
+    this.#gateOpen = true;
+    this.#reason = undefined;
     this.#enforce((e) => e.open(marker));
     if (!wasOpen) logger.info(what, { fencing_token: this.#token });
     else logger.debug(what, { fencing_token: this.#token });

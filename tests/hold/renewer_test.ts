@@ -631,6 +631,72 @@ Deno.test("a reacquired token the volume refuses is kept, retried, and its lease
   await stop(h);
 });
 
+Deno.test("a refused token right after a loss is released only once the workload stopped at the loss is gone, or the lead has passed", async () => {
+  const h = start(handoff(4, 10_000));
+  const t0 = h.clock.now();
+  await settle();
+  h.client.pending()!.answer({ kind: "acquired", lease: record(HOLDER, 4) });
+  await h.clock.advanceTo(t0 + HB);
+  // The loss: the gate closes, and the workload takes its time to stop.
+  h.enforcer.stopped = () =>
+    Promise.resolve({ stopped: false, detail: "test: still stopping" });
+  h.client.pending()!.answer({
+    kind: "not-acquired",
+    lease: record("prod/pod:web-1:uid:2", 5),
+  });
+  await settle();
+  const closedAt = h.enforcer.firstClose()!.at;
+  // The next tick gets the lease back, but the volume refuses its token.
+  h.store.refuseToken = true;
+  await h.clock.advanceTo(t0 + 2 * HB + 1);
+  h.client.pending()!.answer({ kind: "acquired", lease: record(HOLDER, 6) });
+  await h.clock.advanceTo(closedAt + LEAD - 1);
+  assert.equal(
+    h.client.of("release").length,
+    0,
+    "no release while the stopped workload may still run",
+  );
+  await h.clock.advanceTo(closedAt + LEAD);
+  const rel = h.client.pending()!;
+  assert.equal(rel.rpc, "release");
+  assert.equal(rel.token, 6);
+  rel.answer({ kind: "released" });
+  await settle();
+  assert.equal(h.enforcer.open_, false);
+  h.store.refuseToken = false;
+  await stop(h);
+});
+
+Deno.test("a lease-loop tick that throws closes the gate with a logged reason, and the loop goes on", async () => {
+  const h = start(handoff(4, 10_000));
+  const t0 = h.clock.now();
+  await settle();
+  h.client.pending()!.answer({ kind: "acquired", lease: record(HOLDER, 4) });
+  await settle();
+  assert.ok(h.enforcer.open_);
+  const bootNow = h.clock.bootNow.bind(h.clock);
+  h.clock.bootNow = () => {
+    throw new Error("/proc/uptime: cannot read it");
+  };
+  await h.clock.advanceTo(t0 + HB);
+  h.client.pending()!.answer({ kind: "acquired", lease: record(HOLDER, 4) });
+  await settle();
+  assert.equal(h.enforcer.open_, false, "fails closed");
+  assert.ok(
+    h.logs.some((l) =>
+      l.includes('"level":"ERROR"') && l.includes("the lease loop failed") &&
+      l.includes("/proc/uptime")
+    ),
+  );
+  // The clock works again: the next renewal opens the gate.
+  h.clock.bootNow = bootNow;
+  await h.clock.advanceTo(t0 + 2 * HB + 1);
+  h.client.pending()!.answer({ kind: "acquired", lease: record(HOLDER, 4) });
+  await settle();
+  assert.ok(h.enforcer.open_, "reopened by a renewal that succeeds");
+  await stop(h);
+});
+
 Deno.test("a marker the volume refuses is reported once per run of failures, with the write named", async () => {
   const h = start(handoff(4, 10_000));
   const t0 = h.clock.now();
