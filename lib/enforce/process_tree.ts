@@ -32,10 +32,8 @@ export interface ProcRow {
 /** State, parent and process group of a `/proc/PID/stat` line; undefined when malformed. */
 export function statRow(pid: number, text: string): ProcRow | undefined {
   try {
-    const { state, ppid } = parseProcStat(text);
-    // Fields after the last ")": state ppid pgrp ...
-    const pgrp = Number(text.slice(text.lastIndexOf(")") + 2).split(" ")[2]);
-    return Number.isInteger(pgrp) ? { pid, ppid, pgrp, state } : undefined;
+    const { state, ppid, pgrp } = parseProcStat(text);
+    return { pid, ppid, pgrp, state };
   } catch {
     return undefined;
   }
