@@ -177,11 +177,15 @@ export class ProcessGroup {
    * Resolves when no live process is left in the group (or, if SIGKILL
    * cannot get rid of one, after a bounded wait and an error log).
    * Idempotent: later calls return the first stop.
+   *
+   * @param reason Why, for the log and {@linkcode ChildExit.stopReason}.
+   * @param graceMs The SIGTERM -> SIGKILL grace of this stop; default the
+   * configured one (a caller with a deadline to keep passes a shorter one).
    */
-  stop(reason: string): Promise<void> {
+  stop(reason: string, graceMs = this.#o.graceMs): Promise<void> {
     if (this.#stopping) return this.#stopping;
     this.#stopReason = reason;
-    this.#stopping = this.#stopSequence(reason);
+    this.#stopping = this.#stopSequence(reason, graceMs);
     return this.#stopping;
   }
 
@@ -204,8 +208,8 @@ export class ProcessGroup {
     return exit;
   }
 
-  async #stopSequence(reason: string): Promise<void> {
-    const { clock, graceMs, logger, onStopSignal } = this.#o;
+  async #stopSequence(reason: string, graceMs: number): Promise<void> {
+    const { clock, logger, onStopSignal } = this.#o;
     logger.warn("stopping the command", {
       reason,
       pgid: this.pid,

@@ -1,0 +1,138 @@
+/**
+ * `gate`'s loop in this process (not the CLI), for what needs a seam: a
+ * boot clock that fails, and the grace cut to the lease deadline. The
+ * commands are real processes.
+ *
+ * @module
+ */
+import assert from "node:assert/strict";
+import { LEASE_MARGIN_MS, runGate } from "../../lib/cmd/gate.ts";
+import { EXIT_GATE_CLOSED } from "../../lib/cmd/gate_args.ts";
+import { createLogger } from "../../lib/obs/log.ts";
+import { readBootMillis, systemClock } from "../../lib/state/clock.ts";
+import { StateDir } from "../../lib/state/state_dir.ts";
+import { tempDir } from "../support/lease_env.ts";
+
+const BOUND_MS = 20_000;
+
+interface LogRecord {
+  level: string;
+  msg: string;
+  [k: string]: unknown;
+}
+
+function recorder() {
+  const records: LogRecord[] = [];
+  const logger = createLogger({
+    format: "json",
+    level: "DEBUG",
+    write: (line) => records.push(JSON.parse(line)),
+  });
+  return { records, logger };
+}
+
+/** Holder, token and a marker whose gate closes `gateInMs` from now and lease deadline `leadMs` later. */
+async function confirm(dir: string, gateInMs: number, leadMs: number) {
+  const s = new StateDir(dir);
+  await s.writeHolder("prod/gated");
+  await s.writeToken(7);
+  const boot = readBootMillis();
+  const wall = Date.now();
+  const d = {
+    gateClosesBootMs: boot + gateInMs,
+    leaseDeadlineBootMs: boot + gateInMs + leadMs,
+    gateClosesWallMs: wall + gateInMs,
+    leaseDeadlineWallMs: wall + gateInMs + leadMs,
+  };
+  await s.writeMarker(d);
+  return d;
+}
+
+/** A command that ignores SIGTERM and writes its PID to `dir/pid`. */
+function stubborn(dir: string): string[] {
+  return [
+    "sh",
+    "-c",
+    `echo $$ > "${dir}/pid"; trap '' TERM; while :; do sleep 0.05; done`,
+  ];
+}
+
+function bounded<T>(p: Promise<T>, what: string): Promise<T> {
+  let t: ReturnType<typeof setTimeout> | undefined;
+  return Promise.race([
+    p,
+    new Promise<T>((_, reject) => {
+      t = setTimeout(() => reject(new Error(`timed out: ${what}`)), BOUND_MS);
+    }),
+  ]).finally(() => clearTimeout(t));
+}
+
+Deno.test("gate: a boot clock that cannot be read stops the command with a readable reason instead of crashing", async () => {
+  await using tmp = await tempDir("berth-gate-loop-");
+  const dir = tmp.path;
+  await confirm(dir, 60_000, 5_000);
+  const { records, logger } = recorder();
+  const code = await bounded(
+    runGate({
+      help: false,
+      stateDir: dir,
+      intervalMs: 100,
+      graceMs: 0,
+      maxAgeMs: 0,
+      exitOnClose: true,
+      command: ["sleep", "1000"],
+      logger,
+      clock: {
+        ...systemClock,
+        bootNow: () => {
+          throw new Error("cannot read /proc/uptime: permission denied");
+        },
+      },
+    }),
+    "the gate to stop the command",
+  );
+  assert.equal(code, EXIT_GATE_CLOSED);
+  const stop = records.find((r) => r.msg === "stopping the command");
+  assert.match(
+    String(stop?.reason),
+    /^cannot evaluate the gate deadline: cannot read \/proc\/uptime: permission denied$/,
+    JSON.stringify(records),
+  );
+});
+
+Deno.test("gate: a stop gets SIGKILL before the lease deadline when --grace is longer than the marker's lead", async () => {
+  await using tmp = await tempDir("berth-gate-loop-");
+  const dir = tmp.path;
+  await confirm(dir, 1_000, 1_000);
+  const { records, logger } = recorder();
+  const gate = runGate({
+    help: false,
+    stateDir: dir,
+    intervalMs: 100,
+    graceMs: 60_000,
+    maxAgeMs: 0,
+    exitOnClose: true,
+    command: stubborn(dir),
+    logger,
+  });
+  // Without the cut the 60 s grace would outlast the bound.
+  const code = await bounded(gate, "the command to be killed");
+  assert.equal(code, EXIT_GATE_CLOSED);
+  const warn = records.find((r) =>
+    r.level === "WARN" && /exceed the marker's enforcement lead/.test(r.msg)
+  );
+  assert.ok(warn, "warned at start");
+  assert.match(warn.msg, /lower --grace or --interval/);
+  assert.equal(warn.grace, "1m0s");
+  assert.equal(warn.lead, "1s");
+  const cut = records.find((r) => /shortening the grace/.test(r.msg));
+  assert.ok(cut, JSON.stringify(records));
+  assert.ok(
+    (cut.grace_ms as number) <= 1_000 - LEASE_MARGIN_MS,
+    `grace ${cut.grace_ms} ms`,
+  );
+  assert.ok(
+    records.some((r) => /sending SIGKILL/.test(r.msg)),
+    "the command that ignores SIGTERM got SIGKILL",
+  );
+});
