@@ -53,6 +53,7 @@ export {
   EXIT_CANCELLED,
   EXIT_CONFIG,
   EXIT_CONFIRMED_LATE,
+  EXIT_GATE_DIED,
   EXIT_LEASE_LOST,
 } from "./run_supervise.ts";
 
@@ -76,8 +77,9 @@ and workers it moves to a new session (setsid) are stopped with it.
 Exit status: the command's own (128+N when signal N ended it); 75 lease lost
 (command stopped); 76 --acquire-timeout reached; 77 cancelled by a signal
 while waiting for the lease; 78 configuration or start-up error; 79 the lease
-was confirmed again, too late: the command had been stopped; 126 command
-cannot be executed; 127 command not found.
+was confirmed again, too late: the command had been stopped; 70 the command's
+gate was killed (run stopped the command it left); 126 command cannot be
+executed; 127 command not found.
 `;
 
 const RUN_FLAGS: Record<string, ExtraFlag> = {

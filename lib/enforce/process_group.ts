@@ -56,6 +56,8 @@ export interface ChildExit {
   signal?: Deno.Signal;
   /** Set when {@linkcode ProcessGroup.stop} had been called before it exited: why. */
   stopReason?: string;
+  /** Set when it exited leaving live processes behind, which {@linkcode ProcessGroup.finished} then stopped. */
+  leftBehind?: true;
 }
 
 /** Options for {@linkcode ProcessGroup.spawn}. */
@@ -80,9 +82,10 @@ export interface ProcessGroupOptions {
    * Also count and signal this process's descendants outside the group:
    * workers that called `setsid` and, with this process a child subreaper
    * (lib/enforce/process_tree.ts), were reparented to it. `"all"`: every
-   * signal reaches them too; `"kill"`: only SIGKILL and SIGCONT do, because
-   * the leader is itself a supervisor that passes the other signals on (a
-   * second SIGTERM straight from here would reach its command twice).
+   * signal reaches them too; `"kill"`: only SIGKILL and SIGCONT do while the
+   * leader lives, because the leader is itself a supervisor that passes the
+   * other signals on (a second SIGTERM straight from here would reach its
+   * command twice); once the leader has exited, every signal does.
    * Default: the group alone.
    */
   descendants?: "all" | "kill";
@@ -192,20 +195,33 @@ export class ProcessGroup {
   /**
    * Resolves once the command has exited and its group is empty. Processes
    * the command left behind in its group are stopped first (they would
-   * otherwise keep working without the lease); the exit is the leader's.
+   * otherwise keep working without the lease); the exit is the leader's,
+   * with {@linkcode ChildExit.leftBehind} set then.
+   *
+   * @param explain Called with the leader's exit when it left processes
+   * behind: returns the stop's reason after logging it, or undefined for the
+   * generic WARN and reason.
+   * @returns The leader's exit.
    */
-  async finished(): Promise<ChildExit> {
+  async finished(
+    explain?: (exit: ChildExit) => string | undefined,
+  ): Promise<ChildExit> {
     const exit = await this.#leaderExit;
     if (this.#stopping) {
       await this.#stopping;
-    } else if ((await this.#live()).length > 0) {
+      return exit;
+    }
+    if ((await this.#live()).length === 0) return exit;
+    let reason = explain?.(exit);
+    if (reason === undefined) {
       this.#o.logger.warn(
         "the command exited but left processes in its process group; stopping them before the lease is released",
         { pgid: this.pid },
       );
-      await this.stop("the command exited, leaving processes behind");
+      reason = "the command exited, leaving processes behind";
     }
-    return exit;
+    await this.stop(reason);
+    return { ...exit, leftBehind: true };
   }
 
   async #stopSequence(reason: string, graceMs: number): Promise<void> {
@@ -262,7 +278,11 @@ export class ProcessGroup {
   #kill(signal: Deno.Signal): boolean {
     const d = this.#o.descendants;
     let sent = false;
-    if (d === "all" || (d && (signal === "SIGKILL" || signal === "SIGCONT"))) {
+    if (
+      d === "all" ||
+      (d && (this.#leaderExited || signal === "SIGKILL" ||
+        signal === "SIGCONT"))
+    ) {
       try {
         // Those outside the group: the group itself is signalled below, once.
         const table = readProcTable();
