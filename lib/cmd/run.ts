@@ -57,6 +57,21 @@ export {
   EXIT_LEASE_LOST,
 } from "./run_supervise.ts";
 
+/**
+ * Removes every marker, each on its own: one that cannot be removed must
+ * not keep the others passing.
+ *
+ * @param dirs The state directories whose markers go.
+ * @throws The first removal's error, once all were tried.
+ */
+export async function removeMarkers(
+  dirs: readonly { removeMarker(): Promise<void> }[],
+): Promise<void> {
+  const results = await Promise.allSettled(dirs.map((d) => d.removeMarker()));
+  const failed = results.find((r) => r.status === "rejected");
+  if (failed) throw failed.reason;
+}
+
 const USAGE = `Usage: berth-acquire run [flags] -- COMMAND [ARGS...]
 
 Acquires the lease (the same configuration as acquire; runtime-singleton
@@ -287,9 +302,7 @@ export async function runWith(o: RunOptions): Promise<number> {
       write: async (d) => {
         for (const dir of dirs) await dir.writeMarker(d);
       },
-      remove: async () => {
-        for (const dir of dirs) await dir.removeMarker();
-      },
+      remove: () => removeMarkers(dirs),
     });
     const enforcer = new ChildEnforcer({
       marker: new ProbeEnforcer({ marker: markers, logger }),

@@ -32,6 +32,7 @@ import {
   EXIT_CONFIRMED_LATE,
   EXIT_GATE_DIED,
   EXIT_LEASE_LOST,
+  removeMarkers,
   runWith,
   type SignalSource,
 } from "../../lib/cmd/run.ts";
@@ -961,4 +962,20 @@ Deno.test("run fence, the limit: a process started outside the command's tree on
     outside.kill("SIGKILL");
     await outside.status;
   }
+});
+
+Deno.test("run: a marker that cannot be removed does not keep the others from being removed", async () => {
+  const removed: string[] = [];
+  const dir = (name: string, fail = false) => ({
+    removeMarker: () => {
+      if (fail) return Promise.reject(new Error(`${name}: read-only volume`));
+      removed.push(name);
+      return Promise.resolve();
+    },
+  });
+  await assert.rejects(
+    removeMarkers([dir("user", true), dir("fence")]),
+    /user: read-only volume/,
+  );
+  assert.deepEqual(removed, ["fence"]);
 });

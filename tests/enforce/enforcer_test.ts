@@ -10,6 +10,8 @@ import {
   type SignalEnforcerOptions,
 } from "../../lib/enforce/signal.ts";
 import { createLogger } from "../../lib/obs/log.ts";
+import { ChildEnforcer } from "../../lib/enforce/child_enforcer.ts";
+import type { ProcessGroup } from "../../lib/enforce/process_group.ts";
 import type { MarkerDeadlines } from "../../lib/state/marker.ts";
 import type {
   KillResult,
@@ -623,4 +625,26 @@ Deno.test("signal: workloadStopped is false when the process table cannot be rea
     true,
   );
   await enforcer.dispose();
+});
+
+Deno.test("child: workloadStopped gives up when its signal aborts while a stop is still running", async () => {
+  const journal: Journal = [];
+  const child = {
+    stop: () => new Promise<void>(() => {}),
+  } as unknown as ProcessGroup;
+  const enforcer = new ChildEnforcer({
+    marker: new ProbeEnforcer({
+      marker: new FakeMarker(journal),
+      logger: createLogger({ format: "json", write: () => {} }),
+    }),
+  });
+  enforcer.attach(child);
+  await enforcer.close("lease lost");
+  const bound = new AbortController();
+  const e = enforcer.workloadStopped(bound.signal);
+  bound.abort();
+  assert.deepEqual(await e, {
+    stopped: false,
+    detail: "the command is still being stopped",
+  });
 });
