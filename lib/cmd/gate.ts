@@ -124,6 +124,9 @@ export async function runGate(o: GateOptions): Promise<number> {
   /** The deadlines of the last marker that passed while COMMAND ran. */
   let known: MarkerDeadlines | undefined;
   let reapFailureReported = false;
+  /** The holder/token problem last reported (`missing`, or the read error), so each is logged once. */
+  let handoffProblem: string | undefined;
+  let noDeadlineWarned = false;
   const orphans = () => {
     try {
       reapOrphans((pid) => pid === child?.pid);
@@ -187,7 +190,8 @@ export async function runGate(o: GateOptions): Promise<number> {
     if (v.kind !== "OK") {
       // The verdict already failed: this signal is the stop (run removes its
       // marker before it signals), so COMMAND gets one SIGTERM, not two.
-      stopAsked = true;
+      // Only a stopping signal also ends the gate.
+      if (STOPPING.has(name)) stopAsked = true;
       stopCommand(child, v.reason);
       return;
     }
@@ -228,28 +232,48 @@ export async function runGate(o: GateOptions): Promise<number> {
         await sleepOrWake(o.intervalMs, (w) => wake = w);
       }
       let lease: { holder: string; token: number } | undefined;
+      let problem: string;
       try {
         const holder = state.readHolder();
         const token = state.readToken();
         if (holder !== undefined && token !== undefined) {
           lease = { holder, token };
         }
+        problem = "missing";
       } catch (e) {
-        logger.error("cannot read the lease's holder or token", {
-          error: (e as Error).message,
-        });
+        problem = message(e);
       }
       if (lease === undefined) {
-        logger.error(
-          "the marker passes but the state volume has no holder and token; waiting",
-          { state_dir: o.stateDir },
-        );
+        if (problem === handoffProblem) {
+          logger.debug("the state volume still has no usable holder and token");
+        } else if (problem === "missing") {
+          logger.error(
+            "the marker passes but the state volume has no holder and token; waiting",
+            { state_dir: o.stateDir },
+          );
+        } else {
+          logger.error("cannot read the lease's holder or token; waiting", {
+            error: problem,
+          });
+        }
+        handoffProblem = problem;
         await sleepOrWake(o.intervalMs * 5, (w) => wake = w);
         continue;
+      }
+      if (handoffProblem !== undefined) {
+        handoffProblem = undefined;
+        logger.info("the state volume has the lease's holder and token again");
       }
       const deadlines = readDeadlines(state);
       known = deadlines;
       warnLongGrace(o, deadlines);
+      if (deadlines === undefined && o.maxAgeMs === 0 && !noDeadlineWarned) {
+        noDeadlineWarned = true;
+        logger.warn(
+          "the marker carries no deadlines and --max-age is 0: only its removal stops the command, so a dead sidecar would not; set --max-age if a sidecar renews the marker",
+          { state_dir: o.stateDir },
+        );
+      }
       try {
         child = ProcessGroup.spawn({
           argv: o.command,
@@ -282,9 +306,14 @@ export async function runGate(o: GateOptions): Promise<number> {
       });
       child = undefined;
       orphans();
-      if (exit.stopReason === undefined || stopAsked) {
+      if (exit.stopReason === undefined) {
+        logger.info("the command exited", {
+          code: exit.code,
+          ...(exit.signal ? { signal: exit.signal } : {}),
+        });
         return exit.code;
       }
+      if (stopAsked) return exit.code;
       logger.warn("the command was stopped: the lease is not confirmed", {
         reason: exit.stopReason,
         code: exit.code,

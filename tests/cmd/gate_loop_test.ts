@@ -11,7 +11,7 @@ import { EXIT_GATE_CLOSED } from "../../lib/cmd/gate_args.ts";
 import { createLogger } from "../../lib/obs/log.ts";
 import { readBootMillis, systemClock } from "../../lib/state/clock.ts";
 import { StateDir } from "../../lib/state/state_dir.ts";
-import { tempDir } from "../support/lease_env.ts";
+import { tempDir, waitFor } from "../support/lease_env.ts";
 
 const BOUND_MS = 20_000;
 
@@ -135,4 +135,48 @@ Deno.test("gate: a stop gets SIGKILL before the lease deadline when --grace is l
     records.some((r) => /sending SIGKILL/.test(r.msg)),
     "the command that ignores SIGTERM got SIGKILL",
   );
+});
+
+Deno.test("gate: a missing holder and token is logged once, its recovery once, and the command's own exit is logged", async () => {
+  await using tmp = await tempDir("berth-gate-loop-");
+  const dir = tmp.path;
+  const s = new StateDir(dir);
+  await s.writeMarker(undefined);
+  const { records, logger } = recorder();
+  const gate = runGate({
+    help: false,
+    stateDir: dir,
+    intervalMs: 10,
+    graceMs: 0,
+    maxAgeMs: 0,
+    exitOnClose: true,
+    command: ["sh", "-c", "exit 3"],
+    logger,
+  });
+  await waitFor(
+    () =>
+      records.filter((r) => /still has no usable holder/.test(r.msg))
+        .length >= 3,
+    { timeoutMs: BOUND_MS, what: "three more looks without holder and token" },
+  );
+  await s.writeHolder("prod/gated");
+  await s.writeToken(7);
+  assert.equal(await bounded(gate, "the command to run and exit"), 3);
+  const errors = records.filter((r) => r.level === "ERROR");
+  assert.deepEqual(
+    errors.map((r) => r.msg),
+    [
+      "the marker passes but the state volume has no holder and token; waiting",
+    ],
+  );
+  assert.equal(
+    records.filter((r) => /holder and token again/.test(r.msg)).length,
+    1,
+  );
+  const noDeadlines = records.filter((r) =>
+    r.level === "WARN" && /carries no deadlines and --max-age is 0/.test(r.msg)
+  );
+  assert.equal(noDeadlines.length, 1, JSON.stringify(records));
+  const exited = records.find((r) => r.msg === "the command exited");
+  assert.equal(exited?.code, 3);
 });
