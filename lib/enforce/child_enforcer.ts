@@ -65,12 +65,17 @@ export class ChildEnforcer implements Enforcer {
    * stopped when `signal` aborts first.
    */
   async workloadStopped(signal?: AbortSignal): Promise<StopEvidence> {
-    const done = Promise.all([...this.#stops]).then(() => true);
-    const gaveUp = signal === undefined
-      ? new Promise<boolean>(() => {})
-      : aborted(signal).then(() => false);
-    if (!await Promise.race([done, gaveUp])) {
-      return { stopped: false, detail: "the command is still being stopped" };
+    if (this.#stops.size > 0) {
+      const done = Promise.all([...this.#stops]).then(() => true);
+      const gaveUp = signal === undefined
+        ? new Promise<boolean>(() => {})
+        : aborted(signal).then(() => false);
+      if (!await Promise.race([done, gaveUp])) {
+        return {
+          stopped: false,
+          detail: "the command is still being stopped",
+        };
+      }
     }
     return this.#child === undefined
       ? { stopped: true, detail: "the command has exited" }
