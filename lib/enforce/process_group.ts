@@ -13,7 +13,7 @@
 import type { Clock } from "../state/clock.ts";
 import type { Logger } from "../obs/log.ts";
 import {
-  liveDescendants,
+  commandTree,
   liveGroupMembers,
   liveTree,
   readProcTable,
@@ -24,6 +24,8 @@ export const EXIT_CANNOT_EXECUTE = 126;
 /** Exit status of a command that was not found, as shells report it. */
 export const EXIT_COMMAND_NOT_FOUND = 127;
 
+/** How often the group is looked at while it is being stopped. */
+const POLL_MS = 50;
 /** How long the group may take to disappear after SIGKILL before the caller moves on regardless. */
 const KILL_WAIT_MS = 10_000;
 
@@ -74,10 +76,6 @@ export interface ProcessGroupOptions {
   logger: Logger;
   /** Told about every stop signal actually sent (for metrics). */
   onStopSignal?: (signal: "SIGTERM" | "SIGKILL") => void;
-  /** How often the group is looked at while it is being stopped, ms; default 50. */
-  pollMs?: number;
-  /** Lists the group's live processes; default {@linkcode liveGroupMembers}, or {@linkcode liveTree} with `descendants`. */
-  members?: (pgid: number) => Promise<number[]>;
   /**
    * Also count and signal this process's descendants outside the group:
    * workers that called `setsid` and, with this process a child subreaper
@@ -98,9 +96,7 @@ export interface ProcessGroupOptions {
 export class ProcessGroup {
   /** The leader's PID, which is also the process group id. */
   readonly pid: number;
-  #o:
-    & Required<Omit<ProcessGroupOptions, "onStopSignal" | "descendants">>
-    & Pick<ProcessGroupOptions, "onStopSignal" | "descendants">;
+  #o: ProcessGroupOptions;
   #child: Deno.ChildProcess;
   #leaderExit: Promise<ChildExit>;
   #stopReason: string | undefined;
@@ -111,13 +107,7 @@ export class ProcessGroup {
   private constructor(child: Deno.ChildProcess, o: ProcessGroupOptions) {
     this.#child = child;
     this.pid = child.pid;
-    this.#o = {
-      pollMs: 50,
-      members: o.descendants
-        ? (pgid) => Promise.resolve(liveTree(pgid))
-        : (pgid) => liveGroupMembers(pgid),
-      ...o,
-    };
+    this.#o = o;
     this.#leaderExit = child.status.then((s) => {
       this.#leaderExited = true;
       return {
@@ -250,13 +240,15 @@ export class ProcessGroup {
     for (;;) {
       if ((await this.#live()).length === 0) return true;
       if (bound.aborted) return false;
-      await this.#o.clock.sleep(this.#o.pollMs, bound);
+      await this.#o.clock.sleep(POLL_MS, bound);
     }
   }
 
   async #live(): Promise<number[]> {
     try {
-      const live = await this.#o.members(this.pid);
+      const live = this.#o.descendants
+        ? liveTree(this.pid)
+        : await liveGroupMembers(this.pid);
       // The leader counts until it is reaped, whatever procfs says.
       return this.#leaderExited || live.includes(this.pid)
         ? live
@@ -285,12 +277,7 @@ export class ProcessGroup {
     ) {
       try {
         // Those outside the group: the group itself is signalled below, once.
-        const table = readProcTable();
-        const inGroup = new Set(
-          table.filter((r) => r.pgrp === this.pid).map((r) => r.pid),
-        );
-        for (const pid of liveDescendants(Deno.pid, table)) {
-          if (inGroup.has(pid)) continue;
+        for (const pid of commandTree(this.pid, readProcTable()).outside) {
           try {
             Deno.kill(pid, signal);
             sent = true;
