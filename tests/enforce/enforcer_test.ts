@@ -648,3 +648,17 @@ Deno.test("child: workloadStopped gives up when its signal aborts while a stop i
     detail: "the command is still being stopped",
   });
 });
+
+Deno.test("child: workloadStopped is stopped with no command and no stop pending, even with its bound already passed", async () => {
+  const enforcer = new ChildEnforcer({
+    marker: new ProbeEnforcer({
+      marker: new FakeMarker([]),
+      logger: createLogger({ format: "json", write: () => {} }),
+    }),
+  });
+  await enforcer.close("lease lost");
+  assert.deepEqual(await enforcer.workloadStopped(AbortSignal.abort()), {
+    stopped: true,
+    detail: "the command has exited",
+  });
+});
