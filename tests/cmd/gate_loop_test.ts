@@ -1,15 +1,14 @@
 /**
- * `gate`'s loop in this process (not the CLI), for what needs a seam: a
- * boot clock that fails, and the grace cut to the lease deadline. The
- * commands are real processes.
+ * `gate`'s loop through a small driver (tests/support/gate_loop_driver.ts),
+ * for what needs a seam: a boot clock that fails, and the log records as
+ * JSON. The commands are real processes.
  *
  * @module
  */
 import assert from "node:assert/strict";
-import { LEASE_MARGIN_MS, runGate } from "../../lib/cmd/gate.ts";
+import { LEASE_MARGIN_MS } from "../../lib/cmd/gate.ts";
 import { EXIT_GATE_CLOSED } from "../../lib/cmd/gate_args.ts";
-import { createLogger } from "../../lib/obs/log.ts";
-import { readBootMillis, systemClock } from "../../lib/state/clock.ts";
+import { readBootMillis } from "../../lib/state/clock.ts";
 import { StateDir } from "../../lib/state/state_dir.ts";
 import { tempDir, waitFor } from "../support/lease_env.ts";
 
@@ -21,14 +20,37 @@ interface LogRecord {
   [k: string]: unknown;
 }
 
-function recorder() {
+const driver = new URL("../support/gate_loop_driver.ts", import.meta.url)
+  .pathname;
+
+/** Starts the driver with `options`; `records` fills as it logs, `done` is its exit code. */
+function startGate(options: Record<string, unknown>) {
   const records: LogRecord[] = [];
-  const logger = createLogger({
-    format: "json",
-    level: "DEBUG",
-    write: (line) => records.push(JSON.parse(line)),
-  });
-  return { records, logger };
+  const child = new Deno.Command(Deno.execPath(), {
+    args: ["run", "-A", "--no-config", driver, JSON.stringify(options)],
+    stdin: "null",
+    stdout: "piped",
+    stderr: "inherit",
+  }).spawn();
+  const done = (async () => {
+    let exit: number | undefined;
+    let rest = "";
+    for await (
+      const chunk of child.stdout.pipeThrough(new TextDecoderStream())
+    ) {
+      rest += chunk;
+      const lines = rest.split("\n");
+      rest = lines.pop()!;
+      for (const line of lines.filter((l) => l.trim() !== "")) {
+        const r = JSON.parse(line);
+        if (typeof r.exit === "number") exit = r.exit;
+        else records.push(r);
+      }
+    }
+    await child.status;
+    return exit;
+  })();
+  return { records, done };
 }
 
 /** Holder, token and a marker whose gate closes `gateInMs` from now and lease deadline `leadMs` later. */
@@ -71,26 +93,15 @@ Deno.test("gate: a boot clock that cannot be read stops the command with a reada
   await using tmp = await tempDir("berth-gate-loop-");
   const dir = tmp.path;
   await confirm(dir, 60_000, 5_000);
-  const { records, logger } = recorder();
-  const code = await bounded(
-    runGate({
-      help: false,
-      stateDir: dir,
-      intervalMs: 100,
-      graceMs: 0,
-      maxAgeMs: 0,
-      exitOnClose: true,
-      command: ["sleep", "1000"],
-      logger,
-      clock: {
-        ...systemClock,
-        bootNow: () => {
-          throw new Error("cannot read /proc/uptime: permission denied");
-        },
-      },
-    }),
-    "the gate to stop the command",
-  );
+  const { records, done } = startGate({
+    stateDir: dir,
+    intervalMs: 100,
+    graceMs: 0,
+    exitOnClose: true,
+    command: ["sleep", "1000"],
+    badClock: true,
+  });
+  const code = await bounded(done, "the gate to stop the command");
   assert.equal(code, EXIT_GATE_CLOSED);
   const stop = records.find((r) => r.msg === "stopping the command");
   assert.match(
@@ -104,19 +115,15 @@ Deno.test("gate: a stop gets SIGKILL before the lease deadline when --grace is l
   await using tmp = await tempDir("berth-gate-loop-");
   const dir = tmp.path;
   await confirm(dir, 1_000, 1_000);
-  const { records, logger } = recorder();
-  const gate = runGate({
-    help: false,
+  const { records, done } = startGate({
     stateDir: dir,
     intervalMs: 100,
     graceMs: 60_000,
-    maxAgeMs: 0,
     exitOnClose: true,
     command: stubborn(dir),
-    logger,
   });
   // Without the cut the 60 s grace would outlast the bound.
-  const code = await bounded(gate, "the command to be killed");
+  const code = await bounded(done, "the command to be killed");
   assert.equal(code, EXIT_GATE_CLOSED);
   const warn = records.find((r) =>
     r.level === "WARN" && /exceed the marker's enforcement lead/.test(r.msg)
@@ -142,16 +149,12 @@ Deno.test("gate: a missing holder and token is logged once, its recovery once, a
   const dir = tmp.path;
   const s = new StateDir(dir);
   await s.writeMarker(undefined);
-  const { records, logger } = recorder();
-  const gate = runGate({
-    help: false,
+  const { records, done } = startGate({
     stateDir: dir,
     intervalMs: 10,
     graceMs: 0,
-    maxAgeMs: 0,
     exitOnClose: true,
     command: ["sh", "-c", "exit 3"],
-    logger,
   });
   await waitFor(
     () =>
@@ -161,7 +164,7 @@ Deno.test("gate: a missing holder and token is logged once, its recovery once, a
   );
   await s.writeHolder("prod/gated");
   await s.writeToken(7);
-  assert.equal(await bounded(gate, "the command to run and exit"), 3);
+  assert.equal(await bounded(done, "the command to run and exit"), 3);
   const errors = records.filter((r) => r.level === "ERROR");
   assert.deepEqual(
     errors.map((r) => r.msg),
