@@ -37,8 +37,12 @@ import {
 } from "../enforce/process_group.ts";
 import { becomeSubreaper, reapOrphans } from "../enforce/process_tree.ts";
 import { createLogger, type Logger, parseLogFormat } from "../obs/log.ts";
-import { systemClock } from "../state/clock.ts";
-import { examineMarker, type Verdict } from "../state/marker.ts";
+import { type Clock, systemClock } from "../state/clock.ts";
+import {
+  examineMarker,
+  type MarkerDeadlines,
+  type Verdict,
+} from "../state/marker.ts";
 import { StateDir } from "../state/state_dir.ts";
 
 export { EXIT_GATE_CANCELLED, EXIT_GATE_CLOSED, EXIT_GATE_USAGE };
@@ -65,10 +69,36 @@ export interface GateOptions extends GateArgs {
   logger: Logger;
   /** The environment COMMAND starts from; default this process's. */
   baseEnv?: Record<string, string>;
+  /** Times the grace and reads the boot clock for the marker's deadlines; default the system's. */
+  clock?: Clock;
 }
 
-/** Why the gate's wait ended. */
-type Wake = "look" | "signal";
+/**
+ * How long before the lease deadline COMMAND must be gone: a stop that
+ * fails the verdict sends SIGKILL by then at the latest, whatever `--grace`.
+ */
+export const LEASE_MARGIN_MS = 250;
+
+function message(e: unknown): string {
+  return e instanceof Error ? e.message : String(e);
+}
+
+/**
+ * Ms until the lease deadline of `d`, on the sooner of its two clocks; 0
+ * when the boot clock cannot be read and no wall-clock copy is written.
+ */
+function untilLeaseDeadline(d: MarkerDeadlines, clock: Clock): number {
+  let left = Infinity;
+  try {
+    left = d.leaseDeadlineBootMs - clock.bootNow();
+  } catch {
+    if (d.leaseDeadlineWallMs === undefined) return 0;
+  }
+  if (d.leaseDeadlineWallMs !== undefined) {
+    left = Math.min(left, d.leaseDeadlineWallMs - Date.now());
+  }
+  return left;
+}
 
 /**
  * The gate's loop: wait for OK, start COMMAND, watch it, stop it when the
@@ -76,6 +106,7 @@ type Wake = "look" | "signal";
  */
 export async function runGate(o: GateOptions): Promise<number> {
   const { logger } = o;
+  const clock = o.clock ?? systemClock;
   const state = new StateDir(o.stateDir);
   const markerPath = state.markerPath;
   const base = o.baseEnv ?? Deno.env.toObject();
@@ -89,8 +120,53 @@ export async function runGate(o: GateOptions): Promise<number> {
   let child: ProcessGroup | undefined;
   let stopAsked = false;
   let cancelled = false;
-  let wake: (why: Wake) => void = () => {};
-  const orphans = () => reapOrphans((pid) => pid === child?.pid);
+  let wake: () => void = () => {};
+  /** The deadlines of the last marker that passed while COMMAND ran. */
+  let known: MarkerDeadlines | undefined;
+  let reapFailureReported = false;
+  /** The holder/token problem last reported (`missing`, or the read error), so each is logged once. */
+  let handoffProblem: string | undefined;
+  let noDeadlineWarned = false;
+  const orphans = () => {
+    try {
+      reapOrphans((pid) => pid === child?.pid);
+    } catch (e) {
+      if (reapFailureReported) return;
+      reapFailureReported = true;
+      logger.warn("cannot reap orphaned processes; they stay zombies", {
+        error: message(e),
+      });
+    }
+  };
+  /**
+   * Stops COMMAND because the verdict failed, with SIGKILL no later than
+   * {@linkcode LEASE_MARGIN_MS} before the last known lease deadline.
+   */
+  const stopCommand = (running: ProcessGroup, reason: string) => {
+    if (running.stopReason !== undefined) return;
+    let graceMs = o.graceMs;
+    if (known !== undefined) {
+      const left = untilLeaseDeadline(known, clock) - LEASE_MARGIN_MS;
+      if (left < graceMs) {
+        graceMs = Math.max(0, Math.floor(left));
+        logger.warn(
+          "shortening the grace so that the command is gone before the lease deadline",
+          { grace_ms: graceMs, configured_grace_ms: o.graceMs },
+        );
+      }
+    }
+    running.stop(reason, graceMs);
+  };
+  const safeVerdict = (): Verdict => {
+    try {
+      return verdict();
+    } catch (e) {
+      return {
+        kind: "Indeterminate",
+        reason: `cannot evaluate the gate deadline: ${message(e)}`,
+      };
+    }
+  };
   const parentGone = () =>
     o.parentPid !== undefined && Deno.ppid !== o.parentPid;
   const verdict = (): Verdict => {
@@ -107,15 +183,16 @@ export async function runGate(o: GateOptions): Promise<number> {
       if (name === "SIGHUP" || name.startsWith("SIGUSR")) return;
       cancelled = true;
       logger.info("signal received while waiting; exiting", { signal: name });
-      wake("signal");
+      wake();
       return;
     }
-    const v = verdict();
+    const v = safeVerdict();
     if (v.kind !== "OK") {
       // The verdict already failed: this signal is the stop (run removes its
       // marker before it signals), so COMMAND gets one SIGTERM, not two.
-      stopAsked = true;
-      child.stop(v.reason);
+      // Only a stopping signal also ends the gate.
+      if (STOPPING.has(name)) stopAsked = true;
+      stopCommand(child, v.reason);
       return;
     }
     if (STOPPING.has(name)) stopAsked = true;
@@ -155,26 +232,48 @@ export async function runGate(o: GateOptions): Promise<number> {
         await sleepOrWake(o.intervalMs, (w) => wake = w);
       }
       let lease: { holder: string; token: number } | undefined;
+      let problem: string;
       try {
         const holder = state.readHolder();
         const token = state.readToken();
         if (holder !== undefined && token !== undefined) {
           lease = { holder, token };
         }
+        problem = "missing";
       } catch (e) {
-        logger.error("cannot read the lease's holder or token", {
-          error: (e as Error).message,
-        });
+        problem = message(e);
       }
       if (lease === undefined) {
-        logger.error(
-          "the marker passes but the state volume has no holder and token; waiting",
-          { state_dir: o.stateDir },
-        );
+        if (problem === handoffProblem) {
+          logger.debug("the state volume still has no usable holder and token");
+        } else if (problem === "missing") {
+          logger.error(
+            "the marker passes but the state volume has no holder and token; waiting",
+            { state_dir: o.stateDir },
+          );
+        } else {
+          logger.error("cannot read the lease's holder or token; waiting", {
+            error: problem,
+          });
+        }
+        handoffProblem = problem;
         await sleepOrWake(o.intervalMs * 5, (w) => wake = w);
         continue;
       }
+      if (handoffProblem !== undefined) {
+        handoffProblem = undefined;
+        logger.info("the state volume has the lease's holder and token again");
+      }
       const deadlines = readDeadlines(state);
+      known = deadlines;
+      warnLongGrace(o, deadlines);
+      if (deadlines === undefined && o.maxAgeMs === 0 && !noDeadlineWarned) {
+        noDeadlineWarned = true;
+        logger.warn(
+          "the marker carries no deadlines and --max-age is 0: only its removal stops the command, so a dead sidecar would not; set --max-age if a sidecar renews the marker",
+          { state_dir: o.stateDir },
+        );
+      }
       try {
         child = ProcessGroup.spawn({
           argv: o.command,
@@ -183,7 +282,7 @@ export async function runGate(o: GateOptions): Promise<number> {
             expiresAtMs: deadlines?.leaseDeadlineWallMs,
           }),
           graceMs: o.graceMs,
-          clock: systemClock,
+          clock,
           logger,
           descendants: "all",
         });
@@ -197,12 +296,24 @@ export async function runGate(o: GateOptions): Promise<number> {
         pid: child.pid,
         fencing_token: lease.token,
       });
-      const exit = await watch(child, o, verdict);
+      const running = child;
+      const exit = await watch(running, o, {
+        state,
+        clock,
+        verdict: safeVerdict,
+        stop: (reason) => stopCommand(running, reason),
+        seen: (d) => known = d,
+      });
       child = undefined;
       orphans();
-      if (exit.stopReason === undefined || stopAsked) {
+      if (exit.stopReason === undefined) {
+        logger.info("the command exited", {
+          code: exit.code,
+          ...(exit.signal ? { signal: exit.signal } : {}),
+        });
         return exit.code;
       }
+      if (stopAsked) return exit.code;
       logger.warn("the command was stopped: the lease is not confirmed", {
         reason: exit.stopReason,
         code: exit.code,
@@ -225,11 +336,29 @@ function readDeadlines(state: StateDir) {
   }
 }
 
-/** Ms until the marker's gate deadline, on the sooner of its two clocks; undefined: none. */
-function untilGateCloses(state: StateDir): number | undefined {
-  const d = readDeadlines(state);
-  if (d === undefined) return undefined;
-  let left = d.gateClosesBootMs - systemClock.bootNow();
+/**
+ * WARN when `--grace` plus `--interval` exceed the marker's lead (lease
+ * deadline minus gate deadline): a stop noticed at the next look could then
+ * not end COMMAND by the lease deadline with the full grace (it is cut
+ * short; see {@linkcode LEASE_MARGIN_MS}).
+ */
+function warnLongGrace(o: GateOptions, d: MarkerDeadlines | undefined): void {
+  if (d === undefined) return;
+  const leadMs = d.leaseDeadlineBootMs - d.gateClosesBootMs;
+  if (o.graceMs + o.intervalMs <= leadMs) return;
+  o.logger.warn(
+    "--grace plus --interval exceed the marker's enforcement lead: a stopped command gets SIGKILL early, before the lease deadline; lower --grace or --interval, or raise the sidecar's BERTH_ENFORCE_LEAD_SECONDS",
+    {
+      grace: formatDurationMs(o.graceMs),
+      interval: formatDurationMs(o.intervalMs),
+      lead: formatDurationMs(leadMs),
+    },
+  );
+}
+
+/** Ms until the gate deadline of `d`, on the sooner of its two clocks. Throws when the boot clock cannot be read. */
+function untilGateCloses(d: MarkerDeadlines, clock: Clock): number {
+  let left = d.gateClosesBootMs - clock.bootNow();
   if (d.gateClosesWallMs !== undefined) {
     left = Math.min(left, d.gateClosesWallMs - Date.now());
   }
@@ -239,42 +368,64 @@ function untilGateCloses(state: StateDir): number | undefined {
 /** Sleeps `ms`, or less when the returned wake-up is called. */
 function sleepOrWake(
   ms: number,
-  install: (w: (why: Wake) => void) => void,
-): Promise<Wake> {
+  install: (w: () => void) => void,
+): Promise<void> {
   return new Promise((resolve) => {
-    const t = setTimeout(() => resolve("look"), ms);
-    install((why) => {
+    const t = setTimeout(resolve, ms);
+    install(() => {
       clearTimeout(t);
-      resolve(why);
+      resolve();
     });
   });
+}
+
+/** What {@linkcode watch} needs from the gate's loop. */
+interface WatchHooks {
+  /** The state volume. */
+  state: StateDir;
+  /** Reads the boot clock. */
+  clock: Clock;
+  /** The verdict; never throws. */
+  verdict: () => Verdict;
+  /** Stops COMMAND for `reason`, keeping to the lease deadline. */
+  stop: (reason: string) => void;
+  /** Told the deadlines of every marker that passed. */
+  seen: (d: MarkerDeadlines | undefined) => void;
 }
 
 /**
  * Watches a running COMMAND: looks at the verdict every interval and at the
  * marker's gate deadline (a timer, re-armed at every look), and stops the
- * tree the moment the verdict fails. Resolves with COMMAND's exit once its
- * tree is gone.
+ * tree the moment the verdict fails, or when a look cannot be completed.
+ * Resolves with COMMAND's exit once its tree is gone.
  */
 async function watch(
   child: ProcessGroup,
   o: GateOptions,
-  verdict: () => Verdict,
+  h: WatchHooks,
 ): Promise<ChildExit> {
-  const state = new StateDir(o.stateDir);
+  const { state } = h;
   let deadlineTimer: ReturnType<typeof setTimeout> | undefined;
   const look = () => {
     if (child.stopReason !== undefined) return;
-    const v = verdict();
-    if (v.kind !== "OK") {
-      child.stop(v.reason);
-      return;
-    }
-    clearTimeout(deadlineTimer);
-    const left = untilGateCloses(state);
-    if (left !== undefined && left < o.intervalMs) {
-      // The boot clock ticks in 10 ms: look again just after the deadline.
-      deadlineTimer = setTimeout(look, Math.max(0, left) + 10);
+    try {
+      const v = h.verdict();
+      if (v.kind !== "OK") {
+        h.stop(v.reason);
+        return;
+      }
+      clearTimeout(deadlineTimer);
+      const d = readDeadlines(state);
+      h.seen(d);
+      const left = d === undefined ? undefined : untilGateCloses(d, h.clock);
+      if (left !== undefined && left < o.intervalMs) {
+        // The boot clock ticks in 10 ms: look again just after the deadline.
+        deadlineTimer = setTimeout(look, Math.max(0, left) + 10);
+      }
+    } catch (e) {
+      const reason = `cannot evaluate the gate deadline: ${message(e)}`;
+      o.logger.error("stopping the command: " + reason, {});
+      h.stop(reason);
     }
   };
   const every = setInterval(look, o.intervalMs);

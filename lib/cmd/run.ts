@@ -53,8 +53,24 @@ export {
   EXIT_CANCELLED,
   EXIT_CONFIG,
   EXIT_CONFIRMED_LATE,
+  EXIT_GATE_DIED,
   EXIT_LEASE_LOST,
 } from "./run_supervise.ts";
+
+/**
+ * Removes every marker, each on its own: one that cannot be removed must
+ * not keep the others passing.
+ *
+ * @param dirs The state directories whose markers go.
+ * @throws The first removal's error, once all were tried.
+ */
+export async function removeMarkers(
+  dirs: readonly { removeMarker(): Promise<void> }[],
+): Promise<void> {
+  const results = await Promise.allSettled(dirs.map((d) => d.removeMarker()));
+  const failed = results.find((r) => r.status === "rejected");
+  if (failed) throw failed.reason;
+}
 
 const USAGE = `Usage: berth-acquire run [flags] -- COMMAND [ARGS...]
 
@@ -76,8 +92,9 @@ and workers it moves to a new session (setsid) are stopped with it.
 Exit status: the command's own (128+N when signal N ended it); 75 lease lost
 (command stopped); 76 --acquire-timeout reached; 77 cancelled by a signal
 while waiting for the lease; 78 configuration or start-up error; 79 the lease
-was confirmed again, too late: the command had been stopped; 126 command
-cannot be executed; 127 command not found.
+was confirmed again, too late: the command had been stopped; 70 the command's
+gate was killed (run stopped the command it left); 126 command cannot be
+executed; 127 command not found.
 `;
 
 const RUN_FLAGS: Record<string, ExtraFlag> = {
@@ -285,9 +302,7 @@ export async function runWith(o: RunOptions): Promise<number> {
       write: async (d) => {
         for (const dir of dirs) await dir.writeMarker(d);
       },
-      remove: async () => {
-        for (const dir of dirs) await dir.removeMarker();
-      },
+      remove: () => removeMarkers(dirs),
     });
     const enforcer = new ChildEnforcer({
       marker: new ProbeEnforcer({ marker: markers, logger }),

@@ -47,6 +47,12 @@ export const EXIT_CANCELLED = 77;
  * one of its meanings.
  */
 export const EXIT_CONFIRMED_LATE = 79;
+/**
+ * The command's gate (run's own watcher of the command) was killed by a
+ * signal (the OOM killer, say), and run stopped the command it left. Not the
+ * command's status, nor a loss: sysexits' `EX_SOFTWARE`.
+ */
+export const EXIT_GATE_DIED = 70;
 /** Invalid configuration or start-up failure (flags, env, CA bundle, key file, state directory, listener). sysexits' `EX_CONFIG`. */
 export const EXIT_CONFIG = 78;
 
@@ -208,11 +214,25 @@ export async function supervise(s: Supervision): Promise<number> {
     signals.forwardTo(child);
     let exit: ChildExit;
     try {
-      exit = await child.finished();
+      exit = await child.finished((e) => {
+        if (s.unfenced || e.signal === undefined) return undefined;
+        const reason = `the command's gate died (${e.signal})`;
+        logger.error(`${reason}; stopping the command it left`, {
+          gate_pid: child.pid,
+          signal: e.signal,
+        });
+        return reason;
+      });
     } finally {
       signals.forwardTo(undefined);
       enforcer.detach(child);
       reapOrphans(() => false);
+    }
+    if (
+      !s.unfenced && exit.leftBehind && exit.signal !== undefined &&
+      exit.stopReason === undefined
+    ) {
+      return EXIT_GATE_DIED;
     }
     const byFence = exit.stopReason === undefined &&
       exit.code === EXIT_GATE_CLOSED;

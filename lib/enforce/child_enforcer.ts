@@ -12,6 +12,7 @@
 import type { Enforcer, StopEvidence } from "./enforcer.ts";
 import type { MarkerDeadlines } from "../state/marker.ts";
 import type { ProcessGroup } from "./process_group.ts";
+import { aborted } from "../state/clock.ts";
 
 /** The markers {@linkcode ChildEnforcer} keeps: usually a `ProbeEnforcer`. */
 export interface ChildEnforcerOptions {
@@ -54,13 +55,28 @@ export class ChildEnforcer implements Enforcer {
     if (child) {
       const stop = child.stop(reason);
       this.#stops.add(stop);
-      stop.finally(() => this.#stops.delete(stop));
+      // Its failure is workloadStopped()'s and dispose()'s to report.
+      stop.finally(() => this.#stops.delete(stop)).catch(() => {});
     }
   }
 
-  /** Stopped once its stops have finished and no command is attached. */
-  async workloadStopped(): Promise<StopEvidence> {
-    await Promise.all([...this.#stops]);
+  /**
+   * Stopped once its stops have finished and no command is attached; not
+   * stopped when `signal` aborts first.
+   */
+  async workloadStopped(signal?: AbortSignal): Promise<StopEvidence> {
+    if (this.#stops.size > 0) {
+      const done = Promise.all([...this.#stops]).then(() => true);
+      const gaveUp = signal === undefined
+        ? new Promise<boolean>(() => {})
+        : aborted(signal).then(() => false);
+      if (!await Promise.race([done, gaveUp])) {
+        return {
+          stopped: false,
+          detail: "the command is still being stopped",
+        };
+      }
+    }
     return this.#child === undefined
       ? { stopped: true, detail: "the command has exited" }
       : { stopped: false, detail: "the command is still running" };

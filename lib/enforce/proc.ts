@@ -45,6 +45,12 @@ export interface ProcessInfo {
   state: string;
   /** Effective user id (the owner of `/proc/PID`), when known; only used to explain a refused signal. */
   uid?: number;
+  /** Parent PID (0 when the parent is outside the namespace), when known. */
+  ppid?: number;
+  /** Process group id, when known. */
+  pgid?: number;
+  /** Session id, when known. */
+  sid?: number;
 }
 
 /**
@@ -63,7 +69,7 @@ export interface ProcessTable {
   list(): Promise<ProcessInfo[]>;
   /** One process, or `undefined` when it no longer exists; used to re-identify a PID before a delayed SIGKILL. */
   get(pid: number): Promise<ProcessInfo | undefined>;
-  /** Sends `signal` to `pid`; never throws for a missing process or a refused signal. */
+  /** Sends `signal` to `pid`, or to process group `-pid` when negative (as `kill(2)`); never throws for a missing process or a refused signal. */
   kill(pid: number, signal: StopSignal): KillResult;
 }
 
@@ -75,6 +81,10 @@ export interface ProcStat {
   state: string;
   /** Field 4. */
   ppid: number;
+  /** Field 5, the process group. */
+  pgrp: number;
+  /** Field 6, the session. */
+  session: number;
   /** Field 9, the kernel's `PF_*` flags. */
   flags: number;
   /** Field 22, start time in clock ticks since boot. */
@@ -122,6 +132,8 @@ export function parseProcStat(text: string): ProcStat {
     comm,
     state,
     ppid: field(4),
+    pgrp: field(5),
+    session: field(6),
     flags: field(9),
     startTime: field(22),
   };
@@ -207,6 +219,9 @@ export class LinuxProcessTable implements ProcessTable {
       startTime: stat.startTime,
       state: stat.state,
       uid,
+      ppid: stat.ppid,
+      pgid: stat.pgrp,
+      sid: stat.session,
     };
   }
 

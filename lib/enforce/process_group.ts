@@ -13,7 +13,7 @@
 import type { Clock } from "../state/clock.ts";
 import type { Logger } from "../obs/log.ts";
 import {
-  liveDescendants,
+  commandTree,
   liveGroupMembers,
   liveTree,
   readProcTable,
@@ -24,6 +24,8 @@ export const EXIT_CANNOT_EXECUTE = 126;
 /** Exit status of a command that was not found, as shells report it. */
 export const EXIT_COMMAND_NOT_FOUND = 127;
 
+/** How often the group is looked at while it is being stopped. */
+const POLL_MS = 50;
 /** How long the group may take to disappear after SIGKILL before the caller moves on regardless. */
 const KILL_WAIT_MS = 10_000;
 
@@ -56,6 +58,8 @@ export interface ChildExit {
   signal?: Deno.Signal;
   /** Set when {@linkcode ProcessGroup.stop} had been called before it exited: why. */
   stopReason?: string;
+  /** Set when it exited leaving live processes behind, which {@linkcode ProcessGroup.finished} then stopped. */
+  leftBehind?: true;
 }
 
 /** Options for {@linkcode ProcessGroup.spawn}. */
@@ -72,17 +76,14 @@ export interface ProcessGroupOptions {
   logger: Logger;
   /** Told about every stop signal actually sent (for metrics). */
   onStopSignal?: (signal: "SIGTERM" | "SIGKILL") => void;
-  /** How often the group is looked at while it is being stopped, ms; default 50. */
-  pollMs?: number;
-  /** Lists the group's live processes; default {@linkcode liveGroupMembers}, or {@linkcode liveTree} with `descendants`. */
-  members?: (pgid: number) => Promise<number[]>;
   /**
    * Also count and signal this process's descendants outside the group:
    * workers that called `setsid` and, with this process a child subreaper
    * (lib/enforce/process_tree.ts), were reparented to it. `"all"`: every
-   * signal reaches them too; `"kill"`: only SIGKILL and SIGCONT do, because
-   * the leader is itself a supervisor that passes the other signals on (a
-   * second SIGTERM straight from here would reach its command twice).
+   * signal reaches them too; `"kill"`: only SIGKILL and SIGCONT do while the
+   * leader lives, because the leader is itself a supervisor that passes the
+   * other signals on (a second SIGTERM straight from here would reach its
+   * command twice); once the leader has exited, every signal does.
    * Default: the group alone.
    */
   descendants?: "all" | "kill";
@@ -95,9 +96,7 @@ export interface ProcessGroupOptions {
 export class ProcessGroup {
   /** The leader's PID, which is also the process group id. */
   readonly pid: number;
-  #o:
-    & Required<Omit<ProcessGroupOptions, "onStopSignal" | "descendants">>
-    & Pick<ProcessGroupOptions, "onStopSignal" | "descendants">;
+  #o: ProcessGroupOptions;
   #child: Deno.ChildProcess;
   #leaderExit: Promise<ChildExit>;
   #stopReason: string | undefined;
@@ -108,13 +107,7 @@ export class ProcessGroup {
   private constructor(child: Deno.ChildProcess, o: ProcessGroupOptions) {
     this.#child = child;
     this.pid = child.pid;
-    this.#o = {
-      pollMs: 50,
-      members: o.descendants
-        ? (pgid) => Promise.resolve(liveTree(pgid))
-        : (pgid) => liveGroupMembers(pgid),
-      ...o,
-    };
+    this.#o = o;
     this.#leaderExit = child.status.then((s) => {
       this.#leaderExited = true;
       return {
@@ -177,35 +170,52 @@ export class ProcessGroup {
    * Resolves when no live process is left in the group (or, if SIGKILL
    * cannot get rid of one, after a bounded wait and an error log).
    * Idempotent: later calls return the first stop.
+   *
+   * @param reason Why, for the log and {@linkcode ChildExit.stopReason}.
+   * @param graceMs The SIGTERM -> SIGKILL grace of this stop; default the
+   * configured one (a caller with a deadline to keep passes a shorter one).
    */
-  stop(reason: string): Promise<void> {
+  stop(reason: string, graceMs = this.#o.graceMs): Promise<void> {
     if (this.#stopping) return this.#stopping;
     this.#stopReason = reason;
-    this.#stopping = this.#stopSequence(reason);
+    this.#stopping = this.#stopSequence(reason, graceMs);
     return this.#stopping;
   }
 
   /**
    * Resolves once the command has exited and its group is empty. Processes
    * the command left behind in its group are stopped first (they would
-   * otherwise keep working without the lease); the exit is the leader's.
+   * otherwise keep working without the lease); the exit is the leader's,
+   * with {@linkcode ChildExit.leftBehind} set then.
+   *
+   * @param explain Called with the leader's exit when it left processes
+   * behind: returns the stop's reason after logging it, or undefined for the
+   * generic WARN and reason.
+   * @returns The leader's exit.
    */
-  async finished(): Promise<ChildExit> {
+  async finished(
+    explain?: (exit: ChildExit) => string | undefined,
+  ): Promise<ChildExit> {
     const exit = await this.#leaderExit;
     if (this.#stopping) {
       await this.#stopping;
-    } else if ((await this.#live()).length > 0) {
+      return exit;
+    }
+    if ((await this.#live()).length === 0) return exit;
+    let reason = explain?.(exit);
+    if (reason === undefined) {
       this.#o.logger.warn(
         "the command exited but left processes in its process group; stopping them before the lease is released",
         { pgid: this.pid },
       );
-      await this.stop("the command exited, leaving processes behind");
+      reason = "the command exited, leaving processes behind";
     }
-    return exit;
+    await this.stop(reason);
+    return { ...exit, leftBehind: true };
   }
 
-  async #stopSequence(reason: string): Promise<void> {
-    const { clock, graceMs, logger, onStopSignal } = this.#o;
+  async #stopSequence(reason: string, graceMs: number): Promise<void> {
+    const { clock, logger, onStopSignal } = this.#o;
     logger.warn("stopping the command", {
       reason,
       pgid: this.pid,
@@ -230,13 +240,15 @@ export class ProcessGroup {
     for (;;) {
       if ((await this.#live()).length === 0) return true;
       if (bound.aborted) return false;
-      await this.#o.clock.sleep(this.#o.pollMs, bound);
+      await this.#o.clock.sleep(POLL_MS, bound);
     }
   }
 
   async #live(): Promise<number[]> {
     try {
-      const live = await this.#o.members(this.pid);
+      const live = this.#o.descendants
+        ? liveTree(this.pid)
+        : await liveGroupMembers(this.pid);
       // The leader counts until it is reaped, whatever procfs says.
       return this.#leaderExited || live.includes(this.pid)
         ? live
@@ -258,15 +270,14 @@ export class ProcessGroup {
   #kill(signal: Deno.Signal): boolean {
     const d = this.#o.descendants;
     let sent = false;
-    if (d === "all" || (d && (signal === "SIGKILL" || signal === "SIGCONT"))) {
+    if (
+      d === "all" ||
+      (d && (this.#leaderExited || signal === "SIGKILL" ||
+        signal === "SIGCONT"))
+    ) {
       try {
         // Those outside the group: the group itself is signalled below, once.
-        const table = readProcTable();
-        const inGroup = new Set(
-          table.filter((r) => r.pgrp === this.pid).map((r) => r.pid),
-        );
-        for (const pid of liveDescendants(Deno.pid, table)) {
-          if (inGroup.has(pid)) continue;
+        for (const pid of commandTree(this.pid, readProcTable()).outside) {
           try {
             Deno.kill(pid, signal);
             sent = true;

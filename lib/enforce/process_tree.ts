@@ -32,10 +32,8 @@ export interface ProcRow {
 /** State, parent and process group of a `/proc/PID/stat` line; undefined when malformed. */
 export function statRow(pid: number, text: string): ProcRow | undefined {
   try {
-    const { state, ppid } = parseProcStat(text);
-    // Fields after the last ")": state ppid pgrp ...
-    const pgrp = Number(text.slice(text.lastIndexOf(")") + 2).split(" ")[2]);
-    return Number.isInteger(pgrp) ? { pid, ppid, pgrp, state } : undefined;
+    const { state, ppid, pgrp } = parseProcStat(text);
+    return { pid, ppid, pgrp, state };
   } catch {
     return undefined;
   }
@@ -105,22 +103,41 @@ export function liveDescendants(root: number, table: ProcRow[]): number[] {
   return out;
 }
 
+/** The live processes of a supervised command, as {@linkcode commandTree} splits them. */
+export interface CommandTree {
+  /** The live members of the process group. */
+  group: number[];
+  /** The live descendants of the root that are not in the group (workers that called `setsid`, orphans reparented to a subreaper). */
+  outside: number[];
+}
+
 /**
- * The live members of group `pgid` plus every live descendant of `root`
- * (this process, by default): what a supervisor that is a child subreaper
- * must see gone before the command counts as stopped.
+ * The live members of group `pgid`, and the live descendants of `root`
+ * (this process, by default) outside it: what a supervisor that is a child
+ * subreaper must see gone before the command counts as stopped, and must
+ * signal besides the group.
  */
+export function commandTree(
+  pgid: number,
+  table: ProcRow[],
+  root = Deno.pid,
+): CommandTree {
+  const group = table.filter((r) => r.pgrp === pgid && live(r)).map((r) =>
+    r.pid
+  );
+  const inGroup = new Set(group);
+  const outside = liveDescendants(root, table).filter((p) => !inGroup.has(p));
+  return { group, outside };
+}
+
+/** {@linkcode commandTree}'s two parts together, read from `procRoot`. */
 export function liveTree(
   pgid: number,
   root = Deno.pid,
   procRoot = "/proc",
 ): number[] {
-  const table = readProcTable(procRoot);
-  const pids = new Set(
-    table.filter((r) => r.pgrp === pgid && live(r)).map((r) => r.pid),
-  );
-  for (const p of liveDescendants(root, table)) pids.add(p);
-  return [...pids];
+  const { group, outside } = commandTree(pgid, readProcTable(procRoot), root);
+  return [...group, ...outside];
 }
 
 /** `prctl(2)` option number of `PR_SET_CHILD_SUBREAPER`. */

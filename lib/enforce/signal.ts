@@ -103,8 +103,22 @@ export class SignalEnforcer implements Enforcer {
   #seenTarget = false;
   /** Whether the current run of scans without a target was already reported. */
   #absenceReported = false;
-  /** Live targets in the last scan; undefined before the first. */
+  /** Live targets in the last scan; undefined before the first and after a scan that could not read the table. */
   #lastTargets: number | undefined;
+  /** Why the last scan could not read the process table; undefined when it could. */
+  #listError: string | undefined;
+  /**
+   * What the targets signalled during this closing brought along: their
+   * PIDs (by `pid` -> `startTime`), process groups and sessions (other than
+   * this sidecar's own). A live process in one of those groups or sessions,
+   * or descended from one of those PIDs, is the workload's too whatever its
+   * name (a `sh -c` child, a renamed worker, a `setsid` daemon).
+   */
+  #roots = new Map<number, number>();
+  #groups = new Set<number>();
+  #sessions = new Set<number>();
+  /** Live processes of the workload with another name in the last scan. */
+  #lastOthers: ProcessInfo[] = [];
   /** SIGKILLs scheduled and not yet due. */
   #pendingKills = 0;
   /** Serialises marker updates and scans so they apply in call order. */
@@ -147,6 +161,10 @@ export class SignalEnforcer implements Enforcer {
       this.#endGate();
       this.#termed.clear();
       this.#deniedReported.clear();
+      this.#roots.clear();
+      this.#groups.clear();
+      this.#sessions.clear();
+      this.#lastOthers = [];
       await this.#o.marker.write(d);
     });
   }
@@ -169,9 +187,12 @@ export class SignalEnforcer implements Enforcer {
   }
 
   /**
-   * Stopped means: a target was seen since start (so this sidecar does see
-   * the workload's processes) and a scan after the closing finds none alive
-   * with no SIGKILL still due. Rescans at the scan interval until then.
+   * Stopped means: the process table could be read, a target was seen
+   * since start (so this sidecar does see the workload's processes) and a
+   * scan after the closing finds none alive, nor any other process in the
+   * process groups or sessions of the targets it signalled or descended
+   * from them, with no SIGKILL still due. Rescans at the scan interval until
+   * then, or until `signal` aborts.
    */
   async workloadStopped(signal: AbortSignal): Promise<StopEvidence> {
     const { clock, scanIntervalMs, target } = this.#o;
@@ -181,6 +202,13 @@ export class SignalEnforcer implements Enforcer {
         return { stopped: false, detail: "the gate is open" };
       }
       await this.#serial(() => this.#scan(gate.signal));
+      if (this.#listError !== undefined) {
+        return {
+          stopped: false,
+          detail:
+            `cannot read the process table, so it cannot tell whether the workload runs: ${this.#listError}`,
+        };
+      }
       if (!this.#seenTarget) {
         return {
           stopped: false,
@@ -188,18 +216,27 @@ export class SignalEnforcer implements Enforcer {
             `no process named ${target} was seen since the sidecar started, so it cannot tell whether the workload runs (signal mode needs shareProcessNamespace: true)`,
         };
       }
-      if (this.#lastTargets === 0 && this.#pendingKills === 0) {
+      const others = this.#lastOthers;
+      if (
+        this.#lastTargets === 0 && others.length === 0 &&
+        this.#pendingKills === 0
+      ) {
         return {
           stopped: true,
           detail: `no process named ${target} is running`,
         };
       }
       if (signal.aborted) {
+        const named = `${
+          this.#lastTargets ?? "some"
+        } process(es) named ${target} still running`;
+        if (others.length === 0) return { stopped: false, detail: named };
         return {
           stopped: false,
-          detail: `${
-            this.#lastTargets ?? "some"
-          } process(es) named ${target} still running`,
+          detail:
+            `${named}, and ${others.length} other process(es) the workload started (${
+              others.slice(0, 5).map((p) => `${p.pid} ${p.comm}`).join(", ")
+            })`,
         };
       }
       await clock.sleep(scanIntervalMs, signal);
@@ -256,7 +293,10 @@ export class SignalEnforcer implements Enforcer {
     let procs: ProcessInfo[];
     try {
       procs = await processTable.list();
+      this.#listError = undefined;
     } catch (e) {
+      this.#lastTargets = undefined;
+      this.#listError = e instanceof Error ? e.message : String(e);
       if (!this.#listFailureReported) {
         this.#listFailureReported = true;
         logger.warn(
@@ -268,16 +308,61 @@ export class SignalEnforcer implements Enforcer {
     }
     const targets = procs.filter((p) => this.#isTarget(p));
     this.#lastTargets = targets.length;
+    this.#lastOthers = this.#workloadOthers(procs, targets);
     this.#reportAbsence(targets.length === 0);
     for (const p of targets) {
       if (signal.aborted) return;
       const key = `${p.pid}:${p.startTime}`;
       if (this.#termed.has(key)) continue;
-      if (this.#send(p, "SIGTERM") !== "sent") continue;
+      this.#remember(p, procs);
+      if (this.#send(p, "SIGTERM", this.#leadsGroup(p)) !== "sent") continue;
       this.#termed.add(key);
       if (graceMs === 0) await this.#killIfSame(p, signal);
       else this.#track(this.#killAfterGrace(p, signal));
     }
+  }
+
+  /** Records what `p` brings along; see {@linkcode SignalEnforcer.#roots}. */
+  #remember(p: ProcessInfo, procs: ProcessInfo[]): void {
+    const self = procs.find((q) => q.pid === this.#o.processTable.selfPid);
+    this.#roots.set(p.pid, p.startTime);
+    if (p.pgid !== undefined && p.pgid > 1 && p.pgid !== self?.pgid) {
+      this.#groups.add(p.pgid);
+    }
+    if (p.sid !== undefined && p.sid > 1 && p.sid !== self?.sid) {
+      this.#sessions.add(p.sid);
+    }
+  }
+
+  /**
+   * The live processes in `procs` that are not targets but belong to the
+   * workload: in a remembered group or session, or descended from a
+   * remembered target (through live parents that are not this sidecar).
+   */
+  #workloadOthers(
+    procs: ProcessInfo[],
+    targets: ProcessInfo[],
+  ): ProcessInfo[] {
+    if (this.#roots.size === 0) return [];
+    const t = this.#o.processTable;
+    const byPid = new Map(procs.map((p) => [p.pid, p]));
+    const isTarget = new Set(targets.map((p) => p.pid));
+    const member = (q: ProcessInfo): boolean =>
+      this.#roots.get(q.pid) === q.startTime ||
+      (q.pgid !== undefined && this.#groups.has(q.pgid)) ||
+      (q.sid !== undefined && this.#sessions.has(q.sid));
+    // In a remembered group or session, or below a process that is.
+    const belongs = (p: ProcessInfo): boolean => {
+      for (let q: ProcessInfo | undefined = p, n = 0; q && n < 64; n++) {
+        if (q.pid <= 1 || q.pid === t.selfPid) return false;
+        if (member(q)) return true;
+        q = q.ppid === undefined ? undefined : byPid.get(q.ppid);
+      }
+      return false;
+    };
+    return procs.filter((p) =>
+      !isTarget.has(p.pid) && !gone(p) && p.pid !== t.parentPid && belongs(p)
+    );
   }
 
   /**
@@ -332,6 +417,12 @@ export class SignalEnforcer implements Enforcer {
       now = undefined;
     }
     if (signal.aborted) return;
+    const group = this.#leadsGroup(p);
+    if (group && await this.#groupLives(p.pid)) {
+      // The leader's exit does not free its group id while members live.
+      this.#send(p, "SIGKILL", true);
+      return;
+    }
     if (gone(now) || now?.startTime !== p.startTime) {
       this.#o.logger.debug("target exited after SIGTERM", {
         pid: p.pid,
@@ -342,11 +433,30 @@ export class SignalEnforcer implements Enforcer {
     this.#send(p, "SIGKILL");
   }
 
-  #send(p: ProcessInfo, sig: StopSignal): "sent" | "gone" | "denied" {
+  /** Whether `p` leads a process group of the workload's (not this sidecar's): then the group is signalled, children of other names too. */
+  #leadsGroup(p: ProcessInfo): boolean {
+    return p.pgid === p.pid && this.#groups.has(p.pid);
+  }
+
+  async #groupLives(pgid: number): Promise<boolean> {
+    try {
+      return (await this.#o.processTable.list()).some((q) =>
+        q.pgid === pgid && !gone(q)
+      );
+    } catch {
+      return false;
+    }
+  }
+
+  #send(
+    p: ProcessInfo,
+    sig: StopSignal,
+    group = false,
+  ): "sent" | "gone" | "denied" {
     const { processTable, logger } = this.#o;
     let result: "sent" | "gone" | "denied";
     try {
-      result = processTable.kill(p.pid, sig);
+      result = processTable.kill(group ? -p.pid : p.pid, sig);
     } catch (e) {
       logger.error("cannot signal the workload process", {
         pid: p.pid,
@@ -361,6 +471,7 @@ export class SignalEnforcer implements Enforcer {
       comm: p.comm,
       signal: sig,
       reason: this.#reason,
+      ...(group ? { pgid: p.pid } : {}),
     };
     if (result === "sent") logger.info("signalled workload process", fields);
     else if (result === "gone") {

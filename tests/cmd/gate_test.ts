@@ -341,3 +341,31 @@ while :; do sleep 0.05; done
     what: `the orphan ${orphan} to be reaped (not a zombie)`,
   });
 });
+
+Deno.test("gate: a SIGHUP forwarded while the verdict fails stops the command but does not end the gate", async () => {
+  await using tmp = await tempDir("berth-gate-");
+  const dir = tmp.path;
+  await confirm(dir);
+  // A long interval: the signal, not a look, notices the failed verdict.
+  await using g = gate(dir, script(dir, COMMAND), ["--interval", "10s"]);
+  await waitFor(() => starts(dir).length === 1, {
+    timeoutMs: BOUND_MS,
+    what: "the command to start",
+  });
+  const pid = Number(read(`${dir}/pid`));
+  await Deno.remove(`${dir}/healthy`);
+  g.kill("SIGHUP");
+  await waitFor(() => read(`${dir}/termed`) && !alive(pid), {
+    timeoutMs: BOUND_MS,
+    what: "the command to stop",
+  });
+  await g.waitForLine(/waiting for the lease to run the command again/);
+  await confirm(dir, 60_000, 8);
+  await waitFor(() => starts(dir).length === 2, {
+    timeoutMs: BOUND_MS,
+    what: "the command to start again",
+  });
+  assert.match(starts(dir)[1], /^8 /);
+  g.kill("SIGTERM");
+  assert.equal((await g.wait()).code, 0);
+});

@@ -30,7 +30,9 @@ import {
   EXIT_COMMAND_NOT_FOUND,
   EXIT_CONFIG,
   EXIT_CONFIRMED_LATE,
+  EXIT_GATE_DIED,
   EXIT_LEASE_LOST,
+  removeMarkers,
   runWith,
   type SignalSource,
 } from "../../lib/cmd/run.ts";
@@ -919,10 +921,16 @@ Deno.test("run fence: its gate SIGKILLed -> the orphaned command is stopped befo
   const stat = read(`/proc/${leader}/stat`)!;
   const gatePid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
   Deno.kill(gatePid, "SIGKILL");
-  await run.wait(BOUND_MS);
+  const st = await run.wait(BOUND_MS);
   const grandchild = Number(read(`${d}/grandchild`));
   assert.ok(dead(leader) && dead(grandchild), run.log);
-  assert.match(run.log, /left processes/);
+  assert.match(
+    run.log,
+    /the command's gate died \(SIGKILL\); stopping the command it left/,
+  );
+  assert.doesNotMatch(run.log, /the command exited/);
+  assert.ok(exists(`${d}/termed`), `the command got SIGTERM first: ${run.log}`);
+  assert.equal(st.code, EXIT_GATE_DIED, run.log);
   assert.equal(server.store.get("prod", "gatekill")?.holder, "", "released");
 });
 
@@ -954,4 +962,20 @@ Deno.test("run fence, the limit: a process started outside the command's tree on
     outside.kill("SIGKILL");
     await outside.status;
   }
+});
+
+Deno.test("run: a marker that cannot be removed does not keep the others from being removed", async () => {
+  const removed: string[] = [];
+  const dir = (name: string, fail = false) => ({
+    removeMarker: () => {
+      if (fail) return Promise.reject(new Error(`${name}: read-only volume`));
+      removed.push(name);
+      return Promise.resolve();
+    },
+  });
+  await assert.rejects(
+    removeMarkers([dir("user", true), dir("fence")]),
+    /user: read-only volume/,
+  );
+  assert.deepEqual(removed, ["fence"]);
 });

@@ -10,6 +10,8 @@ import {
   type SignalEnforcerOptions,
 } from "../../lib/enforce/signal.ts";
 import { createLogger } from "../../lib/obs/log.ts";
+import { ChildEnforcer } from "../../lib/enforce/child_enforcer.ts";
+import type { ProcessGroup } from "../../lib/enforce/process_group.ts";
 import type { MarkerDeadlines } from "../../lib/state/marker.ts";
 import type {
   KillResult,
@@ -53,6 +55,9 @@ interface FakeProc {
   startTime?: number;
   state?: string;
   uid?: number;
+  ppid?: number;
+  pgid?: number;
+  sid?: number;
   /** Survives SIGTERM (traps or ignores it). */
   ignoreTerm?: boolean;
   /** Signals are refused with EPERM. */
@@ -67,6 +72,8 @@ class FakeTable implements ProcessTable {
   readonly selfExe = "/usr/local/bin/berth-acquire";
   procs = new Map<number, FakeProc>();
   lists = 0;
+  /** When set, list() rejects with it. */
+  listError: Error | undefined;
   constructor(private journal: Journal) {}
 
   add(pid: number, p: FakeProc): void {
@@ -82,11 +89,15 @@ class FakeTable implements ProcessTable {
       startTime: p.startTime ?? 0,
       state: p.state ?? "S",
       uid: p.uid,
+      ppid: p.ppid,
+      pgid: p.pgid,
+      sid: p.sid,
     };
   }
 
   list(): Promise<ProcessInfo[]> {
     this.lists++;
+    if (this.listError) return Promise.reject(this.listError);
     return Promise.resolve(
       [...this.procs].map(([pid, p]) => this.#info(pid, p)),
     );
@@ -98,6 +109,15 @@ class FakeTable implements ProcessTable {
   }
 
   kill(pid: number, signal: StopSignal): KillResult {
+    if (pid < 0) {
+      const members = [...this.procs].filter(([, p]) => p.pgid === -pid);
+      if (members.length === 0) return "gone";
+      this.journal.push(`kill ${pid} ${signal}`);
+      for (const [m, p] of members) {
+        if (signal === "SIGKILL" || !p.ignoreTerm) this.procs.delete(m);
+      }
+      return "sent";
+    }
     const p = this.procs.get(pid);
     if (!p || p.vanishes) {
       this.procs.delete(pid);
@@ -556,4 +576,89 @@ Deno.test("probe: close() removes the marker, open() rewrites it, a missing mark
   const evidence = await enforcer.workloadStopped();
   assert.equal(evidence.stopped, false, "probe mode never knows");
   await enforcer.dispose();
+});
+
+Deno.test("signal: workloadStopped is false while a process the target left runs under another name", async () => {
+  const { enforcer, table, clock, kills } = setup({ graceMs: 5000 });
+  // The target leads its group; a `sh -c` child ignores SIGTERM; a daemon
+  // left the group but not the session; its child moved to a new session.
+  table.add(10, { comm: "app", ppid: 1, pgid: 10, sid: 10 });
+  table.add(11, { comm: "sh", ppid: 10, pgid: 10, sid: 10, ignoreTerm: true });
+  table.add(12, { comm: "daemon", ppid: 1, pgid: 12, sid: 10 });
+  table.add(13, { comm: "worker", ppid: 12, pgid: 13, sid: 13 });
+  table.add(20, { comm: "other", ppid: 1, pgid: 20, sid: 20 });
+  const t0 = clock.now();
+  await enforcer.close("lease lost");
+  assert.deepEqual(kills(), ["kill -10 SIGTERM"], "the group is signalled");
+  await clock.advanceTo(t0 + 5000);
+  assert.deepEqual(kills(), ["kill -10 SIGTERM", "kill -10 SIGKILL"]);
+  const aborted = AbortSignal.abort();
+  const e1 = await enforcer.workloadStopped(aborted);
+  assert.equal(e1.stopped, false);
+  assert.match(e1.detail, /12 daemon, 13 worker/);
+  table.procs.delete(13);
+  const e2 = await enforcer.workloadStopped(aborted);
+  assert.equal(e2.stopped, false, "the daemon still runs");
+  table.procs.delete(12);
+  assert.deepEqual(await enforcer.workloadStopped(aborted), {
+    stopped: true,
+    detail: "no process named app is running",
+  });
+  assert.ok(table.procs.has(20), "an unrelated process is left alone");
+  await enforcer.dispose();
+});
+
+Deno.test("signal: workloadStopped is false when the process table cannot be read", async () => {
+  const { enforcer, table, clock } = setup({ graceMs: 0 });
+  table.add(10, { comm: "app" });
+  await enforcer.close("lease lost");
+  assert.equal(table.procs.size, 0);
+  table.listError = new Error("EACCES reading /proc");
+  const t0 = clock.now();
+  await clock.advanceTo(t0 + 1000);
+  const e = await enforcer.workloadStopped(AbortSignal.abort());
+  assert.equal(e.stopped, false);
+  assert.match(e.detail, /cannot read the process table.*EACCES/);
+  table.listError = undefined;
+  assert.equal(
+    (await enforcer.workloadStopped(AbortSignal.abort())).stopped,
+    true,
+  );
+  await enforcer.dispose();
+});
+
+Deno.test("child: workloadStopped gives up when its signal aborts while a stop is still running", async () => {
+  const journal: Journal = [];
+  const child = {
+    stop: () => new Promise<void>(() => {}),
+  } as unknown as ProcessGroup;
+  const enforcer = new ChildEnforcer({
+    marker: new ProbeEnforcer({
+      marker: new FakeMarker(journal),
+      logger: createLogger({ format: "json", write: () => {} }),
+    }),
+  });
+  enforcer.attach(child);
+  await enforcer.close("lease lost");
+  const bound = new AbortController();
+  const e = enforcer.workloadStopped(bound.signal);
+  bound.abort();
+  assert.deepEqual(await e, {
+    stopped: false,
+    detail: "the command is still being stopped",
+  });
+});
+
+Deno.test("child: workloadStopped is stopped with no command and no stop pending, even with its bound already passed", async () => {
+  const enforcer = new ChildEnforcer({
+    marker: new ProbeEnforcer({
+      marker: new FakeMarker([]),
+      logger: createLogger({ format: "json", write: () => {} }),
+    }),
+  });
+  await enforcer.close("lease lost");
+  assert.deepEqual(await enforcer.workloadStopped(AbortSignal.abort()), {
+    stopped: true,
+    detail: "the command has exited",
+  });
 });

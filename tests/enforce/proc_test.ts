@@ -20,11 +20,13 @@ Deno.test("parseProcStat: a comm holding spaces and parentheses does not shift t
     comm: "a) R (b c",
     state: "S",
     ppid: 17,
+    pgrp: 4242,
+    session: 4242,
     flags: 4194560,
     startTime: 987654,
   });
   assert.throws(() => parseProcStat("4242 no parentheses"), /malformed/);
-  assert.throws(() => parseProcStat("4242 (x) S 1 2"), /field 9/);
+  assert.throws(() => parseProcStat("4242 (x) S 1 2"), /field 6/);
 });
 
 Deno.test("LinuxProcessTable: knows who it is", () => {

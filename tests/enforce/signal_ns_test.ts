@@ -115,6 +115,36 @@ Deno.test({
       assert.deepEqual(signals(root[name].pid), [], name);
     }
 
+    // A child of another name, in the target's session, outlives it.
+    const q = report.queue as {
+      leader: Summary;
+      childPid: number;
+      childAlive: boolean;
+      whileChild: { stopped: boolean; detail: string };
+      afterChild: { stopped: boolean; detail: string };
+      events: Event[];
+    };
+    assert.equal(q.leader.signal, "SIGTERM", JSON.stringify(q.events));
+    const groupTerm = q.events.find((e) =>
+      e.msg === "signalled workload process" && e.pid === q.leader.pid
+    );
+    assert.equal(
+      (groupTerm as Record<string, unknown> | undefined)?.pgid,
+      q.leader.pid,
+      "the target leading its group is signalled as a group",
+    );
+    assert.equal(q.childAlive, true, "the SIGTERM-ignoring child survived");
+    assert.equal(
+      q.whileChild.stopped,
+      false,
+      "not stopped while the child runs",
+    );
+    assert.match(q.whileChild.detail, new RegExp(`${q.childPid} sleep`));
+    assert.deepEqual(q.afterChild, {
+      stopped: true,
+      detail: "no process named queue-runner is running",
+    });
+
     // Unprivileged enforcer (uid 1000, no capabilities).
     const u = report.unprivileged as {
       code: number;

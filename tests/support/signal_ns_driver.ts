@@ -212,6 +212,64 @@ async function orchestrate(): Promise<Record<string, unknown>> {
       stopped,
     };
 
+    // A workload leading its own session whose child has another name, sits
+    // in a process group of its own (job control) and ignores SIGTERM: the
+    // workload is not stopped while that child lives.
+    await Deno.mkdir(`${dir}/q`);
+    await Deno.copyFile("/usr/bin/bash", `${dir}/q/queue-runner`);
+    await Deno.chmod(`${dir}/q/queue-runner`, 0o755);
+    const queue = start("setsid", [
+      `${dir}/q/queue-runner`,
+      "-c",
+      `set -m; (trap '' TERM; exec ${sleep} 1000) & echo $! > ${dir}/q/child; wait`,
+    ]);
+    let childPid = 0;
+    await waitFor("the queue runner's child to start", async () => {
+      childPid = Number(
+        await Deno.readTextFile(`${dir}/q/child`).catch(() => "0"),
+      );
+      return childPid > 0 && (await readComm(childPid)) === "sleep" &&
+        (await readComm(queue.pid)) === "queue-runner";
+    });
+    const q = recorder();
+    const queueEnforcer = new SignalEnforcer({
+      target: "queue-runner",
+      graceMs: 200,
+      scanIntervalMs: 100,
+      clock: systemClock,
+      logger: q.logger,
+      processTable: new LinuxProcessTable(),
+      marker: {
+        write: () => Promise.resolve(),
+        remove: () => Promise.resolve(),
+      },
+    });
+    await queueEnforcer.open(DEADLINES);
+    await queueEnforcer.close("lease lost (queue test)");
+    await waitFor("the queue runner to stop", () => !queue.alive);
+    // Well past the grace: no SIGKILL is due any more.
+    await waitFor(
+      "the queue runner's SIGKILL to be moot",
+      () => performance.now() - q.events[0].t > 1000,
+    );
+    const whileChild = await queueEnforcer.workloadStopped(
+      AbortSignal.timeout(300),
+    );
+    const childAlive = (await readComm(childPid)) === "sleep";
+    Deno.kill(childPid, "SIGKILL");
+    const afterChild = await queueEnforcer.workloadStopped(
+      AbortSignal.timeout(10_000),
+    );
+    await queueEnforcer.dispose();
+    report.queue = {
+      leader: queue.summary(),
+      childPid,
+      childAlive,
+      whileChild,
+      afterChild,
+      events: q.events,
+    };
+
     // An enforcer without CAP_KILL: uid 1000 facing targets of uid 65532 and 1000.
     await Deno.symlink(sleep, `${dir}/u/batch-runner`);
     const asUser = (uid: number) => [
