@@ -108,9 +108,9 @@ const GATE_INTERVAL = "100ms";
 
 /**
  * Waits until the renewer's gate is open: it decides alone (the enforcer
- * keeps no copy), and the command's own gate waits for the marker the
- * enforcer writes, so a decision still being applied cannot start the
- * command early. Returns undefined when the gate may be started, else
+ * keeps no copy), and every decision before it has been applied, so a close
+ * still queued cannot stop the command it would find attached; the
+ * command's own gate also waits for the marker the enforcer writes. Returns undefined when the gate may be started, else
  * `run`'s exit status: cancelled by a signal (checked first, so a signal
  * that arrived just before the start is not lost), the renewer failed, or
  * `--acquire-timeout` passed.
@@ -124,7 +124,16 @@ async function whenOpen(s: Supervision): Promise<number | undefined> {
       return EXIT_CANCELLED;
     }
     if (s.renewerFailed.aborted) return EXIT_LEASE_LOST;
-    if (renewer.status().gateOpen) return undefined;
+    // Open as decided and with every earlier decision applied: a close
+    // still queued would stop the command it found attached.
+    if (renewer.status().gateOpen && renewer.applied) return undefined;
+    if (renewer.status().gateOpen) {
+      await Promise.race([
+        renewer.whenApplied(),
+        aborted(AbortSignal.any([signals.cancelled, s.renewerFailed])),
+      ]);
+      continue;
+    }
     if (bound === undefined) {
       logger.info(
         "waiting for the lease to be confirmed before running the command",

@@ -110,6 +110,8 @@ export class Renewer {
   #maybeGranted = false;
   /** Serialises enforcer calls so they apply in the order they were decided. */
   #enforcing: Promise<void> = Promise.resolve();
+  /** Gate actions decided but not yet applied by the enforcer. */
+  #unapplied = 0;
 
   /** Validates nothing: the config module already did; see {@linkcode RenewerOptions}. */
   constructor(options: RenewerOptions) {
@@ -121,6 +123,25 @@ export class Renewer {
       options.holder,
       options.clock,
     );
+  }
+
+  /**
+   * Whether every gate decision so far has been applied to the workload.
+   * The decision ({@linkcode status}) changes at once; the enforcer applies
+   * decisions in order, later. A command started on an open decision while
+   * an earlier close is still queued would be stopped by that close.
+   */
+  get applied(): boolean {
+    return this.#unapplied === 0;
+  }
+
+  /**
+   * Resolves once the decisions made so far have been applied.
+   *
+   * @returns A promise that never rejects.
+   */
+  whenApplied(): Promise<void> {
+    return this.#enforcing;
   }
 
   /** The current state, for health checks and metrics. */
@@ -409,9 +430,13 @@ export class Renewer {
   }
 
   #enforce(action: (e: Enforcer) => Promise<void>): void {
+    this.#unapplied++;
     this.#enforcing = this.#enforcing.then(() => action(this.#enforcer))
       .catch((e) => {
         this.#o.logger.error("enforcement failed", { error: e });
+      })
+      .finally(() => {
+        this.#unapplied--;
       });
   }
 
