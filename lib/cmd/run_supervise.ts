@@ -255,6 +255,15 @@ export async function supervise(s: Supervision): Promise<number> {
     const late = s.takeLateClose();
     const final = !s.restart || signals.stopForwarded ||
       s.renewerFailed.aborted;
+    if (s.renewerFailed.aborted) {
+      // Checked first: a renewer that failed may have left its gate open as
+      // decided, which is no confirmation.
+      logger.error(
+        "the command was stopped: the lease renewer failed (see its error above)",
+        { reason: exit.stopReason, code: exit.code },
+      );
+      return EXIT_LEASE_LOST;
+    }
     if (late !== undefined || byFence) {
       logger.error(
         "the command was stopped by its gate at the last confirmed deadline: run could not confirm the lease in time (it was frozen or starved)",
