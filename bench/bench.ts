@@ -85,6 +85,7 @@ if (import.meta.main) {
       dir,
       servers,
       floorScript: floors.renew,
+      warmupS: args.quick ? 30 : 60,
       windowS: args.quick ? 30 : 120,
       report,
     };
@@ -105,12 +106,12 @@ if (import.meta.main) {
       await benchAcquire(
         dir,
         servers,
-        floors.empty,
+        floors,
         args.quick ? 4 : 10,
         report,
       );
       console.log(
-        `## sidecars, ${sidecarOptions.windowS} s window (all side by side)`,
+        `## sidecars, ${sidecarOptions.warmupS} s warm-up, then a ${sidecarOptions.windowS} s window (all side by side)`,
       );
       await benchSidecars(sidecarOptions);
       if (args.failover) {

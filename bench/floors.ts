@@ -50,6 +50,31 @@ for (;;) {
 `;
 
 /**
+ * The least an uncontended `acquire` does: one `fetch` POST of an Acquire
+ * (with `Deno.createHttpClient({ caCerts })` when given a CA file), one
+ * write of the token, exit. Not the issue's floor for `acquire` (that is the
+ * empty program); printed beside it to show what one lease request costs
+ * any Deno program, TLS start-up included.
+ *
+ * Arguments: `URL NAMESPACE NAME HOLDER TTL DIR [CA_FILE]`.
+ */
+export const ACQUIRE = `const [url, ns, name, holder, ttl, dir, ca] = Deno.args;
+const client = ca
+  ? Deno.createHttpClient({ caCerts: [Deno.readTextFileSync(ca)] })
+  : undefined;
+const r = await fetch(url + "/v1alpha1/namespaces/" + ns + "/leases/" + name + "/acquire", {
+  method: "POST",
+  headers: { "content-type": "application/json" },
+  body: JSON.stringify({ holder, ttlSeconds: Number(ttl) }),
+  client,
+});
+const j = await r.json();
+if (!r.ok || !j.acquired) Deno.exit(1);
+await Deno.writeTextFile(dir + "/token", String(j.fencingToken));
+Deno.exit(0);
+`;
+
+/**
  * The health endpoint's floor: a listener that answers every request `200
  * ok`, as `/healthz` does while the lease is held. Argument: `PORT`.
  */
@@ -63,13 +88,17 @@ export const HEALTH =
  */
 export async function writeFloors(
   dir: string,
-): Promise<{ empty: string; renew: string; health: string }> {
+): Promise<
+  { empty: string; acquire: string; renew: string; health: string }
+> {
   const paths = {
     empty: `${dir}/floor-empty.ts`,
+    acquire: `${dir}/floor-acquire.ts`,
     renew: `${dir}/floor-renew.ts`,
     health: `${dir}/floor-health.ts`,
   };
   await Deno.writeTextFile(paths.empty, EMPTY);
+  await Deno.writeTextFile(paths.acquire, ACQUIRE);
   await Deno.writeTextFile(paths.renew, RENEW);
   await Deno.writeTextFile(paths.health, HEALTH);
   return paths;

@@ -201,12 +201,16 @@ export async function benchHealth(
 export async function benchAcquire(
   dir: string,
   servers: Servers,
-  emptyScript: string,
+  floors: { empty: string; acquire: string },
   n: number,
   report: Report,
 ): Promise<void> {
   const byTransport = new Map<Transport, number[]>();
   const floor: number[] = [];
+  const oneFetch = new Map<"http" | "https-ca", number[]>([
+    ["http", []],
+    ["https-ca", []],
+  ]);
   const server = new Map<Transport, DevServer>();
   for (const t of TRANSPORTS) {
     server.set(t, await servers.start(t));
@@ -226,10 +230,29 @@ export async function benchAcquire(
     });
     return (await measureExec(berthArgv(["acquire"]), env)).wallMs;
   };
+  const bare = async (t: "http" | "https-ca") => {
+    const lease = `acquire-${++serial}`;
+    const stateDir = `${dir}/${lease}`;
+    await Deno.mkdir(stateDir);
+    const argv = denoRunArgv(floors.acquire, [
+      server.get(t)!.url,
+      "bench",
+      lease,
+      `bench/${lease}`,
+      "30",
+      stateDir,
+      ...(t === "http" ? [] : [servers.pki.caCert]),
+    ]);
+    return (await measureExec(argv, baseEnv())).wallMs;
+  };
   for (const t of TRANSPORTS) await once(t); // warm the module cache
+  for (const t of oneFetch.keys()) await bare(t);
   for (let i = 0; i < n; i++) {
     for (const t of TRANSPORTS) byTransport.get(t)!.push(await once(t));
-    floor.push((await measureExec(denoRunArgv(emptyScript), baseEnv())).wallMs);
+    for (const [t, xs] of oneFetch) xs.push(await bare(t));
+    floor.push(
+      (await measureExec(denoRunArgv(floors.empty), baseEnv())).wallMs,
+    );
   }
   const f = stats(floor).median;
   for (const t of TRANSPORTS) {
@@ -241,6 +264,21 @@ export async function benchAcquire(
       floorName: "empty program",
       runs: `${n} runs each (fresh lease and state volume each)`,
       target: t === "http" ? 2.5 : 3,
+    });
+  }
+  for (const t of TRANSPORTS) {
+    const floorT = t === "http" ? "http" : "https-ca";
+    report.add({
+      figure: `\`acquire\`, uncontended, start to exit, ${
+        TRANSPORT_LABEL[t]
+      }, against one bare request`,
+      value: stats(byTransport.get(t)!).median,
+      floor: stats(oneFetch.get(floorT)!).median,
+      unit: "ms",
+      floorName: `one \`fetch\` Acquire and a file write, ${
+        TRANSPORT_LABEL[floorT]
+      }`,
+      runs: `${n} runs each`,
     });
   }
 }

@@ -8,7 +8,7 @@
  *
  * @module
  */
-import type { Clock } from "../state/clock.ts";
+import { bounded, type Clock } from "../state/clock.ts";
 import {
   classifyAcquire,
   deadlineFrom,
@@ -96,11 +96,11 @@ export async function acquireLease(
     const sentAt = clock.now();
     const sentAtBoot = clock.bootNow();
     const sentAtWall = clock.wallNow();
-    const outcome = await client.acquire(
-      holder,
-      ttlSeconds,
-      AbortSignal.any([clock.timeout(requestTimeoutMs), signal]),
-    );
+    let outcome;
+    {
+      using call = bounded(clock, requestTimeoutMs, signal);
+      outcome = await client.acquire(holder, ttlSeconds, call.signal);
+    }
     const verdict = classifyAcquire(outcome);
     let wait = heartbeatMs;
     switch (verdict.kind) {

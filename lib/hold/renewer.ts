@@ -21,7 +21,7 @@
  *
  * @module
  */
-import { aborted, type Clock } from "../state/clock.ts";
+import { bounded, type Clock } from "../state/clock.ts";
 import { type Enforcer, reportingMarkerWrites } from "../enforce/enforcer.ts";
 import {
   classifyAcquire,
@@ -98,8 +98,9 @@ export class Renewer {
   #closedAt: number;
   /** Writes the holder and token, knowing what the volume holds. */
   #writer: HandoffWriter;
-  /** Aborted and replaced whenever the deadline moves, to re-arm the gate timer. */
-  #rearm = new AbortController();
+  /** Cancels the pending gate timer; set only while {@linkcode Renewer.run} runs. */
+  #cancelGateTimer: (() => void) | undefined;
+  #running = false;
   /**
    * Set when another process holds the lease under this same holder
    * identity: until then no Acquire is sent, because each one would extend
@@ -167,10 +168,8 @@ export class Renewer {
   async run(shutdown: AbortSignal): Promise<void> {
     const { clock, heartbeatMs } = this.#o;
     this.#adoptHandoff();
-    const stopTimer = new AbortController();
-    const timer = this.#gateTimer(
-      AbortSignal.any([shutdown, stopTimer.signal]),
-    );
+    this.#running = true;
+    this.#armGateTimer();
     try {
       let failedBefore: string | undefined;
       while (!shutdown.aborted) {
@@ -197,8 +196,8 @@ export class Renewer {
         await clock.sleep(tickStart + heartbeatMs - clock.now(), shutdown);
       }
     } finally {
-      stopTimer.abort();
-      await timer;
+      this.#running = false;
+      this.#armGateTimer();
       await this.#enforcing;
     }
     await this.#shutdown();
@@ -244,12 +243,8 @@ export class Renewer {
     const token = this.#token;
     const sentAt = clock.now();
     const bound = renewBound(sentAt, heartbeatMs, this.#deadline);
-    const outcome = await client.renew(
-      holder,
-      token,
-      ttlSeconds,
-      AbortSignal.any([clock.timeout(bound), shutdown]),
-    );
+    using call = bounded(clock, bound, shutdown);
+    const outcome = await client.renew(holder, token, ttlSeconds, call.signal);
     const verdict = classifyRenew(outcome, token);
     switch (verdict.kind) {
       case "confirmed":
@@ -291,11 +286,8 @@ export class Renewer {
       return;
     }
     const sentAt = clock.now();
-    const outcome = await client.acquire(
-      holder,
-      ttlSeconds,
-      AbortSignal.any([clock.timeout(heartbeatMs), shutdown]),
-    );
+    using call = bounded(clock, heartbeatMs, shutdown);
+    const outcome = await client.acquire(holder, ttlSeconds, call.signal);
     const verdict = classifyAcquire(outcome);
     const maybeGranted = this.#maybeGranted;
     this.#maybeGranted = verdict.kind === "failed" &&
@@ -380,8 +372,6 @@ export class Renewer {
     const deadline = deadlineFrom(sentAt, ttlSeconds);
     const now = clock.now();
     this.#deadline = deadline;
-    this.#rearm.abort();
-    this.#rearm = new AbortController();
     if (now >= gateClosesAt(deadline, enforceLeadMs)) {
       logger.warn(
         "the server confirmed the lease too late to let the workload run",
@@ -408,6 +398,7 @@ export class Renewer {
     this.#enforce((e) => e.open(marker));
     if (!wasOpen) logger.info(what, { fencing_token: this.#token });
     else logger.debug(what, { fencing_token: this.#token });
+    this.#armGateTimer();
     this.#changed();
   }
 
@@ -424,6 +415,8 @@ export class Renewer {
       if (this.#gateOpen) this.#closedAt = this.#o.clock.now();
       this.#gateOpen = false;
       this.#reason = reason;
+      this.#cancelGateTimer?.();
+      this.#cancelGateTimer = undefined;
       this.#changed();
     }
     this.#enforce((e) => e.close(reason));
@@ -444,24 +437,26 @@ export class Renewer {
     this.#o.observer?.changed?.(this.status());
   }
 
-  /** Closes the gate at deadline minus lead, even while an RPC is in flight. */
-  async #gateTimer(stop: AbortSignal): Promise<void> {
-    const { clock } = this.#o;
-    while (!stop.aborted) {
-      const rearm = this.#rearm.signal;
-      const closes = this.status().gateClosesAt;
-      const wait = this.#gateOpen && closes !== undefined
-        ? closes - clock.now()
-        : Infinity;
-      if (wait <= 0) {
-        this.#close(
-          "the lease was not confirmed in time: its local deadline is near",
-        );
-        continue;
-      }
-      if (wait === Infinity) await aborted(AbortSignal.any([stop, rearm]));
-      else await clock.sleep(wait, AbortSignal.any([stop, rearm]));
+  /**
+   * (Re-)arms the one timer that closes the gate at deadline minus lead,
+   * even while an RPC is in flight; called whenever the deadline moves.
+   * While the gate is closed, or once `run` has ended, no timer is left.
+   */
+  #armGateTimer(): void {
+    const { clock, enforceLeadMs } = this.#o;
+    this.#cancelGateTimer?.();
+    this.#cancelGateTimer = undefined;
+    if (!this.#running || !this.#gateOpen || this.#deadline === undefined) {
+      return;
     }
+    const wait = gateClosesAt(this.#deadline, enforceLeadMs) - clock.now();
+    if (wait <= 0) {
+      this.#close(
+        "the lease was not confirmed in time: its local deadline is near",
+      );
+      return;
+    }
+    this.#cancelGateTimer = clock.after(wait, () => this.#armGateTimer());
   }
 
   /** Closes the gate for a release, then hands over to `shutdown.ts`. */

@@ -13,7 +13,7 @@
  * @module
  */
 import type { Clock } from "../state/clock.ts";
-import { systemClock } from "../state/clock.ts";
+import { bounded, systemClock } from "../state/clock.ts";
 import type { Logger } from "../obs/log.ts";
 import { discardLogger, Secret } from "../obs/log.ts";
 import { keyProblem, readKeyFile } from "./key_file.ts";
@@ -136,12 +136,13 @@ export class ApiKeySource {
         lastRead = clock.now();
         const started = refresh().finally(() => (pending = undefined));
         pending = started;
-        const bound = clock.timeout(readTimeoutMs);
-        const done = await within(
-          started.then(() => true),
-          signal ? AbortSignal.any([bound, signal]) : bound,
+        using bound = bounded(
+          clock,
+          readTimeoutMs,
+          ...(signal ? [signal] : []),
         );
-        if (done === undefined && bound.aborted) {
+        const done = await within(started.then(() => true), bound.signal);
+        if (done === undefined && !signal?.aborted) {
           fail(
             `the read did not finish within ${readTimeoutMs} ms (a FIFO, or a hung network mount?); it is left pending and no other read starts until it ends`,
           );

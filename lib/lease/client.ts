@@ -44,6 +44,7 @@ import {
 } from "./wire.ts";
 import type { Logger } from "../obs/log.ts";
 import { discardLogger } from "../obs/log.ts";
+import { bounded, systemClock } from "../state/clock.ts";
 
 /** Options for {@linkcode createHttpLeaseClient}. */
 export interface HttpLeaseClientOptions {
@@ -136,23 +137,10 @@ export function createHttpLeaseClient(
     holder: string,
     signal: AbortSignal,
   ): Promise<GrantOutcome | ReleaseOutcome> => {
-    // A timer cleared when the call ends, unlike AbortSignal.timeout's, so
-    // no finished request wakes the process again at its bound.
-    const bound = new AbortController();
-    const timer = setTimeout(
-      () => bound.abort(new DOMException("Signal timed out.", "TimeoutError")),
-      timeoutMs,
-    );
-    try {
-      return await callWithin(
-        rpc,
-        body,
-        holder,
-        AbortSignal.any([signal, bound.signal]),
-      );
-    } finally {
-      clearTimeout(timer);
-    }
+    // Cleared when the call ends, so no finished request wakes the process
+    // again at its bound.
+    using bound = bounded(systemClock, timeoutMs, signal);
+    return await callWithin(rpc, body, holder, bound.signal);
   };
 
   const callWithin = async (

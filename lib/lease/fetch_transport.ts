@@ -54,6 +54,22 @@ async function readBody(
   res: Response,
 ): Promise<RawResponse | TransportError | TooLarge> {
   const requestId = headerRequestId(res.headers.get("x-request-id"));
+  const answer = (body: string): RawResponse => ({
+    status: res.status,
+    body,
+    requestId,
+    location: res.headers.get("location") ?? undefined,
+  });
+  // A declared length within the cap is all the HTTP stack reads: take the
+  // body in one operation. Without one (chunked), count as it arrives.
+  const declared = Number(res.headers.get("content-length") ?? NaN);
+  if (declared >= 0 && declared <= MAX_RESPONSE_BYTES) {
+    try {
+      return answer(await res.text());
+    } catch (e) {
+      return classify(e);
+    }
+  }
   const chunks: Uint8Array[] = [];
   let size = 0;
   if (res.body !== null) {
@@ -79,12 +95,7 @@ async function readBody(
     body.set(c, at);
     at += c.length;
   }
-  return {
-    status: res.status,
-    body: new TextDecoder().decode(body),
-    requestId,
-    location: res.headers.get("location") ?? undefined,
-  };
+  return answer(new TextDecoder().decode(body));
 }
 
 /**

@@ -32,6 +32,12 @@ export interface Clock {
   sleep(ms: number, signal?: AbortSignal): Promise<void>;
   /** A signal that aborts with a `TimeoutError` after `ms` milliseconds of this clock. */
   timeout(ms: number): AbortSignal;
+  /**
+   * Calls `fn` once after `ms` milliseconds (any length). The returned
+   * function cancels the call if it has not happened yet; nothing is left
+   * to wake the process after that.
+   */
+  after(ms: number, fn: () => void): () => void;
 }
 
 /**
@@ -67,6 +73,53 @@ export function aborted(signal: AbortSignal): Promise<void> {
   );
 }
 
+/**
+ * A signal for one bounded call: it aborts when any of `signals` does, or
+ * with a `TimeoutError` after `ms` milliseconds of `clock`. Dispose it when
+ * the call is over: its listeners go, so nothing keeps the call's signal
+ * (unlike `AbortSignal.any`, whose dependent signals live until collected,
+ * which the renewer would pile up once per renewal for the pod's whole
+ * life). The bound is the clock's `timeout`, not `setTimeout`: the first
+ * `setTimeout` of a process loads Deno's Node-compatible timers (about 6 ms
+ * of start-up, which `acquire` would pay on every start); a bound that
+ * outlives its call only wakes the process once, to no listener.
+ *
+ * @param clock The clock whose `timeout` times the bound.
+ * @param ms The bound in milliseconds (any length).
+ * @param signals Signals that end the call sooner.
+ * @returns The signal, and its disposal.
+ *
+ * @example
+ * ```ts
+ * using call = bounded(systemClock, 5_000, shutdown);
+ * await fetch(url, { signal: call.signal });
+ * ```
+ */
+export function bounded(
+  clock: Clock,
+  ms: number,
+  ...signals: AbortSignal[]
+): { signal: AbortSignal } & Disposable {
+  const call = new AbortController();
+  const all = signals.find((s) => s.aborted)
+    ? signals
+    : [...signals, clock.timeout(ms)];
+  const listeners = all.map((s) => {
+    const onAbort = () => {
+      if (!call.signal.aborted) call.abort(s.reason);
+    };
+    if (s.aborted) onAbort();
+    else s.addEventListener("abort", onAbort, { once: true });
+    return () => s.removeEventListener("abort", onAbort);
+  });
+  return {
+    signal: call.signal,
+    [Symbol.dispose]() {
+      for (const remove of listeners) remove();
+    },
+  };
+}
+
 /** The longest delay a single timer takes; longer ones would fire at once. */
 const MAX_TIMER_MS = 2 ** 31 - 1;
 
@@ -89,29 +142,52 @@ function longTimeout(ms: number): AbortSignal {
 }
 
 /**
- * Waits `ms` (any length, chained like {@linkcode longTimeout}) or until
- * `signal` aborts. The timer is cleared and the listener removed when the
- * wait ends either way, so a wait cut short (the gate timer is re-armed at
- * every renewal) leaves nothing behind to wake the process later.
+ * Calls `fn` after `ms` (any length: longer waits are chained from timers
+ * of at most 2^31-1 ms); the returned function clears the pending timer.
  */
-function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+function after(ms: number, fn: () => void): () => void {
+  let id: ReturnType<typeof setTimeout> | undefined;
+  const arm = (left: number) => {
+    const step = Math.min(left, MAX_TIMER_MS);
+    id = setTimeout(() => {
+      if (left - step > 0) arm(left - step);
+      else {
+        id = undefined;
+        fn();
+      }
+    }, step);
+  };
+  arm(Math.max(0, Math.ceil(ms)));
+  return () => {
+    if (id !== undefined) clearTimeout(id);
+    id = undefined;
+  };
+}
+
+/**
+ * Waits `ms` on `clock` or until `signal` aborts. The timer is cleared and
+ * the listener removed when the wait ends either way, so a wait cut short
+ * leaves nothing behind to wake the process later.
+ *
+ * @param clock Whose {@linkcode Clock.after} times the wait.
+ * @param ms How long.
+ * @param signal Ends the wait sooner.
+ * @returns Resolves (never rejects) when the wait ends.
+ */
+export function sleepOn(
+  clock: Pick<Clock, "after">,
+  ms: number,
+  signal?: AbortSignal,
+): Promise<void> {
   if (signal?.aborted) return Promise.resolve();
   return new Promise((resolve) => {
-    let id: ReturnType<typeof setTimeout>;
     const done = () => {
-      clearTimeout(id);
+      cancel();
       signal?.removeEventListener("abort", done);
       resolve();
     };
-    const arm = (left: number) => {
-      const step = Math.min(left, MAX_TIMER_MS);
-      id = setTimeout(
-        () => left - step > 0 ? arm(left - step) : done(),
-        step,
-      );
-    };
     signal?.addEventListener("abort", done, { once: true });
-    arm(Math.max(0, Math.ceil(ms)));
+    const cancel = clock.after(ms, done);
   });
 }
 
@@ -120,6 +196,7 @@ export const systemClock: Clock = {
   now: () => performance.now(),
   bootNow: () => readBootMillis(),
   wallNow: () => Date.now(),
-  sleep,
+  sleep: (ms, signal) => sleepOn(systemClock, ms, signal),
   timeout: (ms) => longTimeout(ms),
+  after,
 };

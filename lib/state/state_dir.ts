@@ -290,6 +290,14 @@ export class StateDir {
 
   #writeAtomic(name: string, bytes: Uint8Array, mode: number): Promise<void> {
     return this.#replaceAtomic(name, async (tmp) => {
+      const umask = this.#umask();
+      if ((0o666 & ~umask) === mode) {
+        // The default creation mode is the one wanted: one operation (open,
+        // write all, close) instead of one per step. (`writeFile` with a
+        // mode would add a chmod.)
+        await Deno.writeFile(tmp, bytes, { createNew: true });
+        return;
+      }
       const f = await Deno.open(tmp, { write: true, createNew: true, mode });
       try {
         let off = 0;
@@ -297,7 +305,7 @@ export class StateDir {
       } finally {
         f.close();
       }
-      if (mode & this.#umask()) await Deno.chmod(tmp, mode);
+      if (mode & umask) await Deno.chmod(tmp, mode);
     });
   }
 

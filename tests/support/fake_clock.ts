@@ -4,7 +4,7 @@
  *
  * @module
  */
-import type { Clock } from "../../lib/state/clock.ts";
+import { type Clock, sleepOn } from "../../lib/state/clock.ts";
 
 interface Waiter {
   at: number;
@@ -44,18 +44,22 @@ export class FakeClock implements Clock {
   }
 
   sleep(ms: number, signal?: AbortSignal): Promise<void> {
-    if (signal?.aborted) return Promise.resolve();
-    return new Promise((resolve) => {
-      const w: Waiter = { at: this.#now + Math.max(0, ms), fire: () => done() };
-      const onAbort = () => done();
-      const done = () => {
-        this.#waiters = this.#waiters.filter((x) => x !== w);
-        signal?.removeEventListener("abort", onAbort);
-        resolve();
-      };
-      signal?.addEventListener("abort", onAbort, { once: true });
-      this.#waiters.push(w);
-    });
+    return sleepOn(this, ms, signal);
+  }
+
+  after(ms: number, fn: () => void): () => void {
+    const w: Waiter = {
+      at: this.#now + Math.max(0, ms),
+      fire: () => {
+        cancel();
+        fn();
+      },
+    };
+    const cancel = () => {
+      this.#waiters = this.#waiters.filter((x) => x !== w);
+    };
+    this.#waiters.push(w);
+    return cancel;
   }
 
   timeout(ms: number): AbortSignal {
