@@ -16,6 +16,7 @@ import { grantOutcome, releaseOutcome } from "./answer.ts";
 import type { ApiKeySource } from "./api_key.ts";
 import { createFetchTransport } from "./fetch_transport.ts";
 import { createNodeTransport } from "./node_transport.ts";
+import { createStreamTransport } from "./stream_transport.ts";
 import { redactor, redactOutcome } from "./redact.ts";
 import {
   DEFAULT_REQUEST_TIMEOUT_MS,
@@ -83,11 +84,13 @@ export interface HttpLeaseClientOptions {
    */
   requestTimeoutMs?: number;
   /**
-   * Which transport to use: by default `fetch`, or `node` when the
-   * server-name override or skip-verify is set (only `node` can do those).
-   * Choosing `node` without them gives the same answers; tests run both.
+   * Which transport to use. By default `fetch`; with the server-name
+   * override `stream` (HTTP/1.1 over `Deno.startTls`, which verifies the
+   * override name; `fetch` cannot); with skip-verify `node` (`node:https`,
+   * the only one that can skip verification). Any of them gives the same
+   * answers where it can do what is asked; tests run all three.
    */
-  transport?: "fetch" | "node";
+  transport?: "fetch" | "node" | "stream";
   /** Receives construction warnings and per-request debug lines; default none. */
   logger?: Logger;
 }
@@ -235,6 +238,8 @@ function buildTransport(
     }
     return options.transport === "node"
       ? createNodeTransport(target, {})
+      : options.transport === "stream"
+      ? createStreamTransport(target, {})
       : createFetchTransport(target, undefined);
   }
   const caCerts = options.caBundleFile === undefined
@@ -252,20 +257,34 @@ function buildTransport(
       { api_server: target.origin },
     );
   }
-  const needsNode = serverName !== undefined ||
-    options.insecureSkipTlsVerify === true;
-  if (needsNode && options.transport === "fetch") {
+  const chosen = options.transport ??
+    (options.insecureSkipTlsVerify
+      ? "node"
+      : serverName !== undefined
+      ? "stream"
+      : "fetch");
+  if (options.insecureSkipTlsVerify && chosen !== "node") {
     throw new Error(
-      "the fetch transport cannot override the TLS server name nor skip verification; use the node transport",
+      `the ${chosen} transport cannot skip TLS verification; use the node transport`,
     );
   }
-  return needsNode || options.transport === "node"
-    ? createNodeTransport(target, {
-      caCerts,
-      serverName,
-      insecureSkipTlsVerify: options.insecureSkipTlsVerify,
-    })
-    : createFetchTransport(target, caCerts);
+  if (serverName !== undefined && chosen === "fetch") {
+    throw new Error(
+      "the fetch transport cannot override the TLS server name; use the stream or node transport",
+    );
+  }
+  switch (chosen) {
+    case "node":
+      return createNodeTransport(target, {
+        caCerts,
+        serverName,
+        insecureSkipTlsVerify: options.insecureSkipTlsVerify,
+      });
+    case "stream":
+      return createStreamTransport(target, { caCerts, serverName });
+    case "fetch":
+      return createFetchTransport(target, caCerts);
+  }
 }
 
 function abortFailure(reason: unknown): LeaseFailure {

@@ -10,11 +10,11 @@
  */
 import { headerRequestId, type RawResponse } from "./answer.ts";
 import {
+  kindOfTlsError,
   MAX_RESPONSE_BYTES,
   type TooLarge,
   type Transport,
   type TransportError,
-  type TransportErrorKind,
 } from "./transport.ts";
 import type { Target } from "./wire.ts";
 
@@ -99,26 +99,16 @@ async function readBody(
 }
 
 /**
- * The kind of a fetch error, from its cause's text (Deno gives no codes):
- * the rustls and hyper wording of Deno 2.
+ * The kind of a fetch error, from its cause's text.
  */
 function classify(e: unknown): TransportError {
   const err = e as Error & { cause?: unknown };
   const detail = err.cause instanceof Error
     ? err.cause.message
     : String(err?.message ?? e);
-  const rules: [RegExp, TransportErrorKind][] = [
-    [/connection refused/i, "refused"],
-    [/dns error|failed to lookup address/i, "dns"],
-    [/InvalidContentType|corrupt message|wrong version number/i, "not-tls"],
-    [/certificate expired|not valid yet|not valid before/i, "dates"],
-    [/NotValidForName|not valid for name/i, "wrong-name"],
-    [/invalid peer certificate|UnknownIssuer|BadSignature/i, "untrusted"],
-  ];
-  const kind = rules.find(([re]) => re.test(detail))?.[1] ?? "other";
   // The URL is named by the caller's message already.
   return {
-    error: kind,
+    error: kindOfTlsError(detail),
     detail: detail.replace(/^error sending request for url \([^)]*\): /, ""),
   };
 }

@@ -1,8 +1,7 @@
 /**
- * The transport for the two TLS options `fetch` cannot express: the
- * server-name override (SNI and the verified name) and skip-verify.
- * `Deno.createHttpClient` can add CAs but has neither, so these go through
- * `node:https`, loaded on the first request only when they are set. The
+ * The transport for skip-verify, which neither `fetch` nor `Deno.startTls`
+ * can express (it can do the server-name override too, when asked for by
+ * name). It goes through `node:https`, loaded on the first request only. The
  * trust store (system roots plus the bundle) is built once; a keep-alive
  * agent holds the connection between renewals; an idle pooled socket never
  * keeps the process alive.

@@ -1,11 +1,11 @@
 /**
  * The seam between the lease client and the network: a transport sends one
- * POST and gives back the raw answer or a classified transport error. Two
+ * POST and gives back the raw answer or a classified transport error. Three
  * implement it: Deno's `fetch` (the default: native TLS, one trust store and
- * a kept-alive connection per process) and `node:https` (only for the
- * server-name override and skip-verify, which `fetch` cannot express). Both
- * end in the same {@linkcode TransportError} kinds, so one set of messages
- * (here) serves both.
+ * a kept-alive connection per process); HTTP/1.1 over `Deno.startTls` (the
+ * server-name override, which `fetch` cannot express); and `node:https`
+ * (only for skip-verify, which neither can). All end in the same
+ * {@linkcode TransportError} kinds, so one set of messages (here) serves all.
  *
  * @module
  */
@@ -44,6 +44,26 @@ export type TransportErrorKind =
   /** The certificate does not name the host (or the override). */
   | "wrong-name"
   | "other";
+
+/**
+ * The kind of a connection or TLS error from its text (Deno gives no codes):
+ * the rustls, hyper and socket wording of Deno 2, the same whether `fetch`
+ * or `Deno.connect` / `Deno.startTls` met it.
+ *
+ * @param detail The error's message (for `fetch`, its cause's).
+ * @returns The kind; `other` for anything not recognised.
+ */
+export function kindOfTlsError(detail: string): TransportErrorKind {
+  const rules: [RegExp, TransportErrorKind][] = [
+    [/connection refused/i, "refused"],
+    [/dns error|failed to lookup address/i, "dns"],
+    [/InvalidContentType|corrupt message|wrong version number/i, "not-tls"],
+    [/certificate expired|not valid yet|not valid before/i, "dates"],
+    [/NotValidForName|not valid for name/i, "wrong-name"],
+    [/invalid peer certificate|UnknownIssuer|BadSignature/i, "untrusted"],
+  ];
+  return rules.find(([re]) => re.test(detail))?.[1] ?? "other";
+}
 
 /** A request that ended without an answer. */
 export interface TransportError {

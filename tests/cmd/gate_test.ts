@@ -37,10 +37,13 @@ async function confirm(
   dir: string,
   gateInMs = 60_000,
   token = 7,
-): Promise<{ leaseDeadlineWallMs: number }> {
+): Promise<{ leaseDeadlineWallMs: number; earliestGateWallMs: number }> {
   const s = new StateDir(dir);
   await s.writeHolder("prod/gated");
   await s.writeToken(token);
+  // The boot clock is read after this wall time: however long the test was
+  // descheduled between the two reads, the gate cannot close before it.
+  const before = Date.now();
   const boot = readBootMillis();
   const wall = Date.now();
   const d = {
@@ -50,7 +53,7 @@ async function confirm(
     leaseDeadlineWallMs: wall + gateInMs + 1000,
   };
   await s.writeMarker(d);
-  return d;
+  return { ...d, earliestGateWallMs: before + gateInMs };
 }
 
 /**
@@ -160,9 +163,10 @@ Deno.test("gate: a dead sidecar (nobody refreshes the marker) stops the command 
     termed <= d.leaseDeadlineWallMs,
     `SIGTERM at ${termed}, after the lease deadline ${d.leaseDeadlineWallMs}`,
   );
+  // 50 ms for the boot clock's 10 ms ticks and the trap's own start.
   assert.ok(
-    termed >= d.leaseDeadlineWallMs - 1000 - 50,
-    "stopped before the gate deadline: the timer, not a 5 s look, stopped it",
+    termed >= d.earliestGateWallMs - 50,
+    `SIGTERM at ${termed}, before the gate deadline ${d.earliestGateWallMs}: the timer, not a 5 s look, stopped it`,
   );
   assert.equal(starts(dir).length, 1);
 });

@@ -153,7 +153,7 @@ export const ZERO = "0001-01-01T00:00:00Z";
 export const never = () => new AbortController().signal;
 
 /** The transports every socket-level test runs against. */
-export const TRANSPORTS = ["fetch", "node"] as const;
+export const TRANSPORTS = ["fetch", "node", "stream"] as const;
 /** One of {@linkcode TRANSPORTS}. */
 export type TransportName = typeof TRANSPORTS[number];
 let transport: TransportName = "fetch";
@@ -163,17 +163,22 @@ export function currentTransport(): TransportName {
   return transport;
 }
 
-/** A client for `url` on the running test's transport (node when the options need it). */
+/**
+ * A client for `url` on the running test's transport, or on the default
+ * one for options that transport cannot do (skip-verify is node's alone;
+ * fetch cannot override the server name).
+ */
 export function client(
   url: string,
   extra: Partial<HttpLeaseClientOptions> = {},
 ): LeaseClient {
-  const needsNode = extra.serverName !== undefined ||
-    extra.insecureSkipTlsVerify === true;
+  const cannot =
+    (extra.insecureSkipTlsVerify === true && transport !== "node") ||
+    (extra.serverName !== undefined && transport === "fetch");
   return createHttpLeaseClient({
     apiServer: url,
     key: KEY,
-    ...(needsNode ? {} : { transport }),
+    ...(cannot ? {} : { transport }),
     ...extra,
   });
 }
