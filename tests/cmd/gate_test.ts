@@ -154,11 +154,15 @@ Deno.test("gate: a dead sidecar (nobody refreshes the marker) stops the command 
   // The gate closes 3 s after it is written; nothing touches it again.
   const d = await confirm(dir, 3000);
   await using _g = gate(dir, script(dir, COMMAND), ["--interval", "5s"]);
-  await waitFor(() => read(`${dir}/termed`), {
+  // The trap's shell creates the file before date writes the line: wait for
+  // the whole line, not the file.
+  const termed = await waitFor(() => {
+    const line = read(`${dir}/termed`);
+    return line?.endsWith("\n") ? Number(line) : undefined;
+  }, {
     timeoutMs: BOUND_MS,
     what: "the command's SIGTERM",
   });
-  const termed = Number(read(`${dir}/termed`));
   assert.ok(
     termed <= d.leaseDeadlineWallMs,
     `SIGTERM at ${termed}, after the lease deadline ${d.leaseDeadlineWallMs}`,
