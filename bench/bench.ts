@@ -11,10 +11,11 @@
  *   `httpGet` `/healthz` probe's.
  * - `acquire`, uncontended, start to exit, over HTTP, HTTPS with a CA
  *   bundle, and HTTPS with the server-name override, against the empty
- *   program.
+ *   program and against one bare `fetch` of the same request.
  * - the sidecar over each transport at heartbeat 10 s and 1 s: CPU per hour
- *   and RSS against the minimal renewing program (bench/floors.ts), and CPU
- *   per renewal over HTTPS against HTTP.
+ *   (after a warm-up, whose CPU is a row of its own) and RSS against the
+ *   minimal renewing program (bench/floors.ts), and CPU per renewal over
+ *   HTTPS against HTTP.
  * - failover on simulated pods (bench/failover.ts).
  *
  * Flags: `--quick` (a few runs and a short window: minutes, for a smoke
