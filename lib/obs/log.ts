@@ -53,10 +53,22 @@ const ORDER: Record<LogLevel, number> = {
 };
 const encoder = new TextEncoder();
 
+/**
+ * Writes a line to stderr. A line that cannot be written (stderr closed: the
+ * container runtime's log pipe gone) is dropped: logging is never a reason
+ * for a lease decision or a stop not to happen, and every caller logs before
+ * it acts.
+ */
 function stderrWrite(line: string): void {
   const bytes = encoder.encode(line);
   let off = 0;
-  while (off < bytes.length) off += Deno.stderr.writeSync(bytes.subarray(off));
+  try {
+    while (off < bytes.length) {
+      off += Deno.stderr.writeSync(bytes.subarray(off));
+    }
+  } catch {
+    // dropped; see above
+  }
 }
 
 /**
