@@ -2,7 +2,7 @@
  * What the client makes of an answer, as pure functions of the status, the
  * headers it reads and the body text: a {@linkcode GrantOutcome} or
  * {@linkcode ReleaseOutcome}. Kept apart from the transports so the same
- * classification holds over `fetch` and `node:https`, and so every hostile
+ * classification holds over every transport, and so every hostile
  * answer is a unit test without a socket.
  *
  * Nothing here trusts the body: a grant for another holder, a token that is
