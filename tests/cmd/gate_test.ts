@@ -78,10 +78,38 @@ function starts(dir: string): string[] {
   return (read(`${dir}/starts`) ?? "").split("\n").filter(Boolean);
 }
 
+/**
+ * A gate that a test's end stops the way a container runtime stops it:
+ * SIGTERM first, which it forwards to its command. Every helper is SIGKILLed
+ * at the end of a test, and a SIGKILLed gate (outside a PID namespace)
+ * leaves its command running in the session it made for it; left there,
+ * those commands would load the machine under the tests that follow. The
+ * command's group is SIGKILLed last, whatever happened.
+ */
+class GateProcess extends HelperProcess {
+  constructor(readonly dir: string, args: string[]) {
+    super(args, { NO_COLOR: "1" });
+  }
+
+  override async [Symbol.asyncDispose](): Promise<void> {
+    if (this.exited === undefined) {
+      this.kill("SIGTERM");
+      await this.wait(BOUND_MS).catch(() => {});
+    }
+    await super[Symbol.asyncDispose]();
+    const pid = Number(read(`${this.dir}/pid`));
+    if (pid > 1) {
+      try {
+        Deno.kill(-pid, "SIGKILL");
+      } catch { /* gone already */ }
+    }
+  }
+}
+
 function gate(dir: string, command: string[], flags: string[] = []) {
-  return new HelperProcess(
+  return new GateProcess(
+    dir,
     ["gate", "--state-dir", dir, "--grace", "1s", ...flags, "--", ...command],
-    { NO_COLOR: "1" },
   );
 }
 
