@@ -126,7 +126,8 @@ export function createStreamTransport(
             exchange(c, bytes),
             abortion,
           ]);
-          if (keepAlive && !signal.aborted) kept = c;
+          // One kept connection: a second call that ran alongside closes its own.
+          if (keepAlive && !signal.aborted && kept === undefined) kept = c;
           else closeQuietly(c);
           return answer;
         } catch (e) {
