@@ -10,6 +10,7 @@
  */
 import { headerRequestId, type RawResponse } from "./answer.ts";
 import {
+  decodeChunks,
   kindOfTlsError,
   MAX_RESPONSE_BYTES,
   type TooLarge,
@@ -89,13 +90,7 @@ async function readBody(
       return classify(e);
     }
   }
-  const body = new Uint8Array(size);
-  let at = 0;
-  for (const c of chunks) {
-    body.set(c, at);
-    at += c.length;
-  }
-  return answer(new TextDecoder().decode(body));
+  return answer(decodeChunks(chunks));
 }
 
 /**

@@ -11,6 +11,7 @@
 import type { RawResponse } from "./answer.ts";
 import { headerRequestId } from "./answer.ts";
 import {
+  decodeChunks,
   MAX_RESPONSE_BYTES,
   type TooLarge,
   type Transport,
@@ -143,15 +144,9 @@ function exchange(
         chunks.push(chunk);
       });
       res.on("end", () => {
-        const body = new Uint8Array(size);
-        let at = 0;
-        for (const c of chunks) {
-          body.set(c, at);
-          at += c.length;
-        }
         finish({
           status,
-          body: new TextDecoder().decode(body),
+          body: decodeChunks(chunks),
           requestId,
           location: header("location") ?? undefined,
         });

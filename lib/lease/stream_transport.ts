@@ -17,6 +17,7 @@
  */
 import { headerRequestId, type RawResponse } from "./answer.ts";
 import {
+  decodeChunks,
   kindOfTlsError,
   MAX_RESPONSE_BYTES,
   type TooLarge,
@@ -289,7 +290,7 @@ async function exchange(
   return {
     answer: {
       status,
-      body: new TextDecoder().decode(body.bytes),
+      body: decodeChunks(body.chunks),
       requestId,
       location: headers.get("location"),
     },
@@ -302,7 +303,7 @@ async function readBody(
   r: Reader,
   status: number,
   headers: Map<string, string>,
-): Promise<{ bytes: Uint8Array; untilClose: boolean } | "too-large"> {
+): Promise<{ chunks: Uint8Array[]; untilClose: boolean } | "too-large"> {
   const fill = async (n: number) => {
     while (r.bytes.length < n) {
       if (!await r.more()) {
@@ -313,7 +314,7 @@ async function readBody(
     }
   };
   if (status === 204 || status === 304 || (status >= 100 && status < 200)) {
-    return { bytes: new Uint8Array(0), untilClose: false };
+    return { chunks: [], untilClose: false };
   }
   if (/chunked/i.test(headers.get("transfer-encoding") ?? "")) {
     const parts: Uint8Array[] = [];
@@ -344,7 +345,7 @@ async function readBody(
           r.consume(eol + 2);
           if (eol === 0) break;
         }
-        return { bytes: concat(parts, size), untilClose: false };
+        return { chunks: parts, untilClose: false };
       }
       size += n;
       if (size > MAX_RESPONSE_BYTES) return "too-large";
@@ -363,22 +364,12 @@ async function readBody(
     await fill(n);
     const bytes = r.bytes.slice(0, n);
     r.consume(n);
-    return { bytes, untilClose: false };
+    return { chunks: [bytes], untilClose: false };
   }
   while (await r.more()) {
     if (r.bytes.length > MAX_RESPONSE_BYTES) return "too-large";
   }
-  return { bytes: r.bytes.slice(), untilClose: true };
-}
-
-function concat(parts: Uint8Array[], size: number): Uint8Array {
-  const out = new Uint8Array(size);
-  let at = 0;
-  for (const p of parts) {
-    out.set(p, at);
-    at += p.length;
-  }
-  return out;
+  return { chunks: [r.bytes.slice()], untilClose: true };
 }
 
 function closeQuietly(conn: Deno.Conn): void {

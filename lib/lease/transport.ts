@@ -21,7 +21,24 @@ import { presentedValidity } from "./tls_trust.ts";
  */
 export const MAX_RESPONSE_BYTES = 64 * 1024;
 
-/** One request as both transports send it. */
+/**
+ * The body chunks a transport collected, joined and decoded as UTF-8 (bad
+ * bytes become U+FFFD, as `Response.text()` does).
+ *
+ * @param chunks The chunks in order.
+ * @returns The body text.
+ */
+export function decodeChunks(chunks: Uint8Array[]): string {
+  const body = new Uint8Array(chunks.reduce((n, c) => n + c.length, 0));
+  let at = 0;
+  for (const c of chunks) {
+    body.set(c, at);
+    at += c.length;
+  }
+  return new TextDecoder().decode(body);
+}
+
+/** One request as every transport sends it. */
 export interface WireRequest {
   /** Path (with the base prefix) on the target. */
   path: string;
