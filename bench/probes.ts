@@ -8,7 +8,7 @@
  * @module
  */
 import type { DevServer } from "../lib/devserver/server.ts";
-import { readBootMillis } from "../lib/state/clock.ts";
+import { readBootMillis } from "../lib/state/boot_clock.ts";
 import { StateDir } from "../lib/state/state_dir.ts";
 import { baseEnv, berthArgv, denoRunArgv, REPO_ROOT } from "../sim/cli.ts";
 import {
@@ -61,11 +61,11 @@ export async function benchCheck(
   await state.installCheck();
   const wrapper = await Deno.readTextFile(`${state.dir}/check`);
   const floorWrapper = `${dir}/empty-wrapper`;
-  await Deno.writeTextFile(
-    floorWrapper,
-    wrapper.replace(`'${REPO_ROOT}/main.ts'`, `'${emptyScript}'`),
-    { mode: 0o755 },
-  );
+  const floorText = wrapper.replace(`${REPO_ROOT}/main.ts`, emptyScript);
+  if (floorText === wrapper) {
+    throw new Error(`the probe wrapper does not run ${REPO_ROOT}/main.ts`);
+  }
+  await Deno.writeTextFile(floorWrapper, floorText, { mode: 0o755 });
   await Deno.chmod(floorWrapper, 0o755);
   const probe = [
     `${state.dir}/check`,

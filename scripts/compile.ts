@@ -2,8 +2,9 @@
  * `deno task compile`: builds the standalone `berth-acquire` binaries that
  * users download and that the container image ships, and a `SHA256SUMS` file
  * to verify them with. It exists so that the one place that decides how the
- * binary is compiled (permission set, code cache, targets, file names) is
- * shared by the release download, the Dockerfile's build stage and the tests.
+ * binary is compiled (permission set and V8 flags, both from
+ * lib/cmd/self_argv.ts; code cache, targets, file names) is shared by the
+ * release download, the Dockerfile's build stage and the tests.
  *
  * Usage: `deno task compile [--target TRIPLE]... [--out-dir DIR]`. Without
  * `--target` it builds every triple in {@linkcode TARGETS}. The binaries go
@@ -21,6 +22,9 @@
 import { dirname, join } from "node:path";
 import { parseArgs } from "node:util";
 import { ON_DEMAND_MODULES } from "../main.ts";
+import { PERMISSION_SET, V8_FLAGS_ARG } from "../lib/cmd/self_argv.ts";
+
+export { PERMISSION_SET };
 
 /**
  * The triples a release is built for: the glibc Linux platforms Kubernetes
@@ -33,14 +37,6 @@ export const TARGETS = [
 
 /** One of {@linkcode TARGETS}; a type so a typo in a triple fails `deno check`. */
 export type Target = typeof TARGETS[number];
-
-/**
- * The name of the permission set in deno.json that the binary is compiled
- * with. `deno run` in development and `deno compile` read the same set, so a
- * permission the program needs can never be granted in one and forgotten in
- * the other.
- */
-export const PERMISSION_SET = "berth-acquire";
 
 /** Where binaries go when `--out-dir` is not given, relative to the checkout. */
 export const DEFAULT_OUT_DIR = "dist";
@@ -76,7 +72,8 @@ export interface CompileArgsOptions {
 /**
  * The arguments after `deno` that compile one binary. Kept as a pure function
  * so a test can check, without compiling, that the binary gets exactly the
- * permission set the development run gets and that the V8 code cache is off
+ * permission set and V8 flags the development run gets and that the V8 code
+ * cache is off
  * (a compiled binary would otherwise try to write the cache at run time,
  * which fails on the read-only root file system of the image).
  *
@@ -94,6 +91,7 @@ export function compileArgs(o: CompileArgsOptions): string[] {
     "compile",
     "-q",
     `-P=${PERMISSION_SET}`,
+    V8_FLAGS_ARG,
     "--no-code-cache",
     "--config",
     o.config,

@@ -88,12 +88,12 @@ const CHECK_GRAPH = [
   "lib/cmd/check.ts",
   "lib/config/defaults.ts",
   "lib/config/duration.ts",
-  "lib/state/clock.ts",
+  "lib/state/boot_clock.ts",
   "lib/state/marker.ts",
   "lib/state/nofollow.ts",
 ];
 
-Deno.test("the probe's module imports only check, marker, no-follow reads, duration, clock and the default state directory, and no node: module", async () => {
+Deno.test("the probe's module imports only check, marker, no-follow reads, duration, the boot-time clock and the default state directory, and no node: module", async () => {
   assert.deepEqual(await moduleGraph(`${REPO_ROOT}/lib/cmd/check.ts`), [
     ...CHECK_GRAPH,
   ]);

@@ -5,13 +5,16 @@
  *
  * - `now()` is the process's monotonic clock. Lease deadlines live here: wall
  *   time can jump (NTP, a bad RTC) and the server's clock is not ours.
- * - `bootNow()` is the kernel's boot-time clock (`/proc/uptime`). It is also
- *   monotonic, and every container on the node reads the same value, so a
- *   deadline written on it by the sidecar can be checked by the probe in the
- *   main container and by a restarted sidecar.
+ * - `bootNow()` is the kernel's boot-time clock (`/proc/uptime`, read in
+ *   lib/state/boot_clock.ts). It is also monotonic, and every container on
+ *   the node reads the same value, so a deadline written on it by the sidecar
+ *   can be checked by the probe in the main container and by a restarted
+ *   sidecar.
  *
  * @module
  */
+
+import { readBootMillis } from "./boot_clock.ts";
 
 /** The clocks and waits the lease logic needs; see the module doc for which is which. */
 export interface Clock {
@@ -38,26 +41,6 @@ export interface Clock {
    * to wake the process after that.
    */
   after(ms: number, fn: () => void): () => void;
-}
-
-/**
- * Reads the boot-time clock from `/proc/uptime` (10 ms resolution). It exists
- * as its own function because the probe calls it once, only when the marker
- * carries a deadline, and must not pay for anything else.
- *
- * @param path The uptime file; default `/proc/uptime`.
- * @returns Milliseconds since boot.
- * @throws {Error} When the file cannot be read or parsed.
- */
-export function readBootMillis(path = "/proc/uptime"): number {
-  const text = Deno.readTextFileSync(path);
-  const seconds = Number(text.split(" ", 1)[0]);
-  if (!Number.isFinite(seconds) || seconds < 0) {
-    throw new Error(
-      `cannot read the boot-time clock from ${path}: ${JSON.stringify(text)}`,
-    );
-  }
-  return Math.round(seconds * 1000);
 }
 
 /**

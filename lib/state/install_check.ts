@@ -5,8 +5,8 @@
  * (`Deno.build.standalone`) copies itself there. Under `deno run`
  * (development, tests, and while `deno compile` is unavailable) there is no
  * self-contained executable to copy, so a `#!/bin/sh` wrapper is installed
- * instead that execs the same `deno` with this checkout's `main.ts` and
- * permission set; it behaves like the binary, but it needs `/bin/sh`, the
+ * instead that execs the same `deno` with this checkout's `main.ts`, the
+ * permission set and the V8 flags (`denoRunArgv`); it behaves like the binary, but it needs `/bin/sh`, the
  * `deno` executable and this checkout at the same paths in the container
  * that runs the probe, which holds on one machine but not in a real pod.
  *
@@ -16,6 +16,8 @@
  *
  * @module
  */
+
+import { denoRunArgv } from "../cmd/self_argv.ts";
 
 /**
  * Quotes `s` for a POSIX shell with single quotes, so a path with spaces,
@@ -32,6 +34,11 @@ export function shellQuote(s: string): string {
   return `'${s.replaceAll("'", `'\\''`)}'`;
 }
 
+/** `s` bare when the shell reads it as one literal word, else {@linkcode shellQuote}d. */
+function shellWord(s: string): string {
+  return /^[A-Za-z0-9_./=,-]+$/.test(s) ? s : shellQuote(s);
+}
+
 /**
  * The `check` wrapper installed under `deno run`: it makes the probe argv
  * (`<state>/check check ...`) run this checkout's CLI the way the compiled
@@ -43,13 +50,10 @@ export function shellQuote(s: string): string {
  */
 export function checkWrapperScript(denoPath: string, repoRoot: string): string {
   const root = repoRoot.replace(/\/+$/, "");
+  const argv = denoRunArgv(root, `${root}/main.ts`, [], denoPath);
   return "#!/bin/sh\n" +
     "# berth-acquire probe wrapper, installed because the helper ran under `deno run`.\n" +
-    `exec ${
-      shellQuote(denoPath)
-    } run -q --no-prompt -P=berth-acquire --config ${
-      shellQuote(`${root}/deno.json`)
-    } ${shellQuote(`${root}/main.ts`)} "$@"\n`;
+    `exec ${argv.map(shellWord).join(" ")} "$@"\n`;
 }
 
 /** How the probe is installed; the defaults describe this process. */

@@ -17,9 +17,10 @@
  *
  * @module
  */
-import { readBootMillis } from "./clock.ts";
+import { readBootMillis } from "./boot_clock.ts";
 import { formatDurationMs } from "../config/duration.ts";
 import {
+  decodeSmallText,
   describeNonRegular,
   type FileKind,
   readSmallFileNoFollow,
@@ -271,7 +272,7 @@ export interface ExamineOptions {
   maxAgeMs: number;
   /** The wall clock in ms since the epoch; default `Date.now`. */
   wallNowMs?: () => number;
-  /** The boot-time clock in ms; default `readBootMillis` (lib/clock.ts). */
+  /** The boot-time clock in ms; default `readBootMillis` (lib/state/boot_clock.ts). */
   bootNowMs?: () => number;
 }
 
@@ -294,7 +295,7 @@ export function examineMarker(path: string, opts: ExamineOptions): Verdict {
     } else if (r.kind === "not-regular") {
       obs = { stat: r.info, content: null };
     } else {
-      obs = { stat: r.info, content: new TextDecoder().decode(r.bytes) };
+      obs = { stat: r.info, content: decodeSmallText(r.bytes) };
     }
   } catch (e) {
     obs = {

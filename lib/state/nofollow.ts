@@ -70,6 +70,22 @@ export type NoFollowRead =
 const OPEN_ATTEMPTS = 3;
 
 /**
+ * The text of a small state file's bytes: ASCII, which is all this tool
+ * writes, becomes a string directly; anything else goes through
+ * `TextDecoder` (invalid UTF-8 becomes U+FFFD). The probe decodes the marker
+ * on every start, and the direct path keeps the decoder out of it.
+ *
+ * @param bytes The file's content, a few KiB at most.
+ * @returns Its text.
+ */
+export function decodeSmallText(bytes: Uint8Array): string {
+  for (const b of bytes) {
+    if (b >= 0x80) return new TextDecoder().decode(bytes);
+  }
+  return String.fromCharCode(...bytes);
+}
+
+/**
  * Reads a small regular file without ever following a symlink or blocking on
  * a FIFO: the path is lstat-ed first (only a regular file is opened), then
  * the opened file's device and inode are compared with the lstat result, so a

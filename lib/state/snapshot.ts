@@ -12,7 +12,7 @@
  *
  * @module
  */
-import { readBootMillis } from "./clock.ts";
+import { readBootMillis } from "./boot_clock.ts";
 import { examineMarker, type MarkerDeadlines, type Verdict } from "./marker.ts";
 import { StateDir } from "./state_dir.ts";
 

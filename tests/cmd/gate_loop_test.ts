@@ -8,7 +8,7 @@
 import assert from "node:assert/strict";
 import { LEASE_MARGIN_MS } from "../../lib/cmd/gate.ts";
 import { EXIT_GATE_CLOSED } from "../../lib/cmd/gate_args.ts";
-import { readBootMillis } from "../../lib/state/clock.ts";
+import { readBootMillis } from "../../lib/state/boot_clock.ts";
 import { StateDir } from "../../lib/state/state_dir.ts";
 import { tempDir, waitFor } from "../support/lease_env.ts";
 

@@ -230,11 +230,12 @@ Deno.test("status loads only the state modules it reads with: no configuration, 
     specifier: string;
   }[]).map((m) => m.specifier.replace(`file://${REPO_ROOT}/`, "")).sort();
   assert.deepEqual(modules, [
+    "lib/cmd/self_argv.ts",
     "lib/cmd/status.ts",
     "lib/config/defaults.ts",
     "lib/config/duration.ts",
     "lib/encoding/hex.ts",
-    "lib/state/clock.ts",
+    "lib/state/boot_clock.ts",
     "lib/state/install_check.ts",
     "lib/state/marker.ts",
     "lib/state/nofollow.ts",

@@ -35,6 +35,12 @@ import {
   EXIT_LEASE_LOST,
   FORWARDED_SIGNALS,
 } from "../../lib/cmd/run.ts";
+import {
+  checkoutArgv,
+  V8_FLAGS,
+  V8_FLAGS_ARG,
+} from "../../lib/cmd/self_argv.ts";
+import { checkWrapperScript } from "../../lib/state/install_check.ts";
 
 /**
  * The permission-related flags of a deno command line, in order: what the
@@ -110,6 +116,31 @@ Deno.test("compile task and binary both use only the deno.json permission set", 
   assert.equal(args[args.indexOf("--target") + 1], TARGETS[0]);
 });
 
+Deno.test("the binary and every deno run of the CLI get the same V8 flags", () => {
+  assert.ok(V8_FLAGS.length > 0);
+  const compile = compileArgs({
+    target: TARGETS[0],
+    output: "/out/b",
+    config: "/src/deno.json",
+    entry: "/src/main.ts",
+  });
+  const v8 = (argv: string[]) => argv.filter((a) => a.startsWith("--v8-flags"));
+  assert.deepEqual(v8(compile), [V8_FLAGS_ARG]);
+  assert.deepEqual(v8(checkoutArgv("/src", ["renew"])), [V8_FLAGS_ARG]);
+  const wrapper = shellWords(
+    checkWrapperScript("/opt/deno", "/src").split("\n")[2],
+  );
+  assert.deepEqual(v8(wrapper), [V8_FLAGS_ARG]);
+  // The tasks a user runs the CLI with from a checkout.
+  for (const name of ["berth-acquire", "dev-server"]) {
+    const task = denoJson.tasks?.[name];
+    assert.ok(task, `deno.json has no ${name} task`);
+    const [invocation] = denoInvocations(task);
+    assert.deepEqual(v8(invocation), [V8_FLAGS_ARG], task);
+    assert.deepEqual(permissionFlags(invocation), [`-P=${PERMISSION_SET}`]);
+  }
+});
+
 Deno.test("the Dockerfile compiles with the compile task's permission flags", () => {
   const runs = builder.instructions.filter((i) => i.keyword === "RUN");
   const invocations = runs.flatMap((r) => denoInvocations(r.args));
@@ -130,6 +161,7 @@ Deno.test("the Dockerfile compiles with the compile task's permission flags", ()
     } else {
       assert.deepEqual(permissionFlags(w), taskFlags, w.join(" "));
       assert.ok(w.includes("--no-code-cache"), w.join(" "));
+      assert.ok(w.includes(V8_FLAGS_ARG), w.join(" "));
     }
   }
   // Every release target can be built into an image.

@@ -1,7 +1,7 @@
 // The system clock's waits: long ones must not fire at once (timers cap at
 // 2^31-1 ms), short ones must fire, and a caller's signal ends a wait.
 import assert from "node:assert/strict";
-import { bounded, readBootMillis, systemClock } from "../../lib/state/clock.ts";
+import { bounded, systemClock } from "../../lib/state/clock.ts";
 import { FakeClock } from "../support/fake_clock.ts";
 import { timersOf } from "../support/timers.ts";
 
@@ -21,19 +21,6 @@ Deno.test("a short timeout aborts with a TimeoutError", async () => {
   const signal = systemClock.timeout(1);
   await new Promise((r) => signal.addEventListener("abort", r, { once: true }));
   assert.equal((signal.reason as Error).name, "TimeoutError");
-});
-
-Deno.test("the boot-time clock reads /proc/uptime and moves forward", () => {
-  const a = readBootMillis();
-  const b = readBootMillis();
-  assert.ok(a > 0 && b >= a);
-  const dir = Deno.makeTempDirSync();
-  try {
-    Deno.writeTextFileSync(`${dir}/uptime`, "soon 1.0\n");
-    assert.throws(() => readBootMillis(`${dir}/uptime`), /boot-time clock/);
-  } finally {
-    Deno.removeSync(dir, { recursive: true });
-  }
 });
 
 Deno.test("a wait its signal ends leaves no timer to wake the process later", async () => {

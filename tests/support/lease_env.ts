@@ -7,7 +7,7 @@
  *
  * @module
  */
-import { readBootMillis } from "../../lib/state/clock.ts";
+import { readBootMillis } from "../../lib/state/boot_clock.ts";
 import { type MarkerDeadlines, parseMarker } from "../../lib/state/marker.ts";
 import { spawnCli } from "./cli.ts";
 
