@@ -2,7 +2,8 @@
  * The floor programs: the least a Deno program can do for each job the
  * helper does, written out here so every ratio in the report compares
  * berth-acquire with a program anyone can read in full, started the same
- * way (`deno run -P=berth-acquire`) and measured in the same run.
+ * way (`deno run` with the permission set and the V8 flags the CLI gets) and
+ * measured in the same run.
  *
  * @module
  */

@@ -100,6 +100,8 @@ function leadingFraction(digits: string): { f: string; scale: number } {
  * Parses a Go duration the way `time.ParseDuration` does (sign, decimal
  * fractions, the unit list, the int64 range, and its float64 arithmetic for
  * fractions), so a value the webhook accepts is accepted here and vice versa.
+ * One deliberate difference: Go sums the parts in a uint64 that can wrap
+ * (two parts of 2^63 ns each add up to 0 there); here such a sum is rejected.
  *
  * @param input The duration text, such as `1m30s`.
  * @returns Whether it is negative, and its magnitude.
@@ -121,6 +123,8 @@ function parseGoDuration(input: string): { negative: boolean; span: Span } {
     const whole = m[1];
     const frac = m[2] ?? "";
     if (whole === "" && frac === "") throw bad();
+    // Go's leadingInt fails on more than 2^63 before the unit is looked at.
+    if (digitsAbove(whole.replace(/^0+/, ""), LIMIT_DIGITS)) throw bad();
     s = s.slice(m[0].length);
     const u = /^[^\d.]+/.exec(s);
     if (!u) {

@@ -4,8 +4,7 @@
  * can be checked by the probe in the main container and by a restarted
  * sidecar. A module of its own because the probe (which starts every 2 s in
  * every guarded container) needs this one function of the clocks and should
- * load nothing else; {@linkcode import("./clock.ts").systemClock} uses it
- * as its `bootNow()`.
+ * load nothing else; `systemClock.bootNow()` (lib/state/clock.ts) calls it.
  *
  * @module
  */
@@ -34,7 +33,7 @@ export function readBootMillis(path = "/proc/uptime"): number {
     file.close();
   }
   const text = String.fromCharCode(...buf.subarray(0, n));
-  const field = text.split(" ", 1)[0];
+  const field = text.split(/[ \n]/, 1)[0];
   // Number("") is 0: an empty or blank file must not read as "just booted".
   const seconds = /^\d+(?:\.\d+)?$/.test(field) ? Number(field) : NaN;
   if (!Number.isFinite(seconds)) {

@@ -6,9 +6,10 @@
  * (development, tests, and while `deno compile` is unavailable) there is no
  * self-contained executable to copy, so a `#!/bin/sh` wrapper is installed
  * instead that execs the same `deno` with this checkout's `main.ts`, the
- * permission set and the V8 flags (`denoRunArgv`); it behaves like the binary, but it needs `/bin/sh`, the
- * `deno` executable and this checkout at the same paths in the container
- * that runs the probe, which holds on one machine but not in a real pod.
+ * permission set and the V8 flags (`denoRunArgv`); it behaves like the
+ * binary, but it needs `/bin/sh`, the `deno` executable and this checkout at
+ * the same paths in the container that runs the probe, which holds on one
+ * machine but not in a real pod.
  *
  * The copy is written like every state file (see `state_dir.ts`): atomic,
  * not fsync-ed, because a new pod sandbox reruns the init container that

@@ -43,7 +43,7 @@ Deno.test("below a millisecond rounds up, so a bound is never shortened", () => 
     ["1500\u03bcs", 2], // Greek mu
     ["0.000001ms", 1], // 1 ns
     ["0.0000001ms", 0], // 0.1 ns: Go truncates the fraction to whole ns
-    ["1.0000000000000000000000001s", 1_000], // digits past a uint64 are dropped
+    ["1.0000000000000000000000001s", 1_000], // 1e-16 ns: truncated
   ];
   for (const [input, ms] of cases) assert.equal(parse(input), ms, input);
 });
@@ -63,6 +63,8 @@ Deno.test("the int64 nanosecond range, exactly at its edges", () => {
       "100000000000000000000ns",
       "9999999999999999999999h",
       "2562047h47m16s1s",
+      // Go's uint64 sum wraps to 0 here and accepts it; rejected on purpose.
+      "9223372036854775808ns9223372036854775808ns",
     ]
   ) {
     assert.throws(
@@ -95,6 +97,9 @@ Deno.test("malformed input is named, with what is wrong", () => {
     ["1 s", /unknown unit " s" in duration "1 s"/],
     ["1h-5m", /unknown unit "h-" in duration "1h-5m"/],
     ["soon", /invalid duration "soon"/],
+    // An integer part above 2^63 is Go's first complaint, before the unit.
+    ["99999999999999999999x", /invalid duration "99999999999999999999x"/],
+    ["99999999999999999999", /invalid duration "99999999999999999999"/],
   ];
   for (const [input, message] of cases) {
     assert.throws(() => parse(input), message, JSON.stringify(input));

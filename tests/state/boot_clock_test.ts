@@ -18,6 +18,8 @@ Deno.test("an uptime file it cannot read or parse is named in the error", () => 
   try {
     Deno.writeTextFileSync(`${dir}/uptime`, "12.5 30.0\n");
     assert.equal(readBootMillis(`${dir}/uptime`), 12_500);
+    Deno.writeTextFileSync(`${dir}/uptime`, "7.25\n");
+    assert.equal(readBootMillis(`${dir}/uptime`), 7_250);
     Deno.writeTextFileSync(`${dir}/uptime`, "soon 1.0\n");
     assert.throws(
       () => readBootMillis(`${dir}/uptime`),
