@@ -433,8 +433,19 @@ export class Renewer {
       });
   }
 
+  /**
+   * Tells the observer (metrics, the health endpoint, `run`). Its failure is
+   * logged and goes no further: it must never keep a closing gate from being
+   * enforced, nor end the sidecar from inside the gate timer.
+   */
   #changed(): void {
-    this.#o.observer?.changed?.(this.status());
+    try {
+      this.#o.observer?.changed?.(this.status());
+    } catch (e) {
+      this.#o.logger.error("a lease status observer failed", {
+        error: e instanceof Error ? e.message : String(e),
+      });
+    }
   }
 
   /**

@@ -731,3 +731,40 @@ Deno.test("a marker the volume refuses is reported once per run of failures, wit
   );
   await stop(h);
 });
+
+Deno.test("an observer that throws neither keeps the gate timer from stopping the workload nor ends the loop", async () => {
+  let calls = 0;
+  const h = start(handoff(4, 10_000), {
+    observer: {
+      changed: () => {
+        calls++;
+        throw new Error("observer broke");
+      },
+    },
+  });
+  const t0 = h.clock.now();
+  await settle();
+  h.client.pending()!.answer({ kind: "acquired", lease: record(HOLDER, 4) });
+  await settle();
+  // No renewal answers from here: the gate timer alone closes the gate.
+  await h.clock.advanceTo(t0 + HB);
+  h.client.pending()!.answer({
+    kind: "server-error",
+    status: 500,
+    message: "internal error",
+  });
+  await h.clock.advanceTo(t0 + 6_000);
+  assert.equal(h.enforcer.firstClose()?.at, t0 + 6_000);
+  assert.ok(calls > 0);
+  assert.ok(
+    h.logs.some((l) =>
+      l.includes("a lease status observer failed") &&
+      l.includes("observer broke")
+    ),
+    h.logs.join("\n"),
+  );
+  // The loop is still running: the next heartbeat sends again.
+  await h.clock.advanceTo(t0 + 2 * HB + 1);
+  assert.ok(h.client.pending(), "the loop goes on after the observer failed");
+  await stop(h);
+});
