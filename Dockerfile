@@ -22,8 +22,9 @@ COPY deno.json main.ts ./
 COPY lib/ lib/
 COPY scripts/ scripts/
 # The same command as a release build (`deno task compile`), so the
-# permission set (-P=berth-acquire from deno.json), the disabled V8 code
-# cache and the type check are the same in the image and in the downloads.
+# permission set (-P=berth-acquire from deno.json), the V8 flags, the
+# disabled V8 code cache and the type check are the same in the image and in
+# the downloads.
 RUN set -eu; \
     arch="${TARGETARCH:-$(dpkg --print-architecture)}"; \
     case "$arch" in \
