@@ -17,6 +17,7 @@ import type { ApiKeySource } from "./api_key.ts";
 import { createFetchTransport } from "./fetch_transport.ts";
 import { createNodeTransport } from "./node_transport.ts";
 import { createStreamTransport } from "./stream_transport.ts";
+import { proxyFor } from "./proxy_env.ts";
 import { redactor, redactOutcome } from "./redact.ts";
 import {
   DEFAULT_REQUEST_TIMEOUT_MS,
@@ -91,6 +92,14 @@ export interface HttpLeaseClientOptions {
    * answers where it can do what is asked; tests run all three.
    */
   transport?: "fetch" | "node" | "stream";
+  /**
+   * Reads the proxy variables (`HTTPS_PROXY`, `HTTP_PROXY`, `ALL_PROXY`,
+   * `NO_PROXY`, lower case too); default `Deno.env.get`. `fetch` reads them
+   * itself; the stream transport follows the same rules (proxy_env.ts); the
+   * node transport (skip-verify, development only) goes direct, with a
+   * warning when one is set for the server.
+   */
+  env?: (name: string) => string | undefined;
   /** Receives construction warnings and per-request debug lines; default none. */
   logger?: Logger;
 }
@@ -239,7 +248,7 @@ function buildTransport(
     return options.transport === "node"
       ? createNodeTransport(target, {})
       : options.transport === "stream"
-      ? createStreamTransport(target, {})
+      ? createStreamTransport(target, { proxy: proxyOf(options, target) })
       : createFetchTransport(target, undefined);
   }
   const caCerts = options.caBundleFile === undefined
@@ -275,16 +284,45 @@ function buildTransport(
   }
   switch (chosen) {
     case "node":
+      if (proxyFor(target, envOf(options)).kind !== "direct") {
+        logger.warn(
+          "a proxy is set for the API server, but with --insecure-skip-tls-verify the helper connects to it directly",
+          { api_server: target.origin },
+        );
+      }
       return createNodeTransport(target, {
         caCerts,
         serverName,
         insecureSkipTlsVerify: options.insecureSkipTlsVerify,
       });
     case "stream":
-      return createStreamTransport(target, { caCerts, serverName });
+      return createStreamTransport(target, {
+        caCerts,
+        serverName,
+        proxy: proxyOf(options, target),
+      });
     case "fetch":
       return createFetchTransport(target, caCerts);
   }
+}
+
+function envOf(options: HttpLeaseClientOptions) {
+  return options.env ?? ((n: string) => Deno.env.get(n));
+}
+
+/**
+ * The proxy the environment names for the server, for a transport that does
+ * not read the environment itself.
+ *
+ * @throws {Error} When the named proxy is of a kind it cannot use.
+ */
+function proxyOf(options: HttpLeaseClientOptions, target: Target) {
+  const choice = proxyFor(target, envOf(options));
+  if (choice.kind === "direct") return undefined;
+  if (choice.kind === "proxy") return choice.proxy;
+  throw new Error(
+    `${choice.detail}; use an http:// proxy URL, or list the API server's host in NO_PROXY`,
+  );
 }
 
 function abortFailure(reason: unknown): LeaseFailure {

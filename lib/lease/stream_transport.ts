@@ -4,7 +4,9 @@
  * (sent as SNI too) while the socket goes to the URL's host. `fetch` cannot
  * verify a name other than the URL's, and `node:https` costs about 14 ms and
  * 10 MiB to load in every process that uses it; this needs neither. Over an
- * `http:` target it speaks plain HTTP/1.1 on the socket.
+ * `http:` target it speaks plain HTTP/1.1 on the socket. Through a proxy
+ * (`options.proxy`) it opens a `CONNECT` tunnel for an `https:` target and
+ * shakes hands inside it, and sends absolute-form requests for an `http:` one.
  *
  * One connection is kept between requests. A request on a kept connection
  * that the server had closed (nothing at all comes back) is sent once more
@@ -26,6 +28,7 @@ import {
   type WireRequest,
 } from "./transport.ts";
 import type { Target } from "./wire.ts";
+import type { Proxy } from "./proxy_env.ts";
 
 /** The TLS settings of a stream transport. */
 export interface StreamTlsOptions {
@@ -33,6 +36,12 @@ export interface StreamTlsOptions {
   caCerts?: string[];
   /** The name sent as SNI and verified on the certificate; default the URL's host. */
   serverName?: string;
+  /**
+   * An HTTP proxy to go through (from the environment, see proxy_env.ts): a
+   * `CONNECT` tunnel for an `https:` server, absolute-form requests for an
+   * `http:` one.
+   */
+  proxy?: Proxy;
 }
 
 /** The most header bytes read before the body: real answers send a few hundred. */
@@ -42,6 +51,9 @@ type Answer = RawResponse | TransportError | TooLarge;
 
 /** What a request the caller's signal ended resolves to (the caller names it). */
 const ABORTED: TransportError = { error: "other", detail: "aborted" };
+
+/** A failure on the way through the proxy, worded for it (never a server's "refused"). */
+class ProxyError extends Error {}
 
 /** Thrown inside the exchange; `stale` when the kept connection gave nothing back. */
 class ExchangeError extends Error {
@@ -63,15 +75,25 @@ export function createStreamTransport(
 ): Transport {
   let kept: Deno.Conn | undefined;
   /** Connects (and shakes hands); `using` hears of each socket as it is made, so an abort can close it. */
+  const proxy = options.proxy;
   const open = async (using: (c: Deno.Conn) => void): Promise<Deno.Conn> => {
-    const tcp = await Deno.connect({
-      hostname: target.hostname,
-      port: target.port,
-    });
+    let tcp: Deno.TcpConn;
+    try {
+      tcp = await Deno.connect({
+        hostname: proxy?.hostname ?? target.hostname,
+        port: proxy?.port ?? target.port,
+      });
+    } catch (e) {
+      if (proxy === undefined) throw e;
+      throw new ProxyError(
+        `cannot connect to the proxy ${proxy.label}: ${(e as Error).message}`,
+      );
+    }
     using(tcp);
     // One write per request: no reason to wait for an ACK before sending.
     tcp.setNoDelay(true);
     if (!target.secure) return tcp;
+    if (proxy !== undefined) await tunnel(tcp, target, proxy);
     // startTls takes the socket over: from here on the TLS side closes it.
     const tls = await Deno.startTls(tcp, {
       hostname: options.serverName ?? target.hostname,
@@ -83,7 +105,7 @@ export function createStreamTransport(
   };
   return {
     async send(request, signal) {
-      const text = requestText(target, request);
+      const text = requestText(target, request, proxy);
       if (text === undefined) {
         return {
           error: "other",
@@ -155,10 +177,17 @@ export function createStreamTransport(
 function requestText(
   target: Target,
   request: WireRequest,
+  proxy?: Proxy,
 ): string | undefined {
   // The URL's host, as fetch sends it (no port when it is the default).
   const host = new URL(target.origin).host;
-  const lines = [`POST ${request.path} HTTP/1.1`, `Host: ${host}`];
+  // A proxy that forwards plain HTTP is sent the whole URL (absolute form).
+  const forward = proxy !== undefined && !target.secure;
+  const uri = forward ? `${target.origin}${request.path}` : request.path;
+  const lines = [`POST ${uri} HTTP/1.1`, `Host: ${host}`];
+  if (forward && proxy.authorization !== undefined) {
+    lines.push(`Proxy-Authorization: ${proxy.authorization}`);
+  }
   for (const [name, value] of Object.entries(request.headers)) {
     if (/^(host|content-length|connection|transfer-encoding)$/i.test(name)) {
       continue;
@@ -372,6 +401,65 @@ async function readBody(
   return { chunks: [r.bytes.slice()], untilClose: true };
 }
 
+/**
+ * Asks the proxy for a tunnel to the server (`CONNECT host:port`) and reads
+ * its answer; throws a {@linkcode ProxyError} unless it is a 2xx. Only the
+ * status code of a refusal is quoted: the rest is the proxy's to say.
+ */
+async function tunnel(
+  conn: Deno.Conn,
+  target: Target,
+  proxy: Proxy,
+): Promise<void> {
+  const authority = target.hostname.includes(":")
+    ? `[${target.hostname}]:${target.port}`
+    : `${target.hostname}:${target.port}`;
+  const lines = [`CONNECT ${authority} HTTP/1.1`, `Host: ${authority}`];
+  if (proxy.authorization !== undefined) {
+    lines.push(`Proxy-Authorization: ${proxy.authorization}`);
+  }
+  const bytes = new TextEncoder().encode(`${lines.join("\r\n")}\r\n\r\n`);
+  const r = new Reader(conn);
+  let end: number;
+  try {
+    for (let off = 0; off < bytes.length;) {
+      off += await conn.write(bytes.subarray(off));
+    }
+    for (;;) {
+      end = indexOf(r.bytes, CRLF_CRLF);
+      if (end >= 0) break;
+      if (r.bytes.length > MAX_HEADER_BYTES || !await r.more()) {
+        throw new Error("it closed the connection or sent no answer");
+      }
+    }
+  } catch (e) {
+    throw new ProxyError(
+      `the proxy ${proxy.label} did not open a tunnel to ${authority}: ${
+        (e as Error).message
+      }`,
+    );
+  }
+  const statusLine = new TextDecoder().decode(
+    r.bytes.subarray(0, r.bytes.indexOf(13)),
+  );
+  const status = /^HTTP\/1\.[01] (\d{3})(?: |$)/.exec(statusLine)?.[1];
+  if (status === undefined || !status.startsWith("2")) {
+    const hint = status === "407"
+      ? "; it wants credentials: put them in the proxy URL (http://user:password@host:port)"
+      : "";
+    throw new ProxyError(
+      `the proxy ${proxy.label} refused a tunnel to ${authority} (${
+        status === undefined ? "no HTTP status" : `status ${status}`
+      })${hint}`,
+    );
+  }
+  if (r.bytes.length > end + 4) {
+    throw new ProxyError(
+      `the proxy ${proxy.label} sent data after opening the tunnel to ${authority}`,
+    );
+  }
+}
+
 function closeQuietly(conn: Deno.Conn): void {
   try {
     conn.close();
@@ -380,5 +468,6 @@ function closeQuietly(conn: Deno.Conn): void {
 
 function classify(e: unknown): TransportError {
   const detail = e instanceof Error ? e.message : String(e);
+  if (e instanceof ProxyError) return { error: "other", detail };
   return { error: kindOfTlsError(detail), detail };
 }

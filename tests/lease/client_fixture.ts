@@ -214,3 +214,13 @@ export const GRANT = {
   expiresAt: "2026-05-07T00:00:30.123456789Z",
   acquiredAt: "2026-05-07T00:00:00Z",
 };
+
+/** A server over TLS with `pki`'s certificate that grants every request. */
+export async function startTlsGrantServer(
+  pki: { serverCert: string; serverKey: string },
+): Promise<TestServer> {
+  return await startServer(() => json(200, GRANT), {
+    cert: await Deno.readTextFile(pki.serverCert),
+    key: await Deno.readTextFile(pki.serverKey),
+  });
+}

@@ -10,12 +10,10 @@ import { makeTestPki, opensslMissing } from "../support/tls.ts";
 import {
   both,
   client,
-  GRANT,
   header,
   HOLDER,
-  json,
   never,
-  startServer,
+  startTlsGrantServer,
 } from "./client_fixture.ts";
 
 // ---------------------------------------------------------------------------
@@ -27,12 +25,7 @@ function tlsTest(name: string, fn: () => Promise<void>) {
   both(name, fn, noOpenssl !== undefined);
 }
 
-async function tlsServer(pki: { serverCert: string; serverKey: string }) {
-  return await startServer(() => json(200, GRANT), {
-    cert: await Deno.readTextFile(pki.serverCert),
-    key: await Deno.readTextFile(pki.serverKey),
-  });
-}
+const tlsServer = startTlsGrantServer;
 
 function expectTransport(out: GrantOutcome, hint: RegExp) {
   assert.equal(out.kind, "transport-error", JSON.stringify(out));

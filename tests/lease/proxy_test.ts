@@ -1,0 +1,299 @@
+/**
+ * The API server behind an HTTP proxy named by the environment: the stream
+ * transport (server-name override) goes through the same proxy as `fetch`,
+ * by the same rules, with the proxy's credentials and failures said in words
+ * that name the proxy and never its password; the node transport warns that
+ * it goes direct.
+ */
+import assert from "node:assert/strict";
+import { createHttpLeaseClient } from "../../lib/lease/client.ts";
+import { createLogger } from "../../lib/obs/log.ts";
+import { makeTestPki, opensslMissing } from "../support/tls.ts";
+import {
+  GRANT,
+  HOLDER,
+  KEY,
+  never,
+  startTlsGrantServer,
+} from "./client_fixture.ts";
+
+const noOpenssl = opensslMissing();
+
+/** What the test proxy saw of one client connection. */
+interface Seen {
+  requestLine: string;
+  headers: Map<string, string>;
+}
+
+interface TestProxy extends AsyncDisposable {
+  port: number;
+  seen: Seen[];
+}
+
+/**
+ * A loopback proxy: `CONNECT` opens a tunnel (unless `refuse` names a
+ * status); any other request is answered by the proxy itself with a grant,
+ * as a forwarding proxy would relay the server's.
+ */
+function startProxy(refuse?: number): TestProxy {
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const seen: Seen[] = [];
+  const open = new Set<Deno.Conn>();
+  const serve = async (conn: Deno.Conn) => {
+    open.add(conn);
+    let buf = new Uint8Array(0);
+    const chunk = new Uint8Array(4096);
+    let end = -1;
+    while (end < 0) {
+      const n = await conn.read(chunk).catch(() => null);
+      if (n === null) return;
+      const next = new Uint8Array(buf.length + n);
+      next.set(buf);
+      next.set(chunk.subarray(0, n), buf.length);
+      buf = next;
+      end = new TextDecoder().decode(buf).indexOf("\r\n\r\n");
+    }
+    const [requestLine, ...lines] = new TextDecoder().decode(
+      buf.subarray(0, end),
+    ).split("\r\n");
+    const headers = new Map(lines.map((l) => {
+      const i = l.indexOf(":");
+      return [l.slice(0, i).toLowerCase(), l.slice(i + 1).trim()];
+    }));
+    seen.push({ requestLine, headers });
+    const write = (s: string) => conn.write(new TextEncoder().encode(s));
+    const [method, target] = requestLine.split(" ");
+    if (refuse !== undefined) {
+      await write(`HTTP/1.1 ${refuse} No\r\nContent-Length: 0\r\n\r\n`);
+      conn.close();
+      return;
+    }
+    if (method !== "CONNECT") {
+      const body = JSON.stringify(GRANT);
+      await write(
+        `HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\nConnection: close\r\n\r\n${body}`,
+      );
+      conn.close();
+      return;
+    }
+    const [hostname, port] = target.split(":");
+    const up = await Deno.connect({ hostname, port: Number(port) });
+    open.add(up);
+    await write("HTTP/1.1 200 Connection established\r\n\r\n");
+    await Promise.all([
+      conn.readable.pipeTo(up.writable).catch(() => {}),
+      up.readable.pipeTo(conn.writable).catch(() => {}),
+    ]);
+  };
+  const accepting = (async () => {
+    for await (const conn of listener) serve(conn).catch(() => {});
+  })();
+  return {
+    port: (listener.addr as Deno.NetAddr).port,
+    seen,
+    async [Symbol.asyncDispose]() {
+      listener.close();
+      for (const c of open) {
+        try {
+          c.close();
+        } catch { /* closed */ }
+      }
+      await accepting.catch(() => {});
+    },
+  };
+}
+
+function envOf(vars: Record<string, string>) {
+  return (name: string) => vars[name];
+}
+
+/** A client with the server-name override (the stream transport) for `srv`. */
+function overrideClient(
+  srv: { url: string },
+  pki: { caCert: string },
+  vars: Record<string, string>,
+) {
+  return createHttpLeaseClient({
+    apiServer: srv.url,
+    key: KEY,
+    caBundleFile: pki.caCert,
+    serverName: "berth.test",
+    env: envOf(vars),
+  });
+}
+
+Deno.test({
+  name:
+    "the server-name override goes through HTTPS_PROXY with a CONNECT tunnel, credentials in Proxy-Authorization",
+  ignore: noOpenssl !== undefined,
+  fn: async () => {
+    await using pki = await makeTestPki({ names: ["berth.test"] });
+    await using srv = await startTlsGrantServer(pki);
+    await using proxy = startProxy();
+    const c = overrideClient(srv, pki, {
+      HTTPS_PROXY: `http://ops:s%3Acret@127.0.0.1:${proxy.port}`,
+    });
+    const out = await c.acquire(HOLDER, 10, never());
+    assert.equal(out.kind, "acquired", JSON.stringify(out));
+    assert.equal(srv.requests[0].sni, "berth.test");
+    assert.equal(proxy.seen.length, 1);
+    assert.equal(
+      proxy.seen[0].requestLine,
+      `CONNECT 127.0.0.1:${srv.port} HTTP/1.1`,
+    );
+    assert.equal(
+      proxy.seen[0].headers.get("proxy-authorization"),
+      `Basic ${btoa("ops:s:cret")}`,
+    );
+  },
+});
+
+Deno.test({
+  name:
+    "NO_PROXY naming the server's host, or an address range holding it, goes direct",
+  ignore: noOpenssl !== undefined,
+  fn: async () => {
+    await using pki = await makeTestPki({ names: ["berth.test"] });
+    await using srv = await startTlsGrantServer(pki);
+    await using proxy = startProxy();
+    for (const noProxy of ["127.0.0.1", "10.0.0.0/8, 127.0.0.0/8", "*"]) {
+      const c = overrideClient(srv, pki, {
+        HTTPS_PROXY: `http://127.0.0.1:${proxy.port}`,
+        NO_PROXY: noProxy,
+      });
+      const out = await c.acquire(HOLDER, 10, never());
+      assert.equal(out.kind, "acquired", `${noProxy}: ${JSON.stringify(out)}`);
+    }
+    assert.equal(proxy.seen.length, 0);
+  },
+});
+
+Deno.test({
+  name:
+    "a proxy that refuses the tunnel, or is not there, is named in the error, without its password",
+  ignore: noOpenssl !== undefined,
+  fn: async () => {
+    await using pki = await makeTestPki({ names: ["berth.test"] });
+    await using srv = await startTlsGrantServer(pki);
+    await using proxy = startProxy(407);
+    const call = (proxyUrl: string) =>
+      overrideClient(srv, pki, { https_proxy: proxyUrl }).acquire(
+        HOLDER,
+        10,
+        never(),
+      );
+    const refused = await call(`http://ops:hunter2@127.0.0.1:${proxy.port}`);
+    assert.equal(refused.kind, "transport-error", JSON.stringify(refused));
+    const message = refused.kind === "transport-error" ? refused.message : "";
+    assert.match(
+      message,
+      new RegExp(
+        `proxy https_proxy \\(127\\.0\\.0\\.1:${proxy.port}\\) refused a tunnel to 127\\.0\\.0\\.1:${srv.port} \\(status 407\\); it wants credentials`,
+      ),
+    );
+    assert.doesNotMatch(message, /hunter2|ops:/);
+    // A closed port: the proxy's, not the API server's, refusal.
+    const closed = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+    const port = (closed.addr as Deno.NetAddr).port;
+    closed.close();
+    const gone = await call(`127.0.0.1:${port}`);
+    assert.equal(gone.kind, "transport-error", JSON.stringify(gone));
+    assert.match(
+      gone.kind === "transport-error" ? gone.message : "",
+      new RegExp(
+        `cannot connect to the proxy https_proxy \\(127\\.0\\.0\\.1:${port}\\)`,
+      ),
+    );
+    assert.equal(srv.requests.length, 0);
+  },
+});
+
+Deno.test("a proxy the stream transport cannot use is a configuration error naming the variable", () => {
+  for (
+    const [value, kind] of [
+      ["https://proxy.corp:3129", "https"],
+      ["socks5://proxy.corp:1080", "socks5"],
+    ]
+  ) {
+    assert.throws(
+      () =>
+        createHttpLeaseClient({
+          apiServer: "https://berth.example:8443",
+          key: KEY,
+          serverName: "berth.test",
+          env: envOf({ ALL_PROXY: value }),
+        }),
+      new RegExp(
+        `ALL_PROXY names a ${kind} proxy; only http:// proxies are supported .*; use an http:// proxy URL, or list the API server's host in NO_PROXY`,
+      ),
+    );
+  }
+});
+
+Deno.test("over http://, the stream transport sends the proxy the whole URL and its credentials", async () => {
+  await using proxy = startProxy();
+  const c = createHttpLeaseClient({
+    apiServer: "http://berth.example:8080/gw",
+    key: KEY,
+    transport: "stream",
+    env: envOf({ HTTP_PROXY: `http://ops:pw@127.0.0.1:${proxy.port}` }),
+  });
+  const out = await c.acquire(HOLDER, 10, never());
+  assert.equal(out.kind, "acquired", JSON.stringify(out));
+  assert.equal(
+    proxy.seen[0].requestLine,
+    `POST http://berth.example:8080/gw/v1alpha1/namespaces/${KEY.namespace}/leases/${KEY.name}/acquire HTTP/1.1`,
+  );
+  assert.equal(proxy.seen[0].headers.get("host"), "berth.example:8080");
+  assert.equal(
+    proxy.seen[0].headers.get("proxy-authorization"),
+    `Basic ${btoa("ops:pw")}`,
+  );
+});
+
+Deno.test("skip-verify (node:https) goes direct and says so when a proxy is set for the server", () => {
+  const lines: string[] = [];
+  createHttpLeaseClient({
+    apiServer: "https://berth.example:8443",
+    key: KEY,
+    insecureSkipTlsVerify: true,
+    env: envOf({ HTTPS_PROXY: "http://proxy.corp:3128" }),
+    logger: createLogger({ format: "json", write: (l) => lines.push(l) }),
+  });
+  assert.ok(
+    lines.some((l) =>
+      l.includes(
+        "with --insecure-skip-tls-verify the helper connects to it directly",
+      )
+    ),
+    lines.join("\n"),
+  );
+});
+
+Deno.test({
+  name:
+    "the default path (fetch) goes through the same proxy, by the same variables",
+  ignore: noOpenssl !== undefined,
+  fn: async () => {
+    await using pki = await makeTestPki({ names: ["127.0.0.1"] });
+    await using srv = await startTlsGrantServer(pki);
+    await using proxy = startProxy();
+    // fetch reads the process environment itself, when its client is made.
+    Deno.env.set("HTTPS_PROXY", `http://127.0.0.1:${proxy.port}`);
+    try {
+      const c = createHttpLeaseClient({
+        apiServer: srv.url,
+        key: KEY,
+        caBundleFile: pki.caCert,
+      });
+      const out = await c.acquire(HOLDER, 10, never());
+      assert.equal(out.kind, "acquired", JSON.stringify(out));
+    } finally {
+      Deno.env.delete("HTTPS_PROXY");
+    }
+    assert.equal(
+      proxy.seen[0]?.requestLine,
+      `CONNECT 127.0.0.1:${srv.port} HTTP/1.1`,
+    );
+  },
+});
