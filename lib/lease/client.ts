@@ -140,7 +140,7 @@ export function createHttpLeaseClient(
       `requestTimeoutMs must be a positive number of milliseconds, got ${timeoutMs}`,
     );
   }
-  const transport = buildTransport(options, target, logger);
+  const { transport, direct } = buildTransport(options, target, logger);
   const auth = options.auth;
 
   const call = async (
@@ -178,6 +178,7 @@ export function createHttpLeaseClient(
           target,
           verifiedName: options.serverName ?? target.hostname,
           serverName: options.serverName,
+          direct,
           signal: bounded,
         });
     } else if ("tooLarge" in answer) {
@@ -221,12 +222,15 @@ export function createHttpLeaseClient(
   };
 }
 
-/** The transport the TLS options need, and the warnings they deserve. */
+/**
+ * The transport the TLS options need, and the warnings they deserve;
+ * `direct` when it connects to the server itself (no proxy in between).
+ */
 function buildTransport(
   options: HttpLeaseClientOptions,
   target: Target,
   logger: Logger,
-): Transport {
+): { transport: Transport; direct: boolean } {
   const given = [
     options.caBundleFile !== undefined && "--ca-bundle-file",
     options.serverName !== undefined && "--server-name",
@@ -245,11 +249,13 @@ function buildTransport(
         { api_server: target.origin },
       );
     }
-    return options.transport === "node"
+    // Plain HTTP has no certificate to look at: `direct` does not matter.
+    const transport = options.transport === "node"
       ? createNodeTransport(target, {})
       : options.transport === "stream"
       ? createStreamTransport(target, { proxy: proxyOf(options, target) })
       : createFetchTransport(target, undefined);
+    return { transport, direct: true };
   }
   const caCerts = options.caBundleFile === undefined
     ? undefined
@@ -282,27 +288,37 @@ function buildTransport(
       "the fetch transport cannot override the TLS server name; use the stream or node transport",
     );
   }
+  const proxied = proxyFor(target, envOf(options)).kind !== "direct";
   switch (chosen) {
     case "node":
-      if (proxyFor(target, envOf(options)).kind !== "direct") {
+      if (proxied) {
         logger.warn(
-          "a proxy is set for the API server, but with --insecure-skip-tls-verify the helper connects to it directly",
+          "a proxy is set for the API server, but with --insecure-skip-tls-verify (node:https) the helper connects to it directly",
           { api_server: target.origin },
         );
       }
-      return createNodeTransport(target, {
-        caCerts,
-        serverName,
-        insecureSkipTlsVerify: options.insecureSkipTlsVerify,
-      });
+      return {
+        transport: createNodeTransport(target, {
+          caCerts,
+          serverName,
+          insecureSkipTlsVerify: options.insecureSkipTlsVerify,
+        }),
+        direct: true,
+      };
     case "stream":
-      return createStreamTransport(target, {
-        caCerts,
-        serverName,
-        proxy: proxyOf(options, target),
-      });
+      return {
+        transport: createStreamTransport(target, {
+          caCerts,
+          serverName,
+          proxy: proxyOf(options, target),
+        }),
+        direct: !proxied,
+      };
     case "fetch":
-      return createFetchTransport(target, caCerts);
+      return {
+        transport: createFetchTransport(target, caCerts),
+        direct: !proxied,
+      };
   }
 }
 

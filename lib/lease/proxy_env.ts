@@ -4,8 +4,10 @@
  * transport of the server-name override agree): `ALL_PROXY`, then
  * `HTTPS_PROXY` for an `https:` server or `HTTP_PROXY` for an `http:` one,
  * each in upper case before lower case; `NO_PROXY` (or `no_proxy`) lists
- * what bypasses them: `*`, IP addresses and CIDR ranges, and domains, each
- * matching itself and its subdomains (`example.com` and `.example.com` alike).
+ * what bypasses them: `*` (every host name), IP addresses and CIDR ranges,
+ * and domains, each matching itself and its subdomains (`example.com` and
+ * `.example.com` alike). Under CGI (`REQUEST_METHOD` set) `HTTP_PROXY` is
+ * ignored.
  * An `http:` proxy (or one written without a scheme) is supported; `https:`
  * and `socks5:` proxies are reported as unsupported rather than bypassed.
  * Credentials in the proxy URL (`http://user:pass@proxy:3128`) become a
@@ -59,8 +61,15 @@ export function proxyFor(
     }
     return undefined;
   };
+  // Under CGI a request's "Proxy:" header arrives as HTTP_PROXY: never
+  // trusted there (Deno's rule too).
+  const cgi = env("REQUEST_METHOD") !== undefined;
   const chosen = named("ALL_PROXY") ??
-    named(target.secure ? "HTTPS_PROXY" : "HTTP_PROXY");
+    (target.secure
+      ? named("HTTPS_PROXY")
+      : cgi
+      ? undefined
+      : named("HTTP_PROXY"));
   if (chosen === undefined) return { kind: "direct" };
   // As Deno reads it: NO_PROXY when set at all (even empty), else no_proxy.
   const noProxy = env("NO_PROXY") ?? env("no_proxy") ?? "";
@@ -86,7 +95,22 @@ function parseProxyUrl(name: string, value: string): ProxyChoice {
       kind: "unsupported",
       detail: `${name} names a ${
         url.protocol.slice(0, -1)
-      } proxy; only http:// proxies are supported with this TLS setting`,
+      } proxy; only http:// proxies are supported here`,
+    };
+  }
+  // "user:pa/ss@host" parses as host "user"; say so without echoing it.
+  if (/@/.test(url.pathname + url.search + url.hash)) {
+    return {
+      kind: "unsupported",
+      detail:
+        `${name} has an "@" after a "/", "?" or "#": percent-encode those characters in the proxy's user name and password`,
+    };
+  }
+  if (url.username !== "" && url.password === "") {
+    return {
+      kind: "unsupported",
+      detail:
+        `${name} has a user name but no password (expected http://user:password@host:port)`,
     };
   }
   const hostname = url.hostname.replace(/^\[(.*)\]$/, "$1");
@@ -97,16 +121,26 @@ function parseProxyUrl(name: string, value: string): ProxyChoice {
     label: `${name} (${url.host})`,
   };
   if (url.username !== "" || url.password !== "") {
-    const user = decodeURIComponent(url.username);
-    const pass = decodeURIComponent(url.password);
+    const user = decodeOrRaw(url.username);
+    const pass = decodeOrRaw(url.password);
     const bytes = new TextEncoder().encode(`${user}:${pass}`);
     proxy.authorization = `Basic ${btoa(String.fromCharCode(...bytes))}`;
   }
   return { kind: "proxy", proxy };
 }
 
+/** Percent-decoded, or as written when it is not valid percent-encoding (a bare `%`). */
+function decodeOrRaw(s: string): string {
+  try {
+    return decodeURIComponent(s);
+  } catch {
+    return s;
+  }
+}
+
 /**
- * Whether a `NO_PROXY` list exempts `host`.
+ * Whether a `NO_PROXY` list exempts `host`. As in Deno, `*` exempts every
+ * host name but no IP address.
  *
  * @param list The list, comma-separated.
  * @param host A host name or address (IPv6 with or without brackets).
@@ -118,7 +152,10 @@ export function bypasses(list: string, host: string): boolean {
   for (const raw of list.split(",")) {
     const entry = raw.trim().toLowerCase();
     if (entry === "") continue;
-    if (entry === "*") return true;
+    if (entry === "*") {
+      if (ip === undefined) return true;
+      continue;
+    }
     const net = parseNet(entry);
     if (net !== undefined) {
       if (ip !== undefined && inNet(ip, net)) return true;

@@ -444,9 +444,11 @@ async function tunnel(
   );
   const status = /^HTTP\/1\.[01] (\d{3})(?: |$)/.exec(statusLine)?.[1];
   if (status === undefined || !status.startsWith("2")) {
-    const hint = status === "407"
+    const hint = status !== "407"
+      ? ""
+      : proxy.authorization === undefined
       ? "; it wants credentials: put them in the proxy URL (http://user:password@host:port)"
-      : "";
+      : "; it refused the credentials in the proxy URL";
     throw new ProxyError(
       `the proxy ${proxy.label} refused a tunnel to ${authority} (${
         status === undefined ? "no HTTP status" : `status ${status}`

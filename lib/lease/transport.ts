@@ -115,6 +115,12 @@ export interface ErrorContext {
   verifiedName: string;
   /** The TLS name override, for the probe of the presented certificate. */
   serverName?: string;
+  /**
+   * Whether requests reach the server without a proxy; the presented
+   * certificate is looked at only then (the probe connects directly, which
+   * through a proxy could reach another host, or nothing). Default true.
+   */
+  direct?: boolean;
   /** Bounds the probe of the presented certificate. */
   signal: AbortSignal;
   /** The wall clock; default `Date.now`. */
@@ -155,11 +161,13 @@ export async function describeTransportError(
     case "untrusted":
     case "dates": {
       const now = (ctx.now ?? Date.now)();
-      const validity = await presentedValidity(
-        ctx.target,
-        ctx.serverName,
-        ctx.signal,
-      );
+      const validity = ctx.direct === false
+        ? undefined
+        : await presentedValidity(
+          ctx.target,
+          ctx.serverName,
+          ctx.signal,
+        );
       const nowText = `this node's clock says ${iso(now)}`;
       if (validity !== undefined && now > validity.notAfter) {
         return fail(

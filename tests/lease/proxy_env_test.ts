@@ -114,4 +114,38 @@ Deno.test("NO_PROXY addresses and CIDR ranges, IPv4 and IPv6", () => {
   assert.equal(bypasses("example", "10.0.0.1"), false);
   // Not an address or a range: a domain like any other.
   assert.equal(bypasses("10.0.0.0/40", "10.0.0.1"), false);
+  // As in fetch, "*" exempts every host name but no address.
+  assert.equal(bypasses("*", "anything.example"), true);
+  assert.equal(bypasses("*", "10.0.0.1"), false);
+});
+
+Deno.test("under CGI (REQUEST_METHOD set) HTTP_PROXY may be a client's header: ignored", () => {
+  const vars = { REQUEST_METHOD: "GET", HTTP_PROXY: "evil:80" };
+  assert.deepEqual(proxyFor(http, env(vars)), { kind: "direct" });
+  assert.equal(proxyFor(http, env({ HTTP_PROXY: "p:80" })).kind, "proxy");
+  assert.equal(
+    proxyFor(https, env({ ...vars, HTTPS_PROXY: "p:1" })).kind,
+    "proxy",
+  );
+});
+
+Deno.test("credentials that do not parse as meant are refused, not guessed, and never echoed", () => {
+  const detail = (value: string) => {
+    const c = proxyFor(https, env({ HTTPS_PROXY: value }));
+    return c.kind === "unsupported" ? c.detail : `${c.kind}`;
+  };
+  // An unencoded "/" in the password: it would parse as host "bob".
+  const slash = detail("http://bob:2024/Pass@proxy.corp:8080");
+  assert.match(slash, /percent-encode/);
+  assert.doesNotMatch(slash, /2024|Pass|bob/);
+  assert.match(
+    detail("http://bob@proxy.corp:8080"),
+    /a user name but no password/,
+  );
+  // A bare "%" is kept as written.
+  const raw = proxyFor(https, env({ HTTPS_PROXY: "http://u:100%@p:1" }));
+  assert.equal(
+    raw.kind === "proxy" && raw.proxy.authorization,
+    `Basic ${btoa("u:100%")}`,
+  );
 });

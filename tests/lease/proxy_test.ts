@@ -156,7 +156,8 @@ Deno.test({
     await using pki = await makeTestPki({ names: ["berth.test"] });
     await using srv = await startTlsGrantServer(pki);
     await using proxy = startProxy();
-    for (const noProxy of ["127.0.0.1", "10.0.0.0/8, 127.0.0.0/8", "*"]) {
+    // ("*" exempts host names only, as in fetch: see proxy_env_test.ts.)
+    for (const noProxy of ["127.0.0.1", "10.0.0.0/8, 127.0.0.0/8"]) {
       const c = overrideClient(srv, pki, {
         HTTPS_PROXY: `http://127.0.0.1:${proxy.port}`,
         NO_PROXY: noProxy,
@@ -185,24 +186,25 @@ Deno.test({
     const refused = await call(`http://ops:hunter2@127.0.0.1:${proxy.port}`);
     assert.equal(refused.kind, "transport-error", JSON.stringify(refused));
     const message = refused.kind === "transport-error" ? refused.message : "";
+    const tunnel =
+      `proxy https_proxy \\(127\\.0\\.0\\.1:${proxy.port}\\) refused a tunnel to 127\\.0\\.0\\.1:${srv.port} \\(status 407\\)`;
     assert.match(
       message,
-      new RegExp(
-        `proxy https_proxy \\(127\\.0\\.0\\.1:${proxy.port}\\) refused a tunnel to 127\\.0\\.0\\.1:${srv.port} \\(status 407\\); it wants credentials`,
-      ),
+      new RegExp(`${tunnel}; it refused the credentials in the proxy URL`),
     );
     assert.doesNotMatch(message, /hunter2|ops:/);
-    // A closed port: the proxy's, not the API server's, refusal.
-    const closed = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-    const port = (closed.addr as Deno.NetAddr).port;
-    closed.close();
-    const gone = await call(`127.0.0.1:${port}`);
+    assert.ok(!message.includes(btoa("ops:hunter2")), message);
+    const bare = await call(`http://127.0.0.1:${proxy.port}`);
+    assert.match(
+      bare.kind === "transport-error" ? bare.message : "",
+      new RegExp(`${tunnel}; it wants credentials`),
+    );
+    // Nothing listens on port 1: the proxy's, not the API server's, refusal.
+    const gone = await call("127.0.0.1:1");
     assert.equal(gone.kind, "transport-error", JSON.stringify(gone));
     assert.match(
       gone.kind === "transport-error" ? gone.message : "",
-      new RegExp(
-        `cannot connect to the proxy https_proxy \\(127\\.0\\.0\\.1:${port}\\)`,
-      ),
+      /cannot connect to the proxy https_proxy \(127\.0\.0\.1:1\)/,
     );
     assert.equal(srv.requests.length, 0);
   },
@@ -263,7 +265,7 @@ Deno.test("skip-verify (node:https) goes direct and says so when a proxy is set 
   assert.ok(
     lines.some((l) =>
       l.includes(
-        "with --insecure-skip-tls-verify the helper connects to it directly",
+        "with --insecure-skip-tls-verify (node:https) the helper connects to it directly",
       )
     ),
     lines.join("\n"),
@@ -278,22 +280,95 @@ Deno.test({
     await using pki = await makeTestPki({ names: ["127.0.0.1"] });
     await using srv = await startTlsGrantServer(pki);
     await using proxy = startProxy();
-    // fetch reads the process environment itself, when its client is made.
-    Deno.env.set("HTTPS_PROXY", `http://127.0.0.1:${proxy.port}`);
-    try {
+    // fetch reads the process environment itself: a child with its own, so
+    // no other test's client sees this proxy.
+    const client = new URL("../../lib/lease/client.ts", import.meta.url).href;
+    const program = `
+      import { createHttpLeaseClient } from ${JSON.stringify(client)};
       const c = createHttpLeaseClient({
-        apiServer: srv.url,
-        key: KEY,
-        caBundleFile: pki.caCert,
+        apiServer: ${JSON.stringify(srv.url)},
+        key: ${JSON.stringify(KEY)},
+        caBundleFile: ${JSON.stringify(pki.caCert)},
       });
-      const out = await c.acquire(HOLDER, 10, never());
-      assert.equal(out.kind, "acquired", JSON.stringify(out));
-    } finally {
-      Deno.env.delete("HTTPS_PROXY");
-    }
+      const out = await c.acquire(
+        ${JSON.stringify(HOLDER)},
+        10,
+        new AbortController().signal,
+      );
+      console.log(out.kind);
+    `;
+    const out = await new Deno.Command(Deno.execPath(), {
+      args: ["eval", "--no-check", program],
+      clearEnv: true,
+      env: {
+        HTTPS_PROXY: `http://127.0.0.1:${proxy.port}`,
+        PATH: Deno.env.get("PATH") ?? "",
+        HOME: Deno.env.get("HOME") ?? "/",
+      },
+      stdout: "piped",
+      stderr: "piped",
+    }).output();
+    assert.equal(
+      new TextDecoder().decode(out.stdout).trim(),
+      "acquired",
+      new TextDecoder().decode(out.stderr),
+    );
     assert.equal(
       proxy.seen[0]?.requestLine,
       `CONNECT 127.0.0.1:${srv.port} HTTP/1.1`,
     );
+  },
+});
+
+Deno.test({
+  name:
+    "through a proxy, a refused certificate is not looked at again behind its back",
+  ignore: noOpenssl !== undefined,
+  fn: async () => {
+    await using pki = await makeTestPki({ names: ["berth.test"] });
+    await using srv = await startTlsGrantServer(pki);
+    // A relay in front of the server counts who connects to it.
+    const relay = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+    let accepted = 0;
+    const conns: Deno.Conn[] = [];
+    const relaying = (async () => {
+      for await (const conn of relay) {
+        accepted++;
+        conns.push(conn);
+        const up = await Deno.connect({
+          hostname: "127.0.0.1",
+          port: srv.port,
+        });
+        conns.push(up);
+        conn.readable.pipeTo(up.writable).catch(() => {});
+        up.readable.pipeTo(conn.writable).catch(() => {});
+      }
+    })();
+    try {
+      await using proxy = startProxy();
+      const port = (relay.addr as Deno.NetAddr).port;
+      const out = await createHttpLeaseClient({
+        apiServer: `https://127.0.0.1:${port}`,
+        key: KEY,
+        caBundleFile: pki.otherCaCert,
+        serverName: "berth.test",
+        env: envOf({ HTTPS_PROXY: `http://127.0.0.1:${proxy.port}` }),
+      }).acquire(HOLDER, 10, never());
+      assert.equal(out.kind, "transport-error", JSON.stringify(out));
+      assert.match(
+        out.kind === "transport-error" ? out.message : "",
+        /--ca-bundle-file/,
+      );
+      assert.equal(proxy.seen.length, 1);
+      assert.equal(accepted, 1, "only the proxy connected to the server");
+    } finally {
+      relay.close();
+      for (const c of conns) {
+        try {
+          c.close();
+        } catch { /* closed */ }
+      }
+      await relaying.catch(() => {});
+    }
   },
 });
