@@ -1,7 +1,8 @@
 /**
  * The Berth lease API over HTTP(S): composes the wire encoding
- * (`wire.ts`), a transport (`fetch_transport.ts`, or `node_transport.ts`
- * for the server-name override and skip-verify) and the answer decoding
+ * (`wire.ts`), a transport (`stream_transport.ts`; `fetch_transport.ts` for a
+ * proxy only `fetch` can use; `node_transport.ts` for skip-verify) and the
+ * answer decoding
  * (`answer.ts`) into the {@linkcode LeaseClient} the subcommands use, and
  * owns what spans them: the request's bound, the key, redaction of the key
  * from everything returned. It never retries; retry policy belongs to the
@@ -85,11 +86,14 @@ export interface HttpLeaseClientOptions {
    */
   requestTimeoutMs?: number;
   /**
-   * Which transport to use. By default `fetch`; with the server-name
-   * override `stream` (HTTP/1.1 over `Deno.startTls`, which verifies the
-   * override name; `fetch` cannot); with skip-verify `node` (`node:https`,
-   * the only one that can skip verification). Any of them gives the same
-   * answers where it can do what is asked; tests run all three.
+   * Which transport to use. By default `stream` (HTTP/1.1 on one kept
+   * socket, `Deno.startTls` for TLS: the least CPU per renewal, and the
+   * memory of a long-running sidecar stays flat); `fetch` when the
+   * environment names an `https://` or `socks5://` proxy, which only `fetch`
+   * can use (not with the server-name override, which `fetch` cannot do);
+   * with skip-verify `node` (`node:https`, the only one that can skip
+   * verification). Any of them gives the same answers where it can do what
+   * is asked; tests run all three.
    */
   transport?: "fetch" | "node" | "stream";
   /**
@@ -250,9 +254,13 @@ function buildTransport(
       );
     }
     // Plain HTTP has no certificate to look at: `direct` does not matter.
-    const transport = options.transport === "node"
+    const chosen = options.transport ??
+      (proxyFor(target, envOf(options)).kind === "unsupported"
+        ? "fetch"
+        : "stream");
+    const transport = chosen === "node"
       ? createNodeTransport(target, {})
-      : options.transport === "stream"
+      : chosen === "stream"
       ? createStreamTransport(target, { proxy: proxyOf(options, target) })
       : createFetchTransport(target, undefined);
     return { transport, direct: true };
@@ -272,10 +280,11 @@ function buildTransport(
       { api_server: target.origin },
     );
   }
+  const proxy = proxyFor(target, envOf(options));
   const chosen = options.transport ??
     (options.insecureSkipTlsVerify
       ? "node"
-      : serverName !== undefined
+      : serverName !== undefined || proxy.kind !== "unsupported"
       ? "stream"
       : "fetch");
   if (options.insecureSkipTlsVerify && chosen !== "node") {
@@ -288,7 +297,7 @@ function buildTransport(
       "the fetch transport cannot override the TLS server name; use the stream or node transport",
     );
   }
-  const proxied = proxyFor(target, envOf(options)).kind !== "direct";
+  const proxied = proxy.kind !== "direct";
   switch (chosen) {
     case "node":
       if (proxied) {

@@ -1,5 +1,7 @@
 /**
- * The default transport: Deno's own `fetch` with one `Deno.HttpClient` per
+ * The transport for an `https://` or `socks5://` proxy named by the
+ * environment, which `fetch` can use and the default stream transport cannot:
+ * Deno's own `fetch` with one `Deno.HttpClient` per
  * client, so the trust store is built once and the connection is kept alive
  * between renewals (a renewal then costs no handshake). A kept-alive
  * connection the server closed is retried once on a fresh one by the HTTP

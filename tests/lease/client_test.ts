@@ -530,6 +530,19 @@ both(
 );
 
 both(
+  "an interim 1xx answer before the real one is read past",
+  async () => {
+    const body = JSON.stringify(GRANT);
+    await using srv = await startServer(() => ({
+      raw:
+        `HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </x>\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: ${body.length}\r\n\r\n${body}`,
+    }));
+    const out = await client(srv.url).acquire(HOLDER, 1, never());
+    assert.equal(out.kind, "acquired", JSON.stringify(out));
+  },
+);
+
+both(
   "a body framed by chunks, or ended by the close, is read whole",
   async () => {
     const body = JSON.stringify(GRANT);

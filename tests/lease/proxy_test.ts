@@ -232,12 +232,11 @@ Deno.test("a proxy the stream transport cannot use is a configuration error nami
   }
 });
 
-Deno.test("over http://, the stream transport sends the proxy the whole URL and its credentials", async () => {
+Deno.test("over http://, the default (stream) transport sends the proxy the whole URL and its credentials", async () => {
   await using proxy = startProxy();
   const c = createHttpLeaseClient({
     apiServer: "http://berth.example:8080/gw",
     key: KEY,
-    transport: "stream",
     env: envOf({ HTTP_PROXY: `http://ops:pw@127.0.0.1:${proxy.port}` }),
   });
   const out = await c.acquire(HOLDER, 10, never());
@@ -274,7 +273,7 @@ Deno.test("skip-verify (node:https) goes direct and says so when a proxy is set 
 
 Deno.test({
   name:
-    "the default path (fetch) goes through the same proxy, by the same variables",
+    "fetch (for the proxies only it can use) reads the same variables and goes through the same proxy",
   ignore: noOpenssl !== undefined,
   fn: async () => {
     await using pki = await makeTestPki({ names: ["127.0.0.1"] });
@@ -289,6 +288,7 @@ Deno.test({
         apiServer: ${JSON.stringify(srv.url)},
         key: ${JSON.stringify(KEY)},
         caBundleFile: ${JSON.stringify(pki.caCert)},
+        transport: "fetch",
       });
       const out = await c.acquire(
         ${JSON.stringify(HOLDER)},
@@ -371,4 +371,42 @@ Deno.test({
       await relaying.catch(() => {});
     }
   },
+});
+
+Deno.test({
+  name:
+    "with only a CA bundle, the default (stream) transport goes through HTTPS_PROXY too",
+  ignore: noOpenssl !== undefined,
+  fn: async () => {
+    await using pki = await makeTestPki({ names: ["127.0.0.1"] });
+    await using srv = await startTlsGrantServer(pki);
+    await using proxy = startProxy();
+    const out = await createHttpLeaseClient({
+      apiServer: srv.url,
+      key: KEY,
+      caBundleFile: pki.caCert,
+      env: envOf({ HTTPS_PROXY: `http://127.0.0.1:${proxy.port}` }),
+    }).acquire(HOLDER, 10, never());
+    assert.equal(out.kind, "acquired", JSON.stringify(out));
+    assert.equal(
+      proxy.seen[0]?.requestLine,
+      `CONNECT 127.0.0.1:${srv.port} HTTP/1.1`,
+    );
+  },
+});
+
+Deno.test("a proxy only fetch can use selects fetch, except with the server-name override", () => {
+  const env = envOf({ ALL_PROXY: "socks5://proxy.corp:1080" });
+  // fetch takes it (no error); the override cannot go through fetch.
+  createHttpLeaseClient({ apiServer: "https://berth.example", key: KEY, env });
+  assert.throws(
+    () =>
+      createHttpLeaseClient({
+        apiServer: "https://berth.example",
+        key: KEY,
+        serverName: "berth.test",
+        env,
+      }),
+    /ALL_PROXY names a socks5 proxy/,
+  );
 });
