@@ -78,12 +78,18 @@ export function createStreamTransport(
   let kept: Deno.Conn | undefined;
   /** Connects (and shakes hands); `using` hears of each socket as it is made, so an abort can close it. */
   const proxy = options.proxy;
-  const open = async (using: (c: Deno.Conn) => void): Promise<Deno.Conn> => {
+  const open = async (
+    using: (c: Deno.Conn) => void,
+    signal: AbortSignal,
+  ): Promise<Deno.Conn> => {
     let tcp: Deno.TcpConn;
     try {
+      // The signal cancels a connect still in progress (a server behind a
+      // firewall that drops packets), so no half-open socket is left behind.
       tcp = await Deno.connect({
         hostname: proxy?.hostname ?? target.hostname,
         port: proxy?.port ?? target.port,
+        signal,
       });
     } catch (e) {
       if (proxy === undefined) throw e;
@@ -136,7 +142,7 @@ export function createStreamTransport(
             const opening = open((c) => {
               conn = c;
               if (signal.aborted) closeQuietly(c);
-            });
+            }, signal);
             try {
               conn = await Promise.race([opening, abortion]);
             } catch (e) {
@@ -151,6 +157,15 @@ export function createStreamTransport(
             exchange(c, bytes),
             abortion,
           ]);
+          // A 408 on a kept connection was written while it sat idle, before
+          // this request: the server dropped the connection, not the request.
+          if (
+            reused && attempt === 1 && "status" in answer &&
+            answer.status === 408
+          ) {
+            closeQuietly(c);
+            continue;
+          }
           // One kept connection: a second call that ran alongside closes its own.
           if (keepAlive && !signal.aborted && kept === undefined) kept = c;
           else closeQuietly(c);
@@ -269,8 +284,11 @@ async function exchange(
   for (;;) {
     end = indexOf(r.bytes, CRLF_CRLF);
     // An interim answer (100 Continue, 103 Early Hints) precedes the real
-    // one, as fetch also reads past it.
-    if (end >= 0 && /^HTTP\/1\.[01] 1\d\d(?: |\r)/.test(latin1(r.bytes, 16))) {
+    // one, as fetch also reads past it; 101 is no interim answer.
+    if (
+      end >= 0 &&
+      /^HTTP\/1\.[01] 1(?:0[02-9]|[1-9]\d)(?: |\r)/.test(latin1(r.bytes, 16))
+    ) {
       r.consume(end + 4);
       continue;
     }
@@ -317,6 +335,15 @@ async function exchange(
     );
   }
   const requestId = headerRequestId(headers.get("x-request-id") ?? null);
+  // Nothing was asked for compressed; a body that is would read as junk.
+  const encoding = (headers.get("content-encoding") ?? "identity").trim();
+  if (!/^identity$/i.test(encoding) && encoding !== "") {
+    throw new ExchangeError(
+      `the answer is compressed (Content-Encoding ${
+        JSON.stringify(encoding.slice(0, 40))
+      }), which this client does not ask for; a server or a proxy on the way compressed it unasked`,
+    );
+  }
   let keepAlive = m[1] === "1" &&
     !/(^|,)\s*close\s*(,|$)/i.test(headers.get("connection") ?? "");
   const body = await readBody(r, status, headers);
@@ -391,7 +418,13 @@ async function readBody(
       r.consume(n + 2);
     }
   }
-  const declared = headers.get("content-length");
+  // Repeated identical values ("2, 2") are one length (RFC 9110, 8.6).
+  const lengths = headers.get("content-length")?.split(",").map((v) =>
+    v.trim()
+  );
+  const declared = lengths?.every((v) => v === lengths[0])
+    ? lengths[0]
+    : headers.get("content-length");
   if (declared !== undefined) {
     if (!/^\d+$/.test(declared)) {
       throw new ExchangeError(`bad Content-Length ${JSON.stringify(declared)}`);

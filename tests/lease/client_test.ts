@@ -662,3 +662,105 @@ both(
     assert.equal(again.kind, "acquired");
   },
 );
+
+/** A raw loopback server whose `answer` writes on each connection's socket. */
+async function rawServer(
+  answer: (socket: net.Socket, request: number) => void,
+): Promise<{ url: string; connections: () => number } & AsyncDisposable> {
+  let connections = 0;
+  const sockets = new Set<net.Socket>();
+  const server = net.createServer((socket) => {
+    connections++;
+    sockets.add(socket);
+    socket.on("error", () => {});
+    let n = 0;
+    socket.on("data", () => answer(socket, ++n));
+  });
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", () => r()));
+  const port = (server.address() as net.AddressInfo).port;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    connections: () => connections,
+    async [Symbol.asyncDispose]() {
+      for (const s of sockets) s.destroy();
+      await new Promise<void>((r) => server.close(() => r()));
+    },
+  };
+}
+
+const grantText = (extra = "") =>
+  `HTTP/1.1 200 OK\r\nContent-Length: ${
+    JSON.stringify(GRANT).length
+  }\r\n${extra}\r\n${JSON.stringify(GRANT)}`;
+
+both(
+  "a 408 the server left on an idle kept connection is retried on a fresh one, not reported",
+  async () => {
+    // Each connection answers its first request, then times it out as idle.
+    await using srv = await rawServer((socket, n) => {
+      if (n > 1) return;
+      socket.write(grantText());
+      setTimeout(() => {
+        socket.end("HTTP/1.1 408 Request Timeout\r\nConnection: close\r\n\r\n");
+      }, 20);
+    });
+    const c = client(srv.url);
+    const first = await c.renew(HOLDER, 4, 1, AbortSignal.timeout(5_000));
+    assert.equal(first.kind, "acquired", JSON.stringify(first));
+    // Let the 408 arrive while the connection is idle.
+    await new Promise((r) => setTimeout(r, 100));
+    const second = await c.renew(HOLDER, 4, 1, AbortSignal.timeout(5_000));
+    assert.equal(second.kind, "acquired", JSON.stringify(second));
+  },
+);
+
+// node:https (skip-verify, development only) refuses a repeated length.
+for (const transport of ["fetch", "stream"] as const) {
+  Deno.test(`[${transport}] a Content-Length repeated with the same value is one length`, async () => {
+    const n = JSON.stringify(GRANT).length;
+    await using srv = await rawServer((socket) => {
+      socket.end(
+        `HTTP/1.1 200 OK\r\nContent-Length: ${n}\r\nContent-Length: ${n}\r\nConnection: close\r\n\r\n${
+          JSON.stringify(GRANT)
+        }`,
+      );
+    });
+    const out = await createHttpLeaseClient({
+      apiServer: srv.url,
+      key: KEY,
+      transport,
+    }).acquire(HOLDER, 1, never());
+    assert.equal(out.kind, "acquired", JSON.stringify(out));
+  });
+}
+
+Deno.test("[stream] a compressed answer nobody asked for is a transport error that says so", async () => {
+  await using srv = await rawServer((socket) => {
+    socket.end(
+      "HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Length: 3\r\nConnection: close\r\n\r\nxyz",
+    );
+  });
+  const out = await createHttpLeaseClient({
+    apiServer: srv.url,
+    key: KEY,
+    transport: "stream",
+  }).acquire(HOLDER, 1, never());
+  assert.equal(out.kind, "transport-error", JSON.stringify(out));
+  assert.match(
+    out.kind === "transport-error" ? out.message : "",
+    /compressed \(Content-Encoding "gzip"\)/,
+  );
+});
+
+Deno.test("[stream] a 101 is a final answer, not an interim one to wait past", async () => {
+  await using srv = await rawServer((socket) => {
+    socket.end("HTTP/1.1 101 Switching Protocols\r\nConnection: close\r\n\r\n");
+  });
+  const out = await createHttpLeaseClient({
+    apiServer: srv.url,
+    key: KEY,
+    transport: "stream",
+  }).acquire(HOLDER, 1, AbortSignal.timeout(5_000));
+  assert.notEqual(out.kind, "timeout", JSON.stringify(out));
+  assert.notEqual(out.kind, "aborted", JSON.stringify(out));
+});
