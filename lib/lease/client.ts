@@ -18,7 +18,7 @@ import type { ApiKeySource } from "./api_key.ts";
 import { createFetchTransport } from "./fetch_transport.ts";
 import { createNodeTransport } from "./node_transport.ts";
 import { createStreamTransport } from "./stream_transport.ts";
-import { proxyFor } from "./proxy_env.ts";
+import { type HttpProxy, type ProxyChoice, proxyFor } from "./proxy_env.ts";
 import { redactor, redactOutcome } from "./redact.ts";
 import {
   DEFAULT_REQUEST_TIMEOUT_MS,
@@ -254,14 +254,13 @@ function buildTransport(
       );
     }
     // Plain HTTP has no certificate to look at: `direct` does not matter.
+    const choice = proxyFor(target, envOf(options));
     const chosen = options.transport ??
-      (proxyFor(target, envOf(options)).kind === "unsupported"
-        ? "fetch"
-        : "stream");
+      (choice.kind === "unsupported" ? "fetch" : "stream");
     const transport = chosen === "node"
       ? createNodeTransport(target, {})
       : chosen === "stream"
-      ? createStreamTransport(target, { proxy: proxyOf(options, target) })
+      ? createStreamTransport(target, { proxy: usableProxy(choice) })
       : createFetchTransport(target, undefined);
     return { transport, direct: true };
   }
@@ -319,7 +318,7 @@ function buildTransport(
         transport: createStreamTransport(target, {
           caCerts,
           serverName,
-          proxy: proxyOf(options, target),
+          proxy: usableProxy(proxy),
         }),
         direct: !proxied,
       };
@@ -336,13 +335,12 @@ function envOf(options: HttpLeaseClientOptions) {
 }
 
 /**
- * The proxy the environment names for the server, for a transport that does
- * not read the environment itself.
+ * The proxy to go through, for a transport that does not read the
+ * environment itself.
  *
  * @throws {Error} When the named proxy is of a kind it cannot use.
  */
-function proxyOf(options: HttpLeaseClientOptions, target: Target) {
-  const choice = proxyFor(target, envOf(options));
+function usableProxy(choice: ProxyChoice): HttpProxy | undefined {
   if (choice.kind === "direct") return undefined;
   if (choice.kind === "proxy") return choice.proxy;
   throw new Error(

@@ -19,7 +19,7 @@
  */
 
 /** A proxy to go through. */
-export interface Proxy {
+export interface HttpProxy {
   /** The proxy's host (IPv6 without brackets). */
   hostname: string;
   /** The proxy's port (default 80). */
@@ -33,7 +33,7 @@ export interface Proxy {
 /** What the environment says for one API server. */
 export type ProxyChoice =
   | { kind: "direct" }
-  | { kind: "proxy"; proxy: Proxy }
+  | { kind: "proxy"; proxy: HttpProxy }
   | { kind: "unsupported"; detail: string };
 
 /**
@@ -115,7 +115,7 @@ function parseProxyUrl(name: string, value: string): ProxyChoice {
   }
   const hostname = url.hostname.replace(/^\[(.*)\]$/, "$1");
   const port = url.port === "" ? 80 : Number(url.port);
-  const proxy: Proxy = {
+  const proxy: HttpProxy = {
     hostname,
     port,
     label: `${name} (${url.host})`,

@@ -30,7 +30,7 @@ import {
   type WireRequest,
 } from "./transport.ts";
 import type { Target } from "./wire.ts";
-import type { Proxy } from "./proxy_env.ts";
+import type { HttpProxy } from "./proxy_env.ts";
 
 /** The TLS settings of a stream transport. */
 export interface StreamTlsOptions {
@@ -43,7 +43,7 @@ export interface StreamTlsOptions {
    * `CONNECT` tunnel for an `https:` server, absolute-form requests for an
    * `http:` one.
    */
-  proxy?: Proxy;
+  proxy?: HttpProxy;
 }
 
 /** The most header bytes read before the body: real answers send a few hundred. */
@@ -194,7 +194,7 @@ export function createStreamTransport(
 function requestText(
   target: Target,
   request: WireRequest,
-  proxy?: Proxy,
+  proxy?: HttpProxy,
 ): string | undefined {
   // The URL's host, as fetch sends it (no port when it is the default).
   const host = new URL(target.origin).host;
@@ -450,7 +450,7 @@ async function readBody(
 async function tunnel(
   conn: Deno.Conn,
   target: Target,
-  proxy: Proxy,
+  proxy: HttpProxy,
 ): Promise<void> {
   const authority = target.hostname.includes(":")
     ? `[${target.hostname}]:${target.port}`
