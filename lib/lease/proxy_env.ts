@@ -1,7 +1,7 @@
 /**
  * Which HTTP proxy, if any, the environment names for the API server, by the
- * rules Deno's `fetch` applies (so the default transport and the stream
- * transport of the server-name override agree): `ALL_PROXY`, then
+ * rules Deno's `fetch` applies (so the default stream transport and `fetch`,
+ * used for the proxies only it can use, agree): `ALL_PROXY`, then
  * `HTTPS_PROXY` for an `https:` server or `HTTP_PROXY` for an `http:` one,
  * each in upper case before lower case; `NO_PROXY` (or `no_proxy`) lists
  * what bypasses them: `*` (every host name), IP addresses and CIDR ranges,
