@@ -24,8 +24,6 @@ import { parseArgs } from "node:util";
 import { ON_DEMAND_MODULES } from "../main.ts";
 import { PERMISSION_SET, V8_FLAGS_ARG } from "../lib/cmd/self_argv.ts";
 
-export { PERMISSION_SET };
-
 /**
  * The triples a release is built for: the glibc Linux platforms Kubernetes
  * nodes run. musl is not offered because Deno publishes no musl runtime.

@@ -287,7 +287,9 @@ async function exchange(
     // one, as fetch also reads past it; 101 is no interim answer.
     if (
       end >= 0 &&
-      /^HTTP\/1\.[01] 1(?:0[02-9]|[1-9]\d)(?: |\r)/.test(latin1(r.bytes, 16))
+      /^HTTP\/1\.[01] 1(?:0[02-9]|[1-9]\d)(?: |\r)/.test(
+        new TextDecoder().decode(r.bytes.subarray(0, 16)),
+      )
     ) {
       r.consume(end + 4);
       continue;
@@ -501,11 +503,6 @@ async function tunnel(
       `the proxy ${proxy.label} sent data after opening the tunnel to ${authority}`,
     );
   }
-}
-
-/** The first `n` bytes as Latin-1 text, for a look at a status line. */
-function latin1(bytes: Uint8Array, n: number): string {
-  return String.fromCharCode(...bytes.subarray(0, n));
 }
 
 function closeQuietly(conn: Deno.Conn): void {

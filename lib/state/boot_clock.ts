@@ -9,6 +9,8 @@
  * @module
  */
 
+import { decodeSmallText } from "./nofollow.ts";
+
 /**
  * Reads the boot-time clock from `/proc/uptime` (10 ms resolution).
  *
@@ -22,8 +24,8 @@
  * ```
  */
 export function readBootMillis(path = "/proc/uptime"): number {
-  // Open and read, the calls the probe has made already for the marker, and
-  // ASCII by construction: fewer of the runtime's code paths on its start.
+  // Open, read and decode as the probe has done already for the marker:
+  // fewer of the runtime's code paths on its start.
   const buf = new Uint8Array(128);
   const file = Deno.openSync(path, { read: true });
   let n: number;
@@ -32,7 +34,7 @@ export function readBootMillis(path = "/proc/uptime"): number {
   } finally {
     file.close();
   }
-  const text = String.fromCharCode(...buf.subarray(0, n));
+  const text = decodeSmallText(buf.subarray(0, n));
   const field = text.split(/[ \n]/, 1)[0];
   // Number("") is 0: an empty or blank file must not read as "just booted".
   const seconds = /^\d+(?:\.\d+)?$/.test(field) ? Number(field) : NaN;

@@ -8,12 +8,7 @@
  * @module
  */
 import assert from "node:assert/strict";
-import {
-  compileArgs,
-  PERMISSION_SET,
-  sha256File,
-  TARGETS,
-} from "../../scripts/compile.ts";
+import { compileArgs, sha256File, TARGETS } from "../../scripts/compile.ts";
 import {
   asList,
   asMap,
@@ -37,6 +32,7 @@ import {
 } from "../../lib/cmd/run.ts";
 import {
   checkoutArgv,
+  PERMISSION_SET,
   V8_FLAGS,
   V8_FLAGS_ARG,
 } from "../../lib/cmd/self_argv.ts";
