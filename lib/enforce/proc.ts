@@ -51,6 +51,24 @@ export interface ProcessInfo {
   pgid?: number;
   /** Session id, when known. */
   sid?: number;
+  /**
+   * The text of `/proc/PID/cgroup` (trimmed), when readable: the control
+   * groups the process is in. Every process of one container shares them,
+   * and no unprivileged process can leave them, so they tell the workload's
+   * container apart from the others in a shared PID namespace.
+   */
+  cgroup?: string;
+}
+
+/**
+ * Whether a process the table shows is already dead (a zombie waiting to be
+ * reaped, or exiting): there is nothing left of it to stop.
+ *
+ * @param p The process, or `undefined` when the table no longer has it.
+ * @returns True when `p` is gone or dead.
+ */
+export function isDead(p: ProcessInfo | undefined): boolean {
+  return p === undefined || p.state === "Z" || p.state === "X";
 }
 
 /**
@@ -211,11 +229,19 @@ export class LinuxProcessTable implements ProcessTable {
         cmdline = undefined;
       }
     }
+    let cgroup: string | undefined;
+    try {
+      cgroup = decoder.decode(await Deno.readFile(`${dir}/cgroup`)).trim() ||
+        undefined;
+    } catch {
+      cgroup = undefined;
+    }
     return {
       pid,
       comm: stat.comm,
       exe,
       cmdline,
+      cgroup,
       startTime: stat.startTime,
       state: stat.state,
       uid,

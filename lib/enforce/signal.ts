@@ -3,8 +3,10 @@
  * workload at once instead of waiting for its liveness probe, SIGTERM then
  * SIGKILL after the grace, and keeps stopping the processes the kubelet
  * restarts while the lease is lost. Which processes are the workload is
- * decided by {@linkcode matchesTarget}, on its own because the kernel keeps
- * only 15 bytes of a process name.
+ * decided by {@linkcode matchesTarget} (the targets, by name; on its own
+ * because the kernel keeps only 15 bytes of a process name) and by
+ * lib/enforce/workload_set.ts (what the targets brought along under other
+ * names, stopped with them).
  *
  * @module
  */
@@ -19,10 +21,12 @@ import {
 } from "./enforcer.ts";
 import {
   COMM_BYTES,
+  isDead,
   type ProcessInfo,
   type ProcessTable,
   type StopSignal,
 } from "./proc.ts";
+import { WorkloadSet } from "./workload_set.ts";
 
 /** Options for {@linkcode SignalEnforcer}. */
 export interface SignalEnforcerOptions {
@@ -81,10 +85,6 @@ function truncateComm(name: string): string {
   return new TextDecoder().decode(bytes.subarray(0, COMM_BYTES));
 }
 
-function gone(p: ProcessInfo | undefined): boolean {
-  return p === undefined || p.state === "Z" || p.state === "X";
-}
-
 /**
  * The signal enforcer; see the module doc. It never signals PID 1, itself,
  * its parent or another copy of its own executable.
@@ -108,15 +108,13 @@ export class SignalEnforcer implements Enforcer {
   /** Why the last scan could not read the process table; undefined when it could. */
   #listError: string | undefined;
   /**
-   * What the targets signalled during this closing brought along: their
-   * PIDs (by `pid` -> `startTime`), process groups and sessions (other than
-   * this sidecar's own). A live process in one of those groups or sessions,
-   * or descended from one of those PIDs, is the workload's too whatever its
-   * name (a `sh -c` child, a renamed worker, a `setsid` daemon).
+   * What the targets found during this closing brought along (lib/enforce/
+   * workload_set.ts): processes of other names that are the workload's too,
+   * stopped with the targets.
    */
-  #roots = new Map<number, number>();
-  #groups = new Set<number>();
-  #sessions = new Set<number>();
+  #workload = new WorkloadSet();
+  /** Process groups signalled as a group during this closing: their members need no signal of their own. */
+  #groupSignalled = new Set<number>();
   /** Live processes of the workload with another name in the last scan. */
   #lastOthers: ProcessInfo[] = [];
   /** SIGKILLs scheduled and not yet due. */
@@ -161,9 +159,8 @@ export class SignalEnforcer implements Enforcer {
       this.#endGate();
       this.#termed.clear();
       this.#deniedReported.clear();
-      this.#roots.clear();
-      this.#groups.clear();
-      this.#sessions.clear();
+      this.#workload.clear();
+      this.#groupSignalled.clear();
       this.#lastOthers = [];
       await this.#o.marker.write(d);
     });
@@ -189,9 +186,9 @@ export class SignalEnforcer implements Enforcer {
   /**
    * Stopped means: the process table could be read, a target was seen
    * since start (so this sidecar does see the workload's processes) and a
-   * scan after the closing finds none alive, nor any other process in the
-   * process groups or sessions of the targets it signalled or descended
-   * from them, with no SIGKILL still due. Rescans at the scan interval until
+   * scan after the closing finds none alive, nor any process they brought
+   * along (in their process groups, sessions or control groups, or below
+   * them; lib/enforce/workload_set.ts), with no SIGKILL still due. Rescans at the scan interval until
    * then, or until `signal` aborts.
    */
   async workloadStopped(signal: AbortSignal): Promise<StopEvidence> {
@@ -277,14 +274,15 @@ export class SignalEnforcer implements Enforcer {
     }
   }
 
-  #isTarget(p: ProcessInfo): boolean {
+  /** Never signalled: PID 1, this sidecar, its parent, a copy of its executable, the dead. */
+  #spared(p: ProcessInfo): boolean {
     const t = this.#o.processTable;
-    if (p.pid === 1 || p.pid === t.selfPid || p.pid === t.parentPid) {
-      return false;
-    }
-    if (p.exe !== undefined && p.exe === t.selfExe) return false;
-    if (gone(p)) return false;
-    return matchesTarget(p, this.#o.target);
+    return p.pid === 1 || p.pid === t.selfPid || p.pid === t.parentPid ||
+      (p.exe !== undefined && p.exe === t.selfExe) || isDead(p);
+  }
+
+  #isTarget(p: ProcessInfo): boolean {
+    return !this.#spared(p) && matchesTarget(p, this.#o.target);
   }
 
   async #scan(signal: AbortSignal): Promise<void> {
@@ -306,63 +304,37 @@ export class SignalEnforcer implements Enforcer {
       }
       return;
     }
+    const selfPid = processTable.selfPid;
+    const self = procs.find((q) => q.pid === selfPid);
     const targets = procs.filter((p) => this.#isTarget(p));
+    for (const p of targets) this.#workload.remember(p, self);
+    const isTarget = new Set(targets.map((p) => p.pid));
+    const others = this.#workload.members(
+      procs,
+      selfPid,
+      (p) => isTarget.has(p.pid) || this.#spared(p),
+    );
     this.#lastTargets = targets.length;
-    this.#lastOthers = this.#workloadOthers(procs, targets);
+    this.#lastOthers = others;
     this.#reportAbsence(targets.length === 0);
-    for (const p of targets) {
+    // The targets first, then what they brought along (their groups,
+    // sessions, control groups, descendants), each SIGTERM then SIGKILL.
+    for (const p of [...targets, ...others]) {
       if (signal.aborted) return;
       const key = `${p.pid}:${p.startTime}`;
       if (this.#termed.has(key)) continue;
-      this.#remember(p, procs);
-      if (this.#send(p, "SIGTERM", this.#leadsGroup(p)) !== "sent") continue;
+      if (!isTarget.has(p.pid)) {
+        this.#workload.remember(p, self);
+        // A member of a group signalled as a group got that signal already.
+        if (p.pgid !== undefined && this.#groupSignalled.has(p.pgid)) continue;
+      }
+      const group = this.#leadsGroup(p);
+      if (this.#send(p, "SIGTERM", group) !== "sent") continue;
       this.#termed.add(key);
+      if (group) this.#groupSignalled.add(p.pid);
       if (graceMs === 0) await this.#killIfSame(p, signal);
       else this.#track(this.#killAfterGrace(p, signal));
     }
-  }
-
-  /** Records what `p` brings along; see {@linkcode SignalEnforcer.#roots}. */
-  #remember(p: ProcessInfo, procs: ProcessInfo[]): void {
-    const self = procs.find((q) => q.pid === this.#o.processTable.selfPid);
-    this.#roots.set(p.pid, p.startTime);
-    if (p.pgid !== undefined && p.pgid > 1 && p.pgid !== self?.pgid) {
-      this.#groups.add(p.pgid);
-    }
-    if (p.sid !== undefined && p.sid > 1 && p.sid !== self?.sid) {
-      this.#sessions.add(p.sid);
-    }
-  }
-
-  /**
-   * The live processes in `procs` that are not targets but belong to the
-   * workload: in a remembered group or session, or descended from a
-   * remembered target (through live parents that are not this sidecar).
-   */
-  #workloadOthers(
-    procs: ProcessInfo[],
-    targets: ProcessInfo[],
-  ): ProcessInfo[] {
-    if (this.#roots.size === 0) return [];
-    const t = this.#o.processTable;
-    const byPid = new Map(procs.map((p) => [p.pid, p]));
-    const isTarget = new Set(targets.map((p) => p.pid));
-    const member = (q: ProcessInfo): boolean =>
-      this.#roots.get(q.pid) === q.startTime ||
-      (q.pgid !== undefined && this.#groups.has(q.pgid)) ||
-      (q.sid !== undefined && this.#sessions.has(q.sid));
-    // In a remembered group or session, or below a process that is.
-    const belongs = (p: ProcessInfo): boolean => {
-      for (let q: ProcessInfo | undefined = p, n = 0; q && n < 64; n++) {
-        if (q.pid <= 1 || q.pid === t.selfPid) return false;
-        if (member(q)) return true;
-        q = q.ppid === undefined ? undefined : byPid.get(q.ppid);
-      }
-      return false;
-    };
-    return procs.filter((p) =>
-      !isTarget.has(p.pid) && !gone(p) && p.pid !== t.parentPid && belongs(p)
-    );
   }
 
   /**
@@ -423,7 +395,7 @@ export class SignalEnforcer implements Enforcer {
       this.#send(p, "SIGKILL", true);
       return;
     }
-    if (gone(now) || now?.startTime !== p.startTime) {
+    if (isDead(now) || now?.startTime !== p.startTime) {
       this.#o.logger.debug("target exited after SIGTERM", {
         pid: p.pid,
         comm: p.comm,
@@ -435,13 +407,13 @@ export class SignalEnforcer implements Enforcer {
 
   /** Whether `p` leads a process group of the workload's (not this sidecar's): then the group is signalled, children of other names too. */
   #leadsGroup(p: ProcessInfo): boolean {
-    return p.pgid === p.pid && this.#groups.has(p.pid);
+    return p.pgid === p.pid && this.#workload.hasGroup(p.pid);
   }
 
   async #groupLives(pgid: number): Promise<boolean> {
     try {
       return (await this.#o.processTable.list()).some((q) =>
-        q.pgid === pgid && !gone(q)
+        q.pgid === pgid && !isDead(q)
       );
     } catch {
       return false;

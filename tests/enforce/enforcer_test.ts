@@ -58,6 +58,7 @@ interface FakeProc {
   ppid?: number;
   pgid?: number;
   sid?: number;
+  cgroup?: string;
   /** Survives SIGTERM (traps or ignores it). */
   ignoreTerm?: boolean;
   /** Signals are refused with EPERM. */
@@ -92,6 +93,7 @@ class FakeTable implements ProcessTable {
       ppid: p.ppid,
       pgid: p.pgid,
       sid: p.sid,
+      cgroup: p.cgroup,
     };
   }
 
@@ -578,34 +580,110 @@ Deno.test("probe: close() removes the marker, open() rewrites it, a missing mark
   await enforcer.dispose();
 });
 
-Deno.test("signal: workloadStopped is false while a process the target left runs under another name", async () => {
+Deno.test("signal: what the target brought along under other names is stopped with it, and counted until gone", async () => {
   const { enforcer, table, clock, kills } = setup({ graceMs: 5000 });
-  // The target leads its group; a `sh -c` child ignores SIGTERM; a daemon
-  // left the group but not the session; its child moved to a new session.
+  // The target leads its group; a `sh -c` child in the group ignores
+  // SIGTERM; a daemon left the group but not the session and ignores SIGTERM
+  // too; its child moved to a session of its own.
   table.add(10, { comm: "app", ppid: 1, pgid: 10, sid: 10 });
   table.add(11, { comm: "sh", ppid: 10, pgid: 10, sid: 10, ignoreTerm: true });
-  table.add(12, { comm: "daemon", ppid: 1, pgid: 12, sid: 10 });
+  table.add(12, {
+    comm: "daemon",
+    ppid: 1,
+    pgid: 12,
+    sid: 10,
+    ignoreTerm: true,
+  });
   table.add(13, { comm: "worker", ppid: 12, pgid: 13, sid: 13 });
   table.add(20, { comm: "other", ppid: 1, pgid: 20, sid: 20 });
   const t0 = clock.now();
   await enforcer.close("lease lost");
-  assert.deepEqual(kills(), ["kill -10 SIGTERM"], "the group is signalled");
-  await clock.advanceTo(t0 + 5000);
-  assert.deepEqual(kills(), ["kill -10 SIGTERM", "kill -10 SIGKILL"]);
+  assert.deepEqual(
+    kills(),
+    ["kill -10 SIGTERM", "kill -12 SIGTERM", "kill -13 SIGTERM"],
+    "the target's group, then the daemon's and the worker's",
+  );
   const aborted = AbortSignal.abort();
   const e1 = await enforcer.workloadStopped(aborted);
   assert.equal(e1.stopped, false);
-  assert.match(e1.detail, /12 daemon, 13 worker/);
-  table.procs.delete(13);
-  const e2 = await enforcer.workloadStopped(aborted);
-  assert.equal(e2.stopped, false, "the daemon still runs");
-  table.procs.delete(12);
+  assert.match(e1.detail, /11 sh, 12 daemon/);
+  await clock.advanceTo(t0 + 5000);
+  assert.deepEqual(kills().slice(3), ["kill -10 SIGKILL", "kill -12 SIGKILL"]);
   assert.deepEqual(await enforcer.workloadStopped(aborted), {
     stopped: true,
     detail: "no process named app is running",
   });
   assert.ok(table.procs.has(20), "an unrelated process is left alone");
   await enforcer.dispose();
+});
+
+Deno.test("signal: a double-forked daemon is found by the target's control groups, never by the sidecar's own or the root", async () => {
+  const run = async (cgroups: { self: string; target: string }) => {
+    const { enforcer, table, kills } = setup({ graceMs: 0 });
+    table.add(100, {
+      comm: "berth-acquire",
+      pgid: 100,
+      sid: 100,
+      cgroup: cgroups.self,
+    });
+    table.add(10, {
+      comm: "app",
+      ppid: 1,
+      pgid: 10,
+      sid: 10,
+      cgroup: cgroups.target,
+    });
+    // Left the target's group and session, and its parent exited.
+    table.add(30, {
+      comm: "daemon",
+      ppid: 1,
+      pgid: 30,
+      sid: 30,
+      cgroup: cgroups.target,
+    });
+    // Another container's process.
+    table.add(40, {
+      comm: "shipper",
+      ppid: 1,
+      pgid: 40,
+      sid: 40,
+      cgroup: "0::/../shipper",
+    });
+    await enforcer.close("lease lost");
+    const evidence = await enforcer.workloadStopped(AbortSignal.abort());
+    await enforcer.dispose();
+    assert.ok(table.procs.has(40), "another container's process is left alone");
+    assert.ok(table.procs.has(100), "the sidecar is left alone");
+    return { kills: kills(), evidence, daemonAlive: table.procs.has(30) };
+  };
+  const own = await run({ self: "0::/", target: "0::/../main" });
+  assert.deepEqual(own.kills, [
+    "kill -10 SIGTERM",
+    "kill -30 SIGTERM",
+  ]);
+  assert.equal(own.daemonAlive, false);
+  assert.equal(own.evidence.stopped, true);
+  // cgroup v1 lines, several hierarchies: the whole set must match.
+  const v1 = await run({
+    self: "2:memory:/pod/sidecar\n1:cpu:/pod/sidecar",
+    target: "2:memory:/pod/main\n1:cpu:/pod/main",
+  });
+  assert.deepEqual(v1.kills, ["kill -10 SIGTERM", "kill -30 SIGTERM"]);
+  // Sharing the sidecar's control groups, or in the root: they say nothing.
+  for (
+    const cgroups of [
+      { self: "0::/box", target: "0::/box" },
+      { self: "0::/sidecar", target: "0::/" },
+    ]
+  ) {
+    const shared = await run(cgroups);
+    assert.deepEqual(
+      shared.kills,
+      ["kill -10 SIGTERM"],
+      JSON.stringify(cgroups),
+    );
+    assert.equal(shared.daemonAlive, true);
+  }
 });
 
 Deno.test("signal: workloadStopped is false when the process table cannot be read", async () => {

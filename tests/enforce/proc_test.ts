@@ -54,6 +54,12 @@ Deno.test("LinuxProcessTable: sees a spawned sleep with its comm, executable and
       p.startTime >= self.startTime && self.startTime > 0,
       `child start ${p.startTime} must not precede ours ${self.startTime}`,
     );
+    // A child starts in its parent's control groups.
+    assert.equal(
+      self.cgroup,
+      (await Deno.readTextFile("/proc/self/cgroup")).trim(),
+    );
+    assert.equal(p.cgroup, self.cgroup);
     assert.deepEqual(await t.get(child.pid), p);
   } finally {
     try {

@@ -66,6 +66,20 @@ async function readComm(pid: number): Promise<string | undefined> {
   }
 }
 
+/**
+ * Whether `pid` has exited: gone, or a zombie (this driver is PID 1, the
+ * parent of every orphan, and does not reap what it did not start).
+ */
+async function exited(pid: number): Promise<boolean> {
+  try {
+    const stat = await Deno.readTextFile(`/proc/${pid}/stat`);
+    return stat.slice(stat.lastIndexOf(")") + 2, stat.lastIndexOf(")") + 3) ===
+      "Z";
+  } catch {
+    return true;
+  }
+}
+
 /** A started process and what became of it. */
 class Proc {
   child: Deno.ChildProcess;
@@ -214,7 +228,8 @@ async function orchestrate(): Promise<Record<string, unknown>> {
 
     // A workload leading its own session whose child has another name, sits
     // in a process group of its own (job control) and ignores SIGTERM: the
-    // workload is not stopped while that child lives.
+    // child is the workload's too, so it gets SIGTERM and then SIGKILL, and
+    // the workload is not stopped while it lives.
     await Deno.mkdir(`${dir}/q`);
     await Deno.copyFile("/usr/bin/bash", `${dir}/q/queue-runner`);
     await Deno.chmod(`${dir}/q/queue-runner`, 0o755);
@@ -246,17 +261,16 @@ async function orchestrate(): Promise<Record<string, unknown>> {
     });
     await queueEnforcer.open(DEADLINES);
     await queueEnforcer.close("lease lost (queue test)");
-    await waitFor("the queue runner to stop", () => !queue.alive);
-    // Well past the grace: no SIGKILL is due any more.
-    await waitFor(
-      "the queue runner's SIGKILL to be moot",
-      () => performance.now() - q.events[0].t > 1000,
-    );
+    // Right after the SIGTERMs, before the grace: the child still runs.
     const whileChild = await queueEnforcer.workloadStopped(
-      AbortSignal.timeout(300),
+      AbortSignal.abort(),
     );
-    const childAlive = (await readComm(childPid)) === "sleep";
-    Deno.kill(childPid, "SIGKILL");
+    const childAliveAtTerm = (await readComm(childPid)) === "sleep";
+    await waitFor("the queue runner to stop", () => !queue.alive);
+    await waitFor(
+      "the queue runner's child to be stopped",
+      () => exited(childPid),
+    );
     const afterChild = await queueEnforcer.workloadStopped(
       AbortSignal.timeout(10_000),
     );
@@ -264,11 +278,17 @@ async function orchestrate(): Promise<Record<string, unknown>> {
     report.queue = {
       leader: queue.summary(),
       childPid,
-      childAlive,
+      childAliveAtTerm,
       whileChild,
       afterChild,
       events: q.events,
     };
+
+    // A double-forked daemon: it leaves the target's group and session and
+    // loses its parent, but stays in the target's control group, which the
+    // kubelet gives every container. Needs a cgroup v2 hierarchy to make
+    // that group in.
+    report.daemon = await daemonScenario(dir, start);
 
     // An enforcer without CAP_KILL: uid 1000 facing targets of uid 65532 and 1000.
     await Deno.symlink(sleep, `${dir}/u/batch-runner`);
@@ -334,6 +354,108 @@ async function orchestrate(): Promise<Record<string, unknown>> {
     await Deno.remove(dir, { recursive: true });
   }
   return report;
+}
+
+/** Where the cgroup v2 hierarchy is mounted, from /proc/self/mountinfo; undefined without one. */
+async function cgroup2Root(): Promise<string | undefined> {
+  const info = await Deno.readTextFile("/proc/self/mountinfo");
+  for (const line of info.split("\n")) {
+    const [mount, fs] = line.split(" - ");
+    if (fs?.startsWith("cgroup2 ")) return mount.split(" ")[4];
+  }
+  return undefined;
+}
+
+async function daemonScenario(
+  dir: string,
+  start: (cmd: string, args: string[]) => Proc,
+): Promise<Record<string, unknown>> {
+  const root = await cgroup2Root();
+  if (root === undefined) return { skipped: "no cgroup v2 hierarchy mounted" };
+  const group = `${root}/berth-signal-test-${Deno.pid}-${Date.now()}`;
+  try {
+    await Deno.mkdir(group);
+  } catch (e) {
+    return { skipped: `cannot make a cgroup at ${group}: ${e}` };
+  }
+  const procs: Proc[] = [];
+  try {
+    await Deno.mkdir(`${dir}/d`);
+    await Deno.copyFile("/usr/bin/bash", `${dir}/d/daemon-runner`);
+    await Deno.chmod(`${dir}/d/daemon-runner`, 0o755);
+    // The target joins the container's group, starts a daemon that calls
+    // setsid from a subshell that exits at once, and waits.
+    const runner = start("setsid", [
+      `${dir}/d/daemon-runner`,
+      "-c",
+      `echo $$ > ${group}/cgroup.procs
+( setsid sh -c 'echo $$ > ${dir}/d/daemon; exec sleep 1000' & )
+sleep 1000 & wait`,
+    ]);
+    procs.push(runner);
+    let daemonPid = 0;
+    await waitFor("the daemon to start", async () => {
+      daemonPid = Number(
+        await Deno.readTextFile(`${dir}/d/daemon`).catch(() => "0"),
+      );
+      if (!(daemonPid > 0) || (await readComm(daemonPid)) !== "sleep") {
+        return false;
+      }
+      const stat = await Deno.readTextFile(`/proc/${daemonPid}/stat`);
+      const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+      // ppid 1 (this driver), its own group and session.
+      return f[1] === "1" && f[2] === String(daemonPid) &&
+        f[3] === String(daemonPid);
+    });
+    const d = recorder();
+    const enforcer = new SignalEnforcer({
+      target: "daemon-runner",
+      graceMs: 200,
+      scanIntervalMs: 100,
+      clock: systemClock,
+      logger: d.logger,
+      processTable: new LinuxProcessTable(),
+      marker: {
+        write: () => Promise.resolve(),
+        remove: () => Promise.resolve(),
+      },
+    });
+    await enforcer.open(DEADLINES);
+    await enforcer.close("lease lost (daemon test)");
+    await waitFor("the daemon runner to stop", () => !runner.alive);
+    await waitFor(
+      "the double-forked daemon to be stopped",
+      () => exited(daemonPid),
+    );
+    const stopped = await enforcer.workloadStopped(AbortSignal.timeout(10_000));
+    await enforcer.dispose();
+    return {
+      runner: runner.summary(),
+      daemonPid,
+      stopped,
+      events: d.events,
+    };
+  } finally {
+    for (const p of procs) {
+      if (p.alive) p.child.kill("SIGKILL");
+      await p.child.status;
+    }
+    const left = await Deno.readTextFile(`${group}/cgroup.procs`).catch(() =>
+      ""
+    );
+    for (const pid of left.split("\n").filter((l) => l !== "")) {
+      try {
+        Deno.kill(Number(pid), "SIGKILL");
+      } catch { /* exited meanwhile */ }
+    }
+    await waitFor(
+      "the test cgroup to empty",
+      async () =>
+        (await Deno.readTextFile(`${group}/cgroup.procs`).catch(() => ""))
+          .trim() === "",
+    );
+    await Deno.remove(group);
+  }
 }
 
 async function unprivileged(
