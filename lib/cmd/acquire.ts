@@ -61,6 +61,8 @@ export async function main(args: string[]): Promise<number> {
       enforceLeadMs: config.mode === "runtime-singleton"
         ? config.enforceLeadMs
         : 0,
+      // Every pod of a startup-gate workload presents the same identity.
+      sharedHolder: config.mode === "startup-gate",
       signal,
       clock,
       logger,

@@ -44,6 +44,14 @@ export interface AcquireLeaseOptions {
    * lease is confirmed again at once instead of handed over expired. Default 0.
    */
   enforceLeadMs?: number;
+  /**
+   * The holder identity is shared by design (startup-gate: every pod of the
+   * workload presents the workload's identity, and admission is of the
+   * workload, not of one pod), so a grant that extends a live one is
+   * admission too, not another process's lease to let expire. Default false
+   * (runtime-singleton: an identity names one pod incarnation).
+   */
+  sharedHolder?: boolean;
   /** Bound on each RPC (ms); default {@linkcode DEFAULT_REQUEST_TIMEOUT_MS}, the reference client's bound. */
   requestTimeoutMs?: number;
   /** Aborts the wait: SIGTERM/SIGINT, or `--acquire-timeout`. */
@@ -106,7 +114,8 @@ export async function acquireLease(
     switch (verdict.kind) {
       case "acquired":
         if (
-          !mayHoldAlready && extendedExistingGrant(verdict.lease, ttlSeconds)
+          !o.sharedHolder && !mayHoldAlready &&
+          extendedExistingGrant(verdict.lease, ttlSeconds)
         ) {
           // Another process or pod uses this holder identity and holds the
           // lease. Polling would extend its lease for it, so wait until the

@@ -359,6 +359,32 @@ Deno.test("a second acquire under the same holder identity does not get a lease 
   assert.deepEqual(listDir(two.path), [], "nothing handed over");
 });
 
+Deno.test("startup-gate: every pod of the workload shares its holder identity and is admitted while the lease is live", async () => {
+  await using server = await startDevServer();
+  const env = (stateDir: string, podName: string) =>
+    leaseEnv({
+      apiServer: server.url,
+      stateDir,
+      leaseName: "web-admission",
+      mode: "startup-gate",
+      podName,
+      ttlSeconds: 30,
+      extra: { BERTH_WORKLOAD_KIND: "ReplicaSet", BERTH_WORKLOAD_NAME: "web" },
+    });
+  for (const pod of ["web-a", "web-b", "web-c"]) {
+    await using dir = await tempDir();
+    const r = await runCli(["acquire", "--acquire-timeout", "20s"], {
+      env: env(dir.path, pod),
+      signal: AbortSignal.timeout(RUN_BOUND_MS),
+    });
+    assert.equal(r.code, 0, `${pod}: ${r.stderr}`);
+    assert.equal(readStateFile(dir.path, "holder"), "prod/ReplicaSet:web");
+    // Admitted on the live lease (same token), not after letting it expire.
+    assert.equal(readStateFile(dir.path, "token"), "1", `${pod}: ${r.stderr}`);
+    assert.doesNotMatch(r.stderr, /holder identity/);
+  }
+});
+
 Deno.test("acquire creates a missing state directory (and its parents, mode 0755) before the hand-over", async () => {
   await using server = await startDevServer();
   await using dir = await tempDir();

@@ -322,6 +322,16 @@ Deno.test("acquireLease does not take a lease another process holds under the sa
   assert.equal(warn?.level, "WARN");
 });
 
+Deno.test("acquireLease with a holder shared by design (startup-gate) is admitted by a grant that extends a live one", async () => {
+  const t = setup({ sharedHolder: true });
+  const first = await t.pending();
+  first.answer(extended(3));
+  await t.done;
+  assert.equal((t.result() as AcquiredLease).token, 3);
+  assert.equal(t.client.calls.length, 1, "admitted at the first answer");
+  assert.equal(t.logs.some((l) => l.level === "WARN"), false);
+});
+
 Deno.test("acquireLease accepts an extension of its own grant whose answer was lost", async () => {
   const t = setup();
   const first = await t.pending();
