@@ -84,6 +84,8 @@ export function enforcerFor(
     logger,
     processTable: wrap ? wrap.processTable(processTable) : processTable,
     marker,
+    // The probe the init container installed runs in the workload's container.
+    ownCopies: [state.checkPath],
   });
 }
 

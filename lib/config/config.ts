@@ -91,7 +91,7 @@ export interface Config {
   apiKey?: Secret;
   /** File holding the API key, re-read as it rotates. */
   apiKeyFile?: string;
-  /** Extra PEM CA bundle added to the system roots. */
+  /** Extra PEM CA bundle added to the system's trust store (never replacing it). */
   caBundleFile?: string;
   /** TLS server-name override (SNI and verification). */
   serverName?: string;

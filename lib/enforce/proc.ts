@@ -58,6 +58,13 @@ export interface ProcessInfo {
    * container apart from the others in a shared PID namespace.
    */
   cgroup?: string;
+  /**
+   * The running executable's file identity (`device:inode` of
+   * `/proc/PID/exe`), when it can be examined: the same file under another
+   * path or in another container's mount is the same identity; a copy is
+   * not. Compared with {@linkcode ProcessTable.fileId}.
+   */
+  exeId?: string;
 }
 
 /**
@@ -89,6 +96,8 @@ export interface ProcessTable {
   get(pid: number): Promise<ProcessInfo | undefined>;
   /** Sends `signal` to `pid`, or to process group `-pid` when negative (as `kill(2)`); never throws for a missing process or a refused signal. */
   kill(pid: number, signal: StopSignal): KillResult;
+  /** The file identity of `path` (following symlinks), comparable with {@linkcode ProcessInfo.exeId}; undefined when it cannot be examined. */
+  fileId(path: string): Promise<string | undefined>;
 }
 
 /** The fields of `/proc/PID/stat` that the table uses. */
@@ -229,6 +238,7 @@ export class LinuxProcessTable implements ProcessTable {
         cmdline = undefined;
       }
     }
+    const exeId = await this.fileId(`${dir}/exe`);
     let cgroup: string | undefined;
     try {
       cgroup = decoder.decode(await Deno.readFile(`${dir}/cgroup`)).trim() ||
@@ -242,6 +252,7 @@ export class LinuxProcessTable implements ProcessTable {
       exe,
       cmdline,
       cgroup,
+      exeId,
       startTime: stat.startTime,
       state: stat.state,
       uid,
@@ -249,6 +260,17 @@ export class LinuxProcessTable implements ProcessTable {
       pgid: stat.pgrp,
       sid: stat.session,
     };
+  }
+
+  async fileId(path: string): Promise<string | undefined> {
+    try {
+      const info = await Deno.stat(path);
+      return info.dev === null || info.ino === null
+        ? undefined
+        : `${info.dev}:${info.ino}`;
+    } catch {
+      return undefined;
+    }
   }
 
   kill(pid: number, signal: StopSignal): KillResult {

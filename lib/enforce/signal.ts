@@ -44,6 +44,14 @@ export interface SignalEnforcerOptions {
   processTable: ProcessTable;
   /** The health marker, removed before any signal. */
   marker: MarkerStore;
+  /**
+   * Copies of this program a process may run, such as the probe `check` the
+   * init container installed in the state volume (the liveness probe and
+   * `gate` run it in the workload's container): never signalled, like this
+   * program itself. Compared by file identity, so the path the workload's
+   * container sees does not matter. Default none.
+   */
+  ownCopies?: string[];
 }
 
 const encoder = new TextEncoder();
@@ -117,6 +125,8 @@ export class SignalEnforcer implements Enforcer {
   #groupSignalled = new Set<number>();
   /** Live processes of the workload with another name in the last scan. */
   #lastOthers: ProcessInfo[] = [];
+  /** File identities of this program and its {@linkcode SignalEnforcerOptions.ownCopies}. */
+  #ownIds = new Set<string>();
   /** SIGKILLs scheduled and not yet due. */
   #pendingKills = 0;
   /** Serialises marker updates and scans so they apply in call order. */
@@ -148,7 +158,7 @@ export class SignalEnforcer implements Enforcer {
         `scan interval must be positive (got ${scanIntervalMs} ms)`,
       );
     }
-    this.#o = { ...options, scanIntervalMs };
+    this.#o = { ownCopies: [], ...options, scanIntervalMs };
   }
 
   /** Cancels pending KILLs and rescans, then writes the marker. */
@@ -274,11 +284,24 @@ export class SignalEnforcer implements Enforcer {
     }
   }
 
-  /** Never signalled: PID 1, this sidecar, its parent, a copy of its executable, the dead. */
+  /**
+   * Never signalled: PID 1, this sidecar, its parent, a process running its
+   * executable or a copy of it, the dead.
+   */
   #spared(p: ProcessInfo): boolean {
     const t = this.#o.processTable;
     return p.pid === 1 || p.pid === t.selfPid || p.pid === t.parentPid ||
-      (p.exe !== undefined && p.exe === t.selfExe) || isDead(p);
+      (p.exe !== undefined && p.exe === t.selfExe) ||
+      (p.exeId !== undefined && this.#ownIds.has(p.exeId)) || isDead(p);
+  }
+
+  /** The file identities of this program and its copies, read again at every scan (a copy can be reinstalled). */
+  async #readOwnIds(): Promise<void> {
+    const t = this.#o.processTable;
+    const ids = await Promise.all(
+      [t.selfExe, ...this.#o.ownCopies].map((p) => t.fileId(p)),
+    );
+    this.#ownIds = new Set(ids.filter((id): id is string => id !== undefined));
   }
 
   #isTarget(p: ProcessInfo): boolean {
@@ -290,6 +313,7 @@ export class SignalEnforcer implements Enforcer {
     const { processTable, logger, target, graceMs } = this.#o;
     let procs: ProcessInfo[];
     try {
+      await this.#readOwnIds();
       procs = await processTable.list();
       this.#listError = undefined;
     } catch (e) {

@@ -28,7 +28,12 @@ import {
   type LeaseKey,
   type ReleaseOutcome,
 } from "./rpc.ts";
-import { readCaBundle } from "./tls_trust.ts";
+import {
+  CA_STORE_VARIABLE,
+  chooseCaStores,
+  isReadableFile,
+  readCaBundle,
+} from "./tls_trust.ts";
 import {
   describeTransportError,
   MAX_RESPONSE_BYTES,
@@ -63,9 +68,10 @@ export interface HttpLeaseClientOptions {
   /** The bearer token source; without one no Authorization header is sent. */
   auth?: ApiKeySource;
   /**
-   * A PEM file of CA certificates trusted in addition to the system roots
-   * (for a server with a private CA). Read once, at construction; a file
-   * with no certificate in it is an error.
+   * A PEM file of CA certificates trusted in addition to the system's trust
+   * store and Deno's bundled roots (lib/lease/tls_trust.ts), for a server
+   * with a private CA. Read once, at construction; a file with no
+   * certificate in it is an error.
    */
   caBundleFile?: string;
   /**
@@ -263,6 +269,12 @@ function buildTransport(
       ? createStreamTransport(target, { proxy: usableProxy(choice) })
       : createFetchTransport(target, undefined);
     return { transport, direct: true };
+  }
+  // Before the first TLS use, which fixes the process's root certificates.
+  const stores = chooseCaStores(envOf(options), isReadableFile);
+  if (stores.warning !== undefined) logger.warn(stores.warning);
+  if (stores.stores !== undefined && options.env === undefined) {
+    Deno.env.set(CA_STORE_VARIABLE, stores.stores);
   }
   const caCerts = options.caBundleFile === undefined
     ? undefined

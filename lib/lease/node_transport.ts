@@ -2,7 +2,7 @@
  * The transport for skip-verify, which neither `fetch` nor `Deno.startTls`
  * can express (it can do the server-name override too, when asked for by
  * name). It goes through `node:https`, loaded on the first request only. The
- * trust store (system roots plus the bundle) is built once; a keep-alive
+ * trust store (the default roots plus the bundle) is built once; a keep-alive
  * agent holds the connection between renewals; an idle pooled socket never
  * keeps the process alive.
  *
@@ -22,7 +22,7 @@ import type { Target } from "./wire.ts";
 
 /** The TLS settings of a node transport. */
 export interface NodeTlsOptions {
-  /** PEM certificates trusted in addition to the system roots. */
+  /** PEM certificates trusted in addition to the default roots (the system's and Deno's bundled ones). */
   caCerts?: string[];
   /** The name sent as SNI and verified on the certificate. */
   serverName?: string;
@@ -82,10 +82,13 @@ async function load(target: Target, o: NodeTlsOptions): Promise<Loaded> {
     import("node:tls"),
   ]);
   const serverName = o.serverName;
-  // Built once: the trust store (system roots plus the bundle) is shared.
+  // Built once: the trust store (the default roots plus the bundle) is
+  // shared. A `ca` list replaces the default roots in node:tls, so they are
+  // named first: the system's and the bundled ones (lib/lease/tls_trust.ts).
+  const defaults = tls.getCACertificates?.("default") ?? tls.rootCertificates;
   const settings = {
     rejectUnauthorized: !o.insecureSkipTlsVerify,
-    ...(o.caCerts ? { ca: [...tls.rootCertificates, ...o.caCerts] } : {}),
+    ...(o.caCerts ? { ca: [...defaults, ...o.caCerts] } : {}),
     ...(serverName === undefined ? {} : {
       servername: serverName,
       checkServerIdentity: (

@@ -1,13 +1,88 @@
 /**
- * What the client trusts and how it explains a refused certificate: the CA
- * bundle, read and checked once at start-up, and a look at the certificate
- * a server presents, so that "expired" and "not yet valid" are told apart
- * from "untrusted" (Deno's `node:https` reports all three as one code).
- * `node:tls` is loaded only for that look, after a handshake failed.
+ * What the client trusts and how it explains a refused certificate: the
+ * system's trust store with the CA bundle added to it (the bundle never
+ * replaces it), the bundle read and checked once at start-up, and a look at
+ * the certificate a server presents, so that "expired" and "not yet valid"
+ * are told apart from "untrusted" (Deno's `node:https` reports all three as
+ * one code). `node:tls` is loaded only for that look, after a handshake
+ * failed.
  *
  * @module
  */
 import type { Target } from "./wire.ts";
+
+/**
+ * The system trust store files Go's `crypto/x509` (the reference helper's)
+ * reads on Linux, in its order.
+ */
+export const SYSTEM_BUNDLE_FILES: readonly string[] = [
+  "/etc/ssl/certs/ca-certificates.crt", // Debian, Ubuntu, Alpine, distroless
+  "/etc/pki/tls/certs/ca-bundle.crt", // Fedora, RHEL 6
+  "/etc/ssl/ca-bundle.pem", // openSUSE
+  "/etc/pki/tls/cacert.pem", // OpenELEC
+  "/etc/pki/ca-trust/extracted/pem/tls-ca-bundle.pem", // CentOS, RHEL 7
+  "/etc/ssl/cert.pem", // Alpine
+];
+
+/** The variable Deno builds its root certificates from, once per process, at the first TLS use. */
+export const CA_STORE_VARIABLE = "DENO_TLS_CA_STORE";
+
+/** The stores used when the system's can be found: it first, then Deno's bundled Mozilla roots (what Deno trusts by default). */
+export const SYSTEM_CA_STORES = "system,mozilla";
+
+/** What {@linkcode chooseCaStores} decided. */
+export interface CaStoreChoice {
+  /** The value to give {@linkcode CA_STORE_VARIABLE}; undefined: leave it as it is. */
+  stores?: string;
+  /** Why the system's store is not used although the environment names one. */
+  warning?: string;
+}
+
+/**
+ * Which root stores the client trusts, before any CA bundle is added. Deno
+ * trusts only its bundled Mozilla roots unless {@linkcode CA_STORE_VARIABLE}
+ * says otherwise; the reference helper trusts the system's (a company CA
+ * added to the node's or the image's store included). So: a value the user
+ * set is kept; otherwise the system's store and Mozilla's roots, when the
+ * system's can be read: `SSL_CERT_FILE` (a readable file) or `SSL_CERT_DIR`
+ * when set, else one of {@linkcode SYSTEM_BUNDLE_FILES}. Deno refuses every
+ * TLS connection when a system store it was told to use cannot be loaded,
+ * so a store that cannot be read is not named (Mozilla's roots alone), with
+ * a warning when the environment pointed at it.
+ *
+ * @param env Reads an environment variable.
+ * @param readableFile Whether a path is a regular file this process can open.
+ * @returns What to set, and what to warn about.
+ */
+export function chooseCaStores(
+  env: (name: string) => string | undefined,
+  readableFile: (path: string) => boolean,
+): CaStoreChoice {
+  if (env(CA_STORE_VARIABLE) !== undefined) return {};
+  const file = env("SSL_CERT_FILE");
+  if (file !== undefined && file !== "") {
+    if (readableFile(file)) return { stores: SYSTEM_CA_STORES };
+    return {
+      warning:
+        `SSL_CERT_FILE names ${file}, which cannot be read as a file; the system trust store is not used (Deno's bundled Mozilla roots and the CA bundle are): fix or unset SSL_CERT_FILE`,
+    };
+  }
+  const dir = env("SSL_CERT_DIR");
+  if (dir !== undefined && dir !== "") return { stores: SYSTEM_CA_STORES };
+  return SYSTEM_BUNDLE_FILES.some(readableFile)
+    ? { stores: SYSTEM_CA_STORES }
+    : {};
+}
+
+/** Whether `path` is a regular file this process can open for reading. */
+export function isReadableFile(path: string): boolean {
+  try {
+    using f = Deno.openSync(path, { read: true });
+    return f.statSync().isFile;
+  } catch {
+    return false;
+  }
+}
 
 /**
  * The PEM certificates in `path`, each checked to parse.

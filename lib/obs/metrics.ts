@@ -198,6 +198,7 @@ export class LeaseMetrics implements EnforcementWrappers {
       selfExe: inner.selfExe,
       list: () => inner.list(),
       get: (pid) => inner.get(pid),
+      fileId: (path) => inner.fileId(path),
       kill: (pid, signal) => {
         const result = inner.kill(pid, signal);
         if (result === "sent") {

@@ -118,6 +118,11 @@ export class StateDir {
     return this.path(STATE_FILES.marker);
   }
 
+  /** The probe executable's path (`<dir>/check`), a copy of this program. */
+  get checkPath(): string {
+    return this.path(STATE_FILES.check);
+  }
+
   /**
    * Records the holder the lease was acquired for, so that the sidecar only
    * ever adopts a lease that was taken for its own holder. Refuses a holder

@@ -182,6 +182,53 @@ Deno.test("acquire waits while another holder has the lease, naming it, and acqu
   assert.equal(readStateFile(dir.path, "holder"), runtimeHolder());
 });
 
+Deno.test({
+  name:
+    "the CA bundle is added to the system's trust store: a CA in SSL_CERT_FILE is trusted without one, and a bundle does not replace it",
+  ignore: opensslMissing() !== undefined,
+  async fn() {
+    await using pki = await makeTestPki({ names: ["127.0.0.1"] });
+    await using server = await startDevServer({
+      tls: { certFile: pki.serverCert, keyFile: pki.serverKey },
+    });
+    const url = `https://127.0.0.1:${server.port}`;
+    const attempt = async (
+      leaseName: string,
+      extra: Record<string, string>,
+      args: string[] = [],
+    ) => {
+      await using dir = await tempDir();
+      return await runCli(["acquire", "--acquire-timeout", "3s", ...args], {
+        env: leaseEnv({ apiServer: url, stateDir: dir.path, leaseName, extra }),
+        signal: AbortSignal.timeout(RUN_BOUND_MS),
+      });
+    };
+    // The system's store names the server's CA.
+    const system = await attempt("sys", { SSL_CERT_FILE: pki.caCert });
+    assert.equal(system.code, 0, system.stderr);
+    // A bundle of another CA is added, not put in the system store's place.
+    const added = await attempt("added", { SSL_CERT_FILE: pki.caCert }, [
+      "--ca-bundle-file",
+      pki.otherCaCert,
+    ]);
+    assert.equal(added.code, 0, added.stderr);
+    // Without either, the private CA is not trusted.
+    const none = await attempt("none", {});
+    assert.equal(none.code, 1, none.stderr);
+    assert.match(none.stderr, /--ca-bundle-file/);
+    // An SSL_CERT_FILE that cannot be read is said, and the bundle still works.
+    const bad = await attempt("bad", { SSL_CERT_FILE: `${pki.dir}/nope.pem` }, [
+      "--ca-bundle-file",
+      pki.caCert,
+    ]);
+    assert.equal(bad.code, 0, bad.stderr);
+    assert.match(
+      bad.stderr,
+      /SSL_CERT_FILE names .*nope\.pem, which cannot be read/,
+    );
+  },
+});
+
 Deno.test("acquire gives up at --acquire-timeout while the lease is held: exit 1, a clear line, no state", async () => {
   await using server = await startDevServer();
   await using dir = await tempDir();

@@ -59,6 +59,7 @@ interface FakeProc {
   pgid?: number;
   sid?: number;
   cgroup?: string;
+  exeId?: string;
   /** Survives SIGTERM (traps or ignores it). */
   ignoreTerm?: boolean;
   /** Signals are refused with EPERM. */
@@ -75,6 +76,8 @@ class FakeTable implements ProcessTable {
   lists = 0;
   /** When set, list() rejects with it. */
   listError: Error | undefined;
+  /** File identities by path, for fileId(). */
+  files = new Map<string, string>([["/usr/local/bin/berth-acquire", "8:1"]]);
   constructor(private journal: Journal) {}
 
   add(pid: number, p: FakeProc): void {
@@ -94,6 +97,7 @@ class FakeTable implements ProcessTable {
       pgid: p.pgid,
       sid: p.sid,
       cgroup: p.cgroup,
+      exeId: p.exeId,
     };
   }
 
@@ -108,6 +112,10 @@ class FakeTable implements ProcessTable {
   get(pid: number): Promise<ProcessInfo | undefined> {
     const p = this.procs.get(pid);
     return Promise.resolve(p ? this.#info(pid, p) : undefined);
+  }
+
+  fileId(path: string): Promise<string | undefined> {
+    return Promise.resolve(this.files.get(path));
   }
 
   kill(pid: number, signal: StopSignal): KillResult {
@@ -615,6 +623,41 @@ Deno.test("signal: what the target brought along under other names is stopped wi
   });
   assert.ok(table.procs.has(20), "an unrelated process is left alone");
   await enforcer.dispose();
+});
+
+Deno.test("signal: a copy of this program in the workload's container (the probe, gate) is never signalled, whatever its path", async () => {
+  const { enforcer, table, kills } = setup({
+    graceMs: 0,
+    ownCopies: ["/berth/check", "/berth/missing"],
+  });
+  table.files.set("/berth/check", "9:77");
+  const main = "0::/../main";
+  table.add(100, { comm: "berth-acquire", cgroup: "0::/" });
+  table.add(10, { comm: "app", ppid: 1, pgid: 10, sid: 10, cgroup: main });
+  // The liveness probe, exec'd into the main container: a copy of the
+  // sidecar's binary on the state volume, seen there under another path.
+  table.add(20, {
+    comm: "check",
+    exe: "/var/lib/kubelet/pods/x/volumes/berth/check",
+    exeId: "9:77",
+    ppid: 1,
+    pgid: 20,
+    sid: 20,
+    cgroup: main,
+  });
+  // The sidecar's own binary, also under another path.
+  table.add(21, { comm: "b", exe: "/other/path", exeId: "8:1", cgroup: main });
+  // Same name, another file: the workload's.
+  table.add(22, {
+    comm: "check",
+    exe: "/app/check",
+    exeId: "5:5",
+    cgroup: main,
+  });
+  await enforcer.close("lease lost");
+  await enforcer.dispose();
+  assert.deepEqual(kills(), ["kill -10 SIGTERM", "kill 22 SIGTERM"]);
+  assert.ok(table.procs.has(20) && table.procs.has(21));
 });
 
 Deno.test("signal: a double-forked daemon is found by the target's control groups, never by the sidecar's own or the root", async () => {

@@ -60,6 +60,12 @@ Deno.test("LinuxProcessTable: sees a spawned sleep with its comm, executable and
       (await Deno.readTextFile("/proc/self/cgroup")).trim(),
     );
     assert.equal(p.cgroup, self.cgroup);
+    // The executable's file identity, the same through any path to it.
+    assert.ok(p.exeId !== undefined);
+    assert.equal(p.exeId, await t.fileId(p.exe!));
+    assert.equal(self.exeId, await t.fileId(t.selfExe));
+    assert.notEqual(p.exeId, self.exeId);
+    assert.equal(await t.fileId("/no/such/file"), undefined);
     assert.deepEqual(await t.get(child.pid), p);
   } finally {
     try {

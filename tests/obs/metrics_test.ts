@@ -291,6 +291,7 @@ Deno.test("enforcement wrappers count what was done, not what was attempted", as
     selfExe: "/berth-acquire",
     list: () => Promise.resolve([]),
     get: () => Promise.resolve(undefined),
+    fileId: (p) => Promise.resolve(p === "/berth-acquire" ? "1:2" : undefined),
     kill: () => results[i++],
   };
   const table = m.processTable(inner);

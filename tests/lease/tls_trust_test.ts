@@ -1,0 +1,71 @@
+import assert from "node:assert/strict";
+import {
+  CA_STORE_VARIABLE,
+  chooseCaStores,
+  isReadableFile,
+  SYSTEM_BUNDLE_FILES,
+  SYSTEM_CA_STORES,
+} from "../../lib/lease/tls_trust.ts";
+
+const envOf = (vars: Record<string, string>) => (name: string) => vars[name];
+const only = (...paths: string[]) => (p: string) => paths.includes(p);
+
+Deno.test("chooseCaStores: the system's store with Mozilla's roots when the system's can be read, the user's choice kept", () => {
+  // A distroless or Debian image: the first of Go's files.
+  assert.deepEqual(
+    chooseCaStores(envOf({}), only("/etc/ssl/certs/ca-certificates.crt")),
+    { stores: SYSTEM_CA_STORES },
+  );
+  // RHEL's file.
+  assert.deepEqual(
+    chooseCaStores(envOf({}), only("/etc/pki/tls/certs/ca-bundle.crt")),
+    { stores: SYSTEM_CA_STORES },
+  );
+  // SSL_CERT_FILE and SSL_CERT_DIR name the system's store, as for Go.
+  assert.deepEqual(
+    chooseCaStores(
+      envOf({ SSL_CERT_FILE: "/certs/corp.pem" }),
+      only("/certs/corp.pem"),
+    ),
+    { stores: SYSTEM_CA_STORES },
+  );
+  assert.deepEqual(
+    chooseCaStores(envOf({ SSL_CERT_DIR: "/certs" }), only()),
+    { stores: SYSTEM_CA_STORES },
+  );
+  // Whatever the user set stays, even a store Deno does not know.
+  assert.deepEqual(
+    chooseCaStores(
+      envOf({ [CA_STORE_VARIABLE]: "mozilla", SSL_CERT_FILE: "/x" }),
+      only("/x", ...SYSTEM_BUNDLE_FILES),
+    ),
+    {},
+  );
+});
+
+Deno.test("chooseCaStores: no system store named where none can be read, and a warning for an unreadable SSL_CERT_FILE", () => {
+  // A scratch image: Deno would refuse every connection if told to load it.
+  assert.deepEqual(chooseCaStores(envOf({}), only()), {});
+  const c = chooseCaStores(
+    envOf({ SSL_CERT_FILE: "/nope.pem" }),
+    only(...SYSTEM_BUNDLE_FILES),
+  );
+  assert.equal(c.stores, undefined);
+  assert.match(
+    c.warning ?? "",
+    /SSL_CERT_FILE names \/nope\.pem, which cannot be read/,
+  );
+  assert.match(c.warning ?? "", /fix or unset SSL_CERT_FILE/);
+});
+
+Deno.test("isReadableFile: a regular file yes; a directory or a missing path no", async () => {
+  const dir = await Deno.makeTempDir();
+  try {
+    await Deno.writeTextFile(`${dir}/a.pem`, "x");
+    assert.equal(isReadableFile(`${dir}/a.pem`), true);
+    assert.equal(isReadableFile(dir), false);
+    assert.equal(isReadableFile(`${dir}/missing.pem`), false);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
