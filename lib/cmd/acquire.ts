@@ -13,8 +13,8 @@ import { shutdownSignal } from "./signals.ts";
 import { acquireLease } from "../hold/acquire_loop.ts";
 import { handOver } from "../hold/handover.ts";
 import type { LeaseClient } from "../lease/rpc.ts";
-import { ensureStateDir } from "../state/ensure_dir.ts";
 import { StateDir } from "../state/state_dir.ts";
+import { prepareStateDir } from "../state/ensure_dir.ts";
 
 const USAGE = `Usage: berth-acquire acquire [flags]
 
@@ -35,8 +35,7 @@ export async function main(args: string[]): Promise<number> {
   const state = new StateDir(config.stateDir);
   let client: LeaseClient;
   try {
-    await ensureStateDir(config.stateDir);
-    await state.cleanStaleTemps();
+    await prepareStateDir(state);
     client = await clientFor(config, logger, clock);
   } catch (e) {
     return startupFailure(logger, "cannot start", e);

@@ -27,6 +27,7 @@ import { LinuxProcessTable } from "../enforce/proc.ts";
 import type { Renewer } from "../hold/renewer.ts";
 import { LeaseKeeper } from "./lease_keeper.ts";
 import { StateDir } from "../state/state_dir.ts";
+import { prepareStateDir } from "../state/ensure_dir.ts";
 
 const USAGE = `Usage: berth-acquire renew [flags]
 
@@ -124,7 +125,7 @@ export async function main(args: string[]): Promise<number> {
   let keeper: LeaseKeeper;
   let renewer: Renewer;
   try {
-    await state.cleanStaleTemps();
+    await prepareStateDir(state);
     keeper = await LeaseKeeper.open({ config, logger, clock, healthAddr });
     renewer = keeper.renewer(
       enforcerFor(config, state, logger, keeper.metrics),

@@ -22,7 +22,6 @@ import { RUN_ROLE, start } from "./startup.ts";
 import type { Config } from "../config/config.ts";
 import { ConfigError } from "../config/error.ts";
 import type { ExtraFlag } from "../config/flags.ts";
-import { ensureStateDir } from "../state/ensure_dir.ts";
 import { type MarkerStore, ProbeEnforcer } from "../enforce/enforcer.ts";
 import {
   HEALTH_ADDR_ENV,
@@ -33,6 +32,7 @@ import type { LeaseClient } from "../lease/rpc.ts";
 import type { Logger } from "../obs/log.ts";
 import type { RenewerStatus } from "../hold/renewer.ts";
 import { StateDir } from "../state/state_dir.ts";
+import { prepareStateDir } from "../state/ensure_dir.ts";
 import { LeaseKeeper } from "./lease_keeper.ts";
 import { RunHandoff } from "./run_handoff.ts";
 import { SignalRouter, type SignalSource } from "./run_signals.ts";
@@ -230,8 +230,7 @@ export async function runWith(o: RunOptions): Promise<number> {
   let keeper: LeaseKeeper;
   let fence: StateDir;
   try {
-    if (state) await ensureStateDir(state.dir);
-    await state?.cleanStaleTemps();
+    if (state) await prepareStateDir(state);
     keeper = await LeaseKeeper.open({
       config,
       logger,

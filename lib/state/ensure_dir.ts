@@ -8,6 +8,8 @@
  * @module
  */
 
+import type { StateDir } from "./state_dir.ts";
+
 /** The mode of each directory created (subject to the umask, as `MkdirAll`). */
 const STATE_DIR_MODE = 0o755;
 
@@ -40,4 +42,18 @@ export async function ensureStateDir(dir: string): Promise<void> {
       `the state directory ${dir} is not a directory; set --state-dir / BERTH_STATE_DIR to a directory`,
     );
   }
+}
+
+/**
+ * What every helper does with the state directory at start-up: creates it
+ * when it is missing ({@linkcode ensureStateDir}), then removes the temp
+ * files an interrupted write left (`StateDir.cleanStaleTemps`).
+ *
+ * @param state The state directory.
+ * @returns The removed paths, for the log.
+ * @throws {Error} When the directory cannot be created or read.
+ */
+export async function prepareStateDir(state: StateDir): Promise<string[]> {
+  await ensureStateDir(state.dir);
+  return await state.cleanStaleTemps();
 }

@@ -159,17 +159,20 @@ export interface JudgeOptions {
 }
 
 /**
- * An age as reason lines show it (the probe's and `/healthz`'s), truncated to
- * 100 ms, so that 16.04 s prints as `16s` and 15.43 s as `15.4s`; below
- * 100 ms the whole milliseconds are kept so that a short limit never prints
- * a misleading `0s`.
+ * An age as reason lines show it (the probe's and `/healthz`'s): from one
+ * second on, rounded to the nearest whole second as the Go helper rounds it
+ * (`16.4s` and `15.6s` both print as `16s`, `16.5s` as `17s`), so that the
+ * line does not depend on how long the probe took to start; below a second
+ * the whole milliseconds, so that a short limit never prints a misleading
+ * `0s`.
  *
  * @param ms The age in milliseconds; negative counts as 0.
- * @returns Go duration syntax, e.g. `1.2s`.
+ * @returns Go duration syntax, e.g. `16s` or `2m30s`.
  */
 export function shownMs(ms: number): string {
-  const t = Math.floor(ms / 100) * 100;
-  return formatDurationMs(t > 0 ? t : Math.max(0, Math.floor(ms)));
+  const whole = Math.max(0, Math.floor(ms));
+  if (whole < 1000) return formatDurationMs(whole);
+  return formatDurationMs(Math.round(ms / 1000) * 1000);
 }
 
 /**

@@ -73,11 +73,13 @@ const TEMP_RE = /^\.(holder|token|healthy|check)\.tmp-[0-9a-f]{16}$/;
 
 /**
  * Parses a token file's content. Strict on purpose: berth-acquire (and the
- * Go helper before it) writes the canonical decimal form with no sign, no
- * leading zero and no newline, so anything else (`12\n`, `012`, ` 12`) was
- * not written by either, and the sidecar must not adopt a lease on the
- * strength of a file it cannot vouch for. Throws a `StateFileError` naming
- * `path` and the expected form.
+ * Go helper before it) writes the canonical decimal form with no sign and no
+ * leading zero, so anything else (`012`, `+12`, `1e3`) was not written by
+ * either, and the sidecar must not adopt a lease on the strength of a file it
+ * cannot vouch for. Spaces, tabs and line ends around it are ignored, as the
+ * Go helper ignores them (`echo 12 > token` writes `12\n`): they change
+ * nothing about which number it is. Throws a `StateFileError` naming `path`
+ * and the expected form.
  *
  * @param text The file's content.
  * @param path The file, for the message.
@@ -85,8 +87,9 @@ const TEMP_RE = /^\.(holder|token|healthy|check)\.tmp-[0-9a-f]{16}$/;
  * @throws {StateFileError} When the content is not a canonical positive int32.
  */
 export function parseToken(text: string, path: string): number {
-  if (/^[1-9][0-9]{0,9}$/.test(text)) {
-    const n = Number(text);
+  const digits = text.replace(/^[ \t\r\n]+|[ \t\r\n]+$/g, "");
+  if (/^[1-9][0-9]{0,9}$/.test(digits)) {
+    const n = Number(digits);
     if (n <= TOKEN_MAX) return n;
   }
   throw new StateFileError(
@@ -94,7 +97,7 @@ export function parseToken(text: string, path: string): number {
     `fencing token ${
       JSON.stringify(text)
     } is not a positive 32-bit decimal integer (1..${TOKEN_MAX}, digits only, ` +
-      "no leading zero, sign, space or newline, as berth-acquire writes it); " +
+      "no leading zero or sign, as berth-acquire writes it); " +
       "remove the state directory's token and holder files and restart the pod",
   );
 }
@@ -262,7 +265,7 @@ export class StateDir {
   /**
    * Removes temp files that an interrupted write of ours left behind (only
    * names of the form `.<state file>.tmp-<16 hex>`; nothing else is
-   * touched). Call at start-up. Returns the removed paths, for the log.
+   * touched). Returns the removed paths, for the log.
    */
   async cleanStaleTemps(): Promise<string[]> {
     const removed: string[] = [];

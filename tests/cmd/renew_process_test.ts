@@ -277,6 +277,21 @@ Deno.test("after a loss, reacquiring restores the marker and writes the new toke
   assert.equal(r.code, 0, r.stdout);
 });
 
+Deno.test("a sidecar whose state directory is missing creates it, acquires and writes the marker", async () => {
+  await using server = await startDevServer();
+  await using dir = await tempDir();
+  const stateDir = `${dir.path}/not/yet`;
+  const sidecar = new HelperProcess(["renew"], env(server, stateDir));
+  await using _ = sidecar;
+  const back = await waitFor(() => readMarker(stateDir), {
+    timeoutMs: FEW_HEARTBEATS_MS,
+    what: "the marker in the created directory",
+  });
+  assert.ok(back.deadlines);
+  assert.equal(readStateFile(stateDir, "token"), "1");
+  assert.equal((await Deno.stat(stateDir)).mode! & 0o777, 0o755);
+});
+
 Deno.test("a SIGKILLed sidecar's marker makes check fail by the gate deadline in it", async () => {
   await using server = await startDevServer();
   await using dir = await tempDir();

@@ -149,7 +149,7 @@ Deno.test("passed deadlines, a marker without deadlines, unreadable files: said,
   );
   assert.match(
     text,
-    /^marker {11}Stale: health marker stale: .* gate deadline passed 2\.5s ago/m,
+    /^marker {11}Stale: health marker stale: .* gate deadline passed 3s ago/m,
   );
   assert.match(text, /^holder {11}none \(no holder file\)$/m);
   assert.match(

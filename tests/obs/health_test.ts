@@ -52,7 +52,7 @@ Deno.test("verdict: an open gate past its closing time is stale (the renewer did
   assert.deepEqual(healthVerdict(OPEN, 17_234), {
     kind: "Stale",
     reason:
-      "lease stale: gate deadline passed 1.2s ago; the renewer has not confirmed the lease and has not stopped the workload",
+      "lease stale: gate deadline passed 1s ago; the renewer has not confirmed the lease and has not stopped the workload",
   });
   assert.equal(
     healthVerdict({ gateOpen: true, token: 4 }, 0).kind,

@@ -4,7 +4,8 @@
  * @module
  */
 import assert from "node:assert/strict";
-import { ensureStateDir } from "../../lib/state/ensure_dir.ts";
+import { ensureStateDir, prepareStateDir } from "../../lib/state/ensure_dir.ts";
+import { StateDir } from "../../lib/state/state_dir.ts";
 import { tempDir } from "../support/lease_env.ts";
 
 Deno.test("ensureStateDir creates the directory and its parents with mode 0755", async () => {
@@ -34,4 +35,14 @@ Deno.test("ensureStateDir names the directory when a file is in the way", async 
     () => ensureStateDir(`${file}/sub`),
     (e: Error) => e.message.includes(`${file}/sub`),
   );
+});
+
+Deno.test("prepareStateDir creates a missing directory, then removes the temp files a crash left", async () => {
+  await using dir = await tempDir();
+  const state = new StateDir(`${dir.path}/a/b`);
+  assert.deepEqual(await prepareStateDir(state), []);
+  assert.ok((await Deno.stat(state.dir)).isDirectory);
+  const left = `${state.dir}/.token.tmp-0123456789abcdef`;
+  await Deno.writeTextFile(left, "1");
+  assert.deepEqual(await prepareStateDir(state), [left]);
 });

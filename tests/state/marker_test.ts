@@ -127,7 +127,7 @@ Deno.test("fresh marker passes; age equal to the limit passes; 1 ms over fails",
   });
 });
 
-Deno.test("stale reason: exact upstream wording, age truncated to 100 ms", () => {
+Deno.test("stale reason: exact upstream wording, age rounded to whole seconds as upstream rounds it", () => {
   const at = (age: number, limit: number) => {
     const v = judge({ stat: file(age), content: "" }, limit).verdict;
     return v.kind === "OK" ? "OK" : v.reason;
@@ -138,17 +138,25 @@ Deno.test("stale reason: exact upstream wording, age truncated to 100 ms", () =>
   );
   deepEqual(
     at(15_430, 15_000),
-    "health marker stale: /berth/healthy not refreshed for 15.4s (limit 15s); the lease sidecar is not renewing",
+    "health marker stale: /berth/healthy not refreshed for 15s (limit 15s); the lease sidecar is not renewing",
   );
+  // The probe's own start-up lag does not change the line.
+  for (const age of [15_500, 16_099, 16_499]) {
+    deepEqual(
+      at(age, 15_000),
+      "health marker stale: /berth/healthy not refreshed for 16s (limit 15s); the lease sidecar is not renewing",
+      String(age),
+    );
+  }
   deepEqual(
-    at(16_099, 15_000),
-    "health marker stale: /berth/healthy not refreshed for 16s (limit 15s); the lease sidecar is not renewing",
+    at(16_500, 15_000),
+    "health marker stale: /berth/healthy not refreshed for 17s (limit 15s); the lease sidecar is not renewing",
   );
   deepEqual(
     at(150_000, 90_000),
     "health marker stale: /berth/healthy not refreshed for 2m30s (limit 1m30s); the lease sidecar is not renewing",
   );
-  // A sub-100 ms age keeps its milliseconds rather than printing "0s".
+  // A sub-second age keeps its milliseconds rather than printing "0s".
   deepEqual(
     at(50, 1),
     "health marker stale: /berth/healthy not refreshed for 50ms (limit 1ms); the lease sidecar is not renewing",
@@ -201,7 +209,7 @@ Deno.test("deadline passed: Stale naming the gate deadline, though the mtime is 
   deepEqual(r.verdict, {
     kind: "Stale",
     reason:
-      "health marker stale: /berth/healthy gate deadline passed 1.2s ago (gate_closes_boottime_ms in the marker); the lease sidecar has not confirmed the lease or cannot write the marker (its log says which)",
+      "health marker stale: /berth/healthy gate deadline passed 1s ago (gate_closes_boottime_ms in the marker); the lease sidecar has not confirmed the lease or cannot write the marker (its log says which)",
   });
   const justPast = judge({ stat: file(0), content: ours(BOOT - 1) }, 30_000);
   deepEqual(justPast.verdict.kind, "Stale");
@@ -346,7 +354,7 @@ Deno.test("the wall-clock copy of the gate deadline fails the probe even when th
   deepEqual(verdict, {
     kind: "Stale",
     reason:
-      "health marker stale: /berth/healthy gate deadline passed 1.5s ago (gate_closes_wall_ms in the marker); the lease sidecar has not confirmed the lease or cannot write the marker (its log says which)",
+      "health marker stale: /berth/healthy gate deadline passed 2s ago (gate_closes_wall_ms in the marker); the lease sidecar has not confirmed the lease or cannot write the marker (its log says which)",
   });
   const fresh = formatMarker({
     gateClosesBootMs: BOOT + 60_000,
