@@ -3,7 +3,7 @@
  * workload at once instead of waiting for its liveness probe, SIGTERM then
  * SIGKILL after the grace, and keeps stopping the processes the kubelet
  * restarts while the lease is lost. Which processes are the workload is
- * decided by {@linkcode matchesTarget} (the targets, by name; on its own
+ * decided by lib/enforce/target.ts (the targets, by name; on its own
  * because the kernel keeps only 15 bytes of a process name) and by
  * lib/enforce/workload_set.ts (what the targets brought along under other
  * names, stopped with them).
@@ -20,12 +20,12 @@ import {
   type StopEvidence,
 } from "./enforcer.ts";
 import {
-  COMM_BYTES,
   isDead,
   type ProcessInfo,
   type ProcessTable,
   type StopSignal,
 } from "./proc.ts";
+import { matchesTarget } from "./target.ts";
 import { WorkloadSet } from "./workload_set.ts";
 
 /** Options for {@linkcode SignalEnforcer}. */
@@ -54,48 +54,9 @@ export interface SignalEnforcerOptions {
   ownCopies?: string[];
 }
 
-const encoder = new TextEncoder();
-
-function basename(path: string): string {
-  return path.slice(path.lastIndexOf("/") + 1);
-}
-
-/**
- * Whether `p` is the workload named `target`, ignoring the exclusions. A
- * process is the target when its executable's basename is `target` (also
- * after it renamed itself), or its `comm` is `target` and cannot have been
- * cut: the kernel keeps 15 bytes of a name, so a `comm` of exactly 15 bytes
- * may be the start of a longer name (`worker-payments-1` and
- * `worker-payments-2` both show `worker-payments`). Such a process matches
- * only when its full name is known and is `target`: the basename of
- * `cmdline[0]` (a symlinked or copied binary), or of `cmdline[1]` or
- * `cmdline[2]` (a script the kernel started through its `#!` interpreter).
- *
- * @param p The process as the table shows it.
- * @param target The configured target name.
- * @returns True when `p` is the target.
- */
-export function matchesTarget(p: ProcessInfo, target: string): boolean {
-  if (target === "") return false;
-  if (p.exe !== undefined && basename(p.exe) === target) return true;
-  if (p.comm === target && encoder.encode(target).length < COMM_BYTES) {
-    return true;
-  }
-  // A comm of 15 bytes may be the start of a longer name: confirm the full one.
-  if (p.comm !== truncateComm(target)) return false;
-  return (p.cmdline ?? []).some((a) => basename(a) === target);
-}
-
-/** `name` cut to what the kernel would keep in `comm` (decoded the way the process table decodes it). */
-function truncateComm(name: string): string {
-  const bytes = encoder.encode(name);
-  if (bytes.length <= COMM_BYTES) return name;
-  return new TextDecoder().decode(bytes.subarray(0, COMM_BYTES));
-}
-
 /**
  * The signal enforcer; see the module doc. It never signals PID 1, itself,
- * its parent or another copy of its own executable.
+ * its parent, or a process running its executable or a copy of it.
  */
 export class SignalEnforcer implements Enforcer {
   #o: Required<SignalEnforcerOptions>;

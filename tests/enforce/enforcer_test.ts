@@ -5,7 +5,6 @@ import {
   type StopEvidence,
 } from "../../lib/enforce/enforcer.ts";
 import {
-  matchesTarget,
   SignalEnforcer,
   type SignalEnforcerOptions,
 } from "../../lib/enforce/signal.ts";
@@ -286,31 +285,6 @@ Deno.test("signal: a 15-byte target is confirmed by the full name too", async ()
   await enforcer.close("lease lost");
   assert.deepEqual(kills(), ["kill 10 SIGTERM"]);
   await enforcer.dispose();
-});
-
-Deno.test("matchesTarget: truncation that splits a multi-byte character matches what the kernel keeps", () => {
-  const target = "wörker-ünïcode-x"; // 19 bytes; byte 15 is inside "ï"
-  const kept = new TextDecoder().decode(
-    new TextEncoder().encode(target).subarray(0, 15),
-  );
-  const p = (comm: string, cmdline?: string[]): ProcessInfo => ({
-    pid: 10,
-    comm,
-    cmdline,
-    startTime: 1,
-    state: "S",
-  });
-  assert.equal(matchesTarget(p(kept, [`/bin/${target}`]), target), true);
-  assert.equal(
-    matchesTarget(p(kept, ["/bin/wörker-ünïcode-y"]), target),
-    false,
-  );
-  assert.equal(matchesTarget(p("wörker-ünïcode"), target), false);
-  assert.equal(
-    matchesTarget(p(""), ""),
-    false,
-    "an empty target matches nothing",
-  );
 });
 
 Deno.test("signal: a process that renamed itself is found by its executable's basename", async () => {
