@@ -29,9 +29,9 @@ import {
   type ReleaseOutcome,
 } from "./rpc.ts";
 import {
-  CA_STORE_VARIABLE,
   chooseCaStores,
   isReadableFile,
+  loadCaStores,
   readCaBundle,
 } from "./tls_trust.ts";
 import {
@@ -274,7 +274,7 @@ function buildTransport(
   const stores = chooseCaStores(envOf(options), isReadableFile);
   if (stores.warning !== undefined) logger.warn(stores.warning);
   if (stores.stores !== undefined && options.env === undefined) {
-    Deno.env.set(CA_STORE_VARIABLE, stores.stores);
+    loadCaStores(stores.stores);
   }
   const caCerts = options.caBundleFile === undefined
     ? undefined

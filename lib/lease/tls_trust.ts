@@ -74,6 +74,32 @@ export function chooseCaStores(
     : {};
 }
 
+/**
+ * Builds this process's root certificates from `stores` now, and leaves no
+ * {@linkcode CA_STORE_VARIABLE} behind for the processes it starts (`run`'s
+ * command must get the environment it was given): Deno reads the variable
+ * once, when the process first needs its root certificates, and keeps what
+ * it built for every later connection.
+ *
+ * @param stores The value for {@linkcode CA_STORE_VARIABLE}.
+ * @throws {Error} When the stores cannot be loaded, naming the variable and
+ * what to do.
+ */
+export function loadCaStores(stores: string): void {
+  Deno.env.set(CA_STORE_VARIABLE, stores);
+  try {
+    Deno.createHttpClient({}).close();
+  } catch (e) {
+    throw new Error(
+      `the system trust store cannot be loaded (${
+        (e as Error).message
+      }); fix it, or set ${CA_STORE_VARIABLE}=mozilla to trust Deno's bundled roots (and the CA bundle) alone`,
+    );
+  } finally {
+    Deno.env.delete(CA_STORE_VARIABLE);
+  }
+}
+
 /** Whether `path` is a regular file this process can open for reading. */
 export function isReadableFile(path: string): boolean {
   try {

@@ -41,6 +41,7 @@ import { runCli } from "../support/cli.ts";
 import { FakeClock } from "../support/fake_clock.ts";
 import { record, ScriptedClient } from "../support/scripted_client.ts";
 import { HelperProcess, tempDir, waitFor } from "../support/lease_env.ts";
+import { makeTestPki, opensslMissing } from "../support/tls.ts";
 
 const HOLDER = "prod/run-test";
 const OTHER = "prod/other";
@@ -225,6 +226,37 @@ exit 3
   // Released: the record is a tombstone, and the marker is gone.
   assert.equal(record.holder, "");
   assert.ok(!exists(`${state}/healthy`));
+});
+
+Deno.test({
+  name:
+    "run over HTTPS: the command's environment does not get the trust-store choice the helper made for itself",
+  ignore: opensslMissing() !== undefined,
+  async fn() {
+    await using pki = await makeTestPki({ names: ["127.0.0.1"] });
+    await using server = await startDevServer({
+      tls: { certFile: pki.serverCert, keyFile: pki.serverKey },
+    });
+    await using dir = await tempDir();
+    const argv = script(
+      dir.path,
+      "store",
+      `printf '%s' "\${DENO_TLS_CA_STORE-unset}" > "$D/store"
+`,
+    );
+    const r = await runCli([
+      "run",
+      "--ca-bundle-file",
+      pki.caCert,
+      "--",
+      ...argv,
+    ], {
+      env: runEnv({ url: `https://127.0.0.1:${server.port}` }, "store"),
+      signal: AbortSignal.timeout(60_000),
+    });
+    assert.equal(r.code, 0, r.stderr);
+    assert.equal(read(`${dir.path}/store`), "unset");
+  },
 });
 
 Deno.test("run: exit status table (config 78, not found 127, not executable 126, signalled 128+N, timeout 76)", async () => {

@@ -3,6 +3,7 @@ import {
   CA_STORE_VARIABLE,
   chooseCaStores,
   isReadableFile,
+  loadCaStores,
   SYSTEM_BUNDLE_FILES,
   SYSTEM_CA_STORES,
 } from "../../lib/lease/tls_trust.ts";
@@ -68,4 +69,14 @@ Deno.test("isReadableFile: a regular file yes; a directory or a missing path no"
   } finally {
     await Deno.remove(dir, { recursive: true });
   }
+});
+
+Deno.test("loadCaStores builds the roots and leaves no variable for the processes it starts", () => {
+  const before = Deno.env.get(CA_STORE_VARIABLE);
+  if (before !== undefined) {
+    console.log(`skipped: ${CA_STORE_VARIABLE} is set in this environment`);
+    return;
+  }
+  loadCaStores(SYSTEM_CA_STORES);
+  assert.equal(Deno.env.get(CA_STORE_VARIABLE), undefined);
 });
