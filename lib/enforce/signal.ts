@@ -54,6 +54,11 @@ export interface SignalEnforcerOptions {
   ownCopies?: string[];
 }
 
+/** One process's identity over time: a reused PID is another process. */
+function keyOf(p: ProcessInfo): string {
+  return `${p.pid}:${p.startTime}`;
+}
+
 /**
  * The signal enforcer; see the module doc. It never signals PID 1, itself,
  * its parent, or a process running its executable or a copy of it.
@@ -82,8 +87,6 @@ export class SignalEnforcer implements Enforcer {
    * stopped with the targets.
    */
   #workload = new WorkloadSet();
-  /** Process groups signalled as a group during this closing: their members need no signal of their own. */
-  #groupSignalled = new Set<number>();
   /** Live processes of the workload with another name in the last scan. */
   #lastOthers: ProcessInfo[] = [];
   /** File identities of this program and its {@linkcode SignalEnforcerOptions.ownCopies}. */
@@ -131,7 +134,6 @@ export class SignalEnforcer implements Enforcer {
       this.#termed.clear();
       this.#deniedReported.clear();
       this.#workload.clear();
-      this.#groupSignalled.clear();
       this.#lastOthers = [];
       await this.#o.marker.write(d);
     });
@@ -202,7 +204,7 @@ export class SignalEnforcer implements Enforcer {
         return {
           stopped: false,
           detail:
-            `${named}, and ${others.length} other process(es) the workload started (${
+            `${named}, and ${others.length} other process(es) they brought along (${
               others.slice(0, 5).map((p) => `${p.pid} ${p.comm}`).join(", ")
             })`,
         };
@@ -252,7 +254,6 @@ export class SignalEnforcer implements Enforcer {
   #spared(p: ProcessInfo): boolean {
     const t = this.#o.processTable;
     return p.pid === 1 || p.pid === t.selfPid || p.pid === t.parentPid ||
-      (p.exe !== undefined && p.exe === t.selfExe) ||
       (p.exeId !== undefined && this.#ownIds.has(p.exeId)) || isDead(p);
   }
 
@@ -306,20 +307,35 @@ export class SignalEnforcer implements Enforcer {
     // sessions, control groups, descendants), each SIGTERM then SIGKILL.
     for (const p of [...targets, ...others]) {
       if (signal.aborted) return;
-      const key = `${p.pid}:${p.startTime}`;
-      if (this.#termed.has(key)) continue;
-      if (!isTarget.has(p.pid)) {
-        this.#workload.remember(p, self);
-        // A member of a group signalled as a group got that signal already.
-        if (p.pgid !== undefined && this.#groupSignalled.has(p.pgid)) continue;
-      }
-      const group = this.#leadsGroup(p);
+      if (this.#termed.has(keyOf(p))) continue;
+      if (!isTarget.has(p.pid)) this.#workload.remember(p, self);
+      const group = this.#groupSignal(p, procs);
       if (this.#send(p, "SIGTERM", group) !== "sent") continue;
-      this.#termed.add(key);
-      if (group) this.#groupSignalled.add(p.pid);
-      if (graceMs === 0) await this.#killIfSame(p, signal);
-      else this.#track(this.#killAfterGrace(p, signal));
+      // A group signal reached the members the group has now: each is
+      // SIGKILLed on its own after the grace too, as the leader's group
+      // SIGKILL may never come (the leader can exit first). One that joins
+      // later is signalled when a scan finds it.
+      const reached = group
+        ? procs.filter((q) => q.pgid === p.pid && !isDead(q))
+        : [p];
+      for (const q of reached) {
+        if (q !== p && this.#termed.has(keyOf(q))) continue;
+        this.#termed.add(keyOf(q));
+        if (graceMs === 0) await this.#killIfSame(q, signal);
+        else this.#track(this.#killAfterGrace(q, signal));
+      }
     }
+  }
+
+  /**
+   * Whether `p` is signalled as its whole process group: it leads a group of
+   * the workload's (never this sidecar's) that holds no spared process.
+   */
+  #groupSignal(p: ProcessInfo, procs: ProcessInfo[]): boolean {
+    return p.pgid === p.pid && this.#workload.hasGroup(p.pid) &&
+      !procs.some((q) =>
+        q.pgid === p.pid && q.pid !== p.pid && !isDead(q) && this.#spared(q)
+      );
   }
 
   /**
@@ -374,8 +390,8 @@ export class SignalEnforcer implements Enforcer {
       now = undefined;
     }
     if (signal.aborted) return;
-    const group = this.#leadsGroup(p);
-    if (group && await this.#groupLives(p.pid)) {
+    const members = await this.#groupMembers(p);
+    if (members.length > 0 && this.#groupSignal(p, members)) {
       // The leader's exit does not free its group id while members live.
       this.#send(p, "SIGKILL", true);
       return;
@@ -390,18 +406,15 @@ export class SignalEnforcer implements Enforcer {
     this.#send(p, "SIGKILL");
   }
 
-  /** Whether `p` leads a process group of the workload's (not this sidecar's): then the group is signalled, children of other names too. */
-  #leadsGroup(p: ProcessInfo): boolean {
-    return p.pgid === p.pid && this.#workload.hasGroup(p.pid);
-  }
-
-  async #groupLives(pgid: number): Promise<boolean> {
+  /** The live members of the group `p` leads, when it leads one of the workload's; none when the table cannot be read. */
+  async #groupMembers(p: ProcessInfo): Promise<ProcessInfo[]> {
+    if (p.pgid !== p.pid || !this.#workload.hasGroup(p.pid)) return [];
     try {
-      return (await this.#o.processTable.list()).some((q) =>
-        q.pgid === pgid && !isDead(q)
+      return (await this.#o.processTable.list()).filter((q) =>
+        q.pgid === p.pid && !isDead(q)
       );
     } catch {
-      return false;
+      return [];
     }
   }
 

@@ -7,18 +7,20 @@
  * the workload stopped only once they are gone.
  *
  * A process belongs when it is a remembered target, is in a remembered
- * target's process group or session, is in a remembered target's control
- * groups, or descends (through live parents) from a process that does. The
- * sidecar's own group, session and control groups are never remembered: they
- * say nothing about the workload, and the sidecar must not stop itself. Nor is
- * a control group that is the root of every hierarchy (`/`): on a machine
- * without per-container groups it holds unrelated processes.
+ * target's process group or session, is in a remembered target's container
+ * (its control groups, or groups below them), or descends (through live
+ * parents) from a process that does. The sidecar's own group, session and
+ * control groups are never remembered: they say nothing about the workload,
+ * and the sidecar must not stop itself. Nor are control groups that are not
+ * a container's (see {@linkcode isContainerCgroup}): a systemd unit or a
+ * login session's scope holds processes of other programs too.
  *
  * The control groups are what closes a double-forked daemon: it leaves the
  * target's group and session and loses its parent, but in Kubernetes every
  * container has control groups of its own that an unprivileged process cannot
- * leave, so it stays in the target's. Where the workload shares the sidecar's
- * control groups (no containers), such a daemon is not seen.
+ * leave, so it stays in the target's. Where the workload is not in a
+ * container's control groups, or shares the sidecar's, such a daemon is not
+ * seen.
  *
  * Pure: it judges the lists the process table gives it.
  *
@@ -27,11 +29,56 @@
 import { isDead, type ProcessInfo } from "./proc.ts";
 
 /**
- * Whether `cgroup` (the text of `/proc/PID/cgroup`) names only root groups:
- * every line's path is `/`.
+ * Paths that only a container's control groups have: the kubelet's
+ * (`kubepods`), a container runtime's scope (`cri-containerd-<id>.scope`,
+ * `crio-`, `docker-`, `libpod-`), or a group outside this process's cgroup
+ * namespace (`/../<id>`: another container's, as a container sees it).
  */
-function isRootCgroup(cgroup: string): boolean {
-  return cgroup.split("\n").every((line) => line.endsWith(":/"));
+const CONTAINER_CGROUP =
+  /kubepods|containerd-|crio-|\/docker[/-]|docker-|libpod-|^\/\.\.(\/|$)/;
+
+/** The lines of a `/proc/PID/cgroup` text, as `hierarchy:controllers` -> path. */
+function cgroupPaths(cgroup: string): Map<string, string> {
+  const out = new Map<string, string>();
+  for (const line of cgroup.split("\n")) {
+    const at = line.indexOf(":", line.indexOf(":") + 1);
+    if (at > 0) out.set(line.slice(0, at), line.slice(at + 1));
+  }
+  return out;
+}
+
+/**
+ * Whether `cgroup` (the text of `/proc/PID/cgroup`) is a container's: one of
+ * its paths has a form only containers' control groups have.
+ *
+ * @param cgroup The text of `/proc/PID/cgroup`.
+ * @returns True for a container's control groups.
+ */
+export function isContainerCgroup(cgroup: string): boolean {
+  return [...cgroupPaths(cgroup).values()].some((p) =>
+    CONTAINER_CGROUP.test(p)
+  );
+}
+
+/**
+ * Whether `member` is in the control groups `group` names or below them, in
+ * every hierarchy (a privileged workload may make groups of its own inside
+ * its container's).
+ */
+function within(member: string, group: string): boolean {
+  const m = cgroupPaths(member);
+  const g = cgroupPaths(group);
+  if (m.size !== g.size) return false;
+  for (const [h, path] of g) {
+    const mine = m.get(h);
+    if (mine === undefined) return false;
+    if (
+      mine !== path && !mine.startsWith(path.endsWith("/") ? path : `${path}/`)
+    ) {
+      return false;
+    }
+  }
+  return true;
 }
 
 /** Processes that are the workload's by what its targets brought along; see the module doc. */
@@ -41,11 +88,6 @@ export class WorkloadSet {
   #groups = new Set<number>();
   #sessions = new Set<number>();
   #cgroups = new Set<string>();
-
-  /** Whether nothing was remembered since the last {@linkcode clear}. */
-  get empty(): boolean {
-    return this.#roots.size === 0;
-  }
 
   /**
    * Whether `pgid` is a remembered process group (the workload's, never the
@@ -69,7 +111,8 @@ export class WorkloadSet {
   /**
    * Remembers `p` (a target, or a process already found to belong) and what
    * it brings along: its process group, session and control groups, unless
-   * they are the sidecar's own (`self`) or the root.
+   * they are the sidecar's own (`self`), or the control groups are not a
+   * container's.
    *
    * @param p The process to remember.
    * @param self The sidecar itself as the same table shows it; `undefined`
@@ -86,7 +129,7 @@ export class WorkloadSet {
     }
     if (
       p.cgroup !== undefined && self?.cgroup !== undefined &&
-      p.cgroup !== self.cgroup && !isRootCgroup(p.cgroup)
+      p.cgroup !== self.cgroup && isContainerCgroup(p.cgroup)
     ) {
       this.#cgroups.add(p.cgroup);
     }
@@ -114,7 +157,8 @@ export class WorkloadSet {
       this.#roots.get(q.pid) === q.startTime ||
       (q.pgid !== undefined && this.#groups.has(q.pgid)) ||
       (q.sid !== undefined && this.#sessions.has(q.sid)) ||
-      (q.cgroup !== undefined && this.#cgroups.has(q.cgroup));
+      (q.cgroup !== undefined &&
+        [...this.#cgroups].some((g) => within(q.cgroup!, g)));
     const belongs = (p: ProcessInfo): boolean => {
       for (let q: ProcessInfo | undefined = p, n = 0; q && n < 64; n++) {
         if (q.pid <= 1 || q.pid === selfPid) return false;

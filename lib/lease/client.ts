@@ -30,7 +30,7 @@ import {
 } from "./rpc.ts";
 import {
   chooseCaStores,
-  isReadableFile,
+  isReadable,
   loadCaStores,
   readCaBundle,
 } from "./tls_trust.ts";
@@ -271,7 +271,7 @@ function buildTransport(
     return { transport, direct: true };
   }
   // Before the first TLS use, which fixes the process's root certificates.
-  const stores = chooseCaStores(envOf(options), isReadableFile);
+  const stores = chooseCaStores(envOf(options), isReadable);
   if (stores.warning !== undefined) logger.warn(stores.warning);
   if (stores.stores !== undefined && options.env === undefined) {
     loadCaStores(stores.stores);

@@ -24,6 +24,12 @@ export const SYSTEM_BUNDLE_FILES: readonly string[] = [
   "/etc/ssl/cert.pem", // Alpine
 ];
 
+/** The system trust store directories Go's `crypto/x509` reads on Linux when no file has certificates. */
+export const SYSTEM_CERT_DIRS: readonly string[] = [
+  "/etc/ssl/certs", // SLES, Debian, Ubuntu
+  "/etc/pki/tls/certs", // Fedora, RHEL
+];
+
 /** The variable Deno builds its root certificates from, once per process, at the first TLS use. */
 export const CA_STORE_VARIABLE = "DENO_TLS_CA_STORE";
 
@@ -45,23 +51,26 @@ export interface CaStoreChoice {
  * added to the node's or the image's store included). So: a value the user
  * set is kept; otherwise the system's store and Mozilla's roots, when the
  * system's can be read: `SSL_CERT_FILE` (a readable file) or `SSL_CERT_DIR`
- * when set, else one of {@linkcode SYSTEM_BUNDLE_FILES}. Deno refuses every
- * TLS connection when a system store it was told to use cannot be loaded,
- * so a store that cannot be read is not named (Mozilla's roots alone), with
- * a warning when the environment pointed at it.
+ * when set, else one of {@linkcode SYSTEM_BUNDLE_FILES} or
+ * {@linkcode SYSTEM_CERT_DIRS}. Deno refuses every TLS connection when a
+ * system store it was told to use cannot be loaded, so a store that cannot
+ * be read is not named (Mozilla's roots alone), with a warning when the
+ * environment pointed at it; that includes an unreadable `SSL_CERT_FILE`
+ * beside a good `SSL_CERT_DIR` (Deno reads both, where Go would use the
+ * directory).
  *
  * @param env Reads an environment variable.
- * @param readableFile Whether a path is a regular file this process can open.
+ * @param readable Whether a path is a file (or a directory) this process can read.
  * @returns What to set, and what to warn about.
  */
 export function chooseCaStores(
   env: (name: string) => string | undefined,
-  readableFile: (path: string) => boolean,
+  readable: (path: string, kind: "file" | "dir") => boolean,
 ): CaStoreChoice {
   if (env(CA_STORE_VARIABLE) !== undefined) return {};
   const file = env("SSL_CERT_FILE");
   if (file !== undefined && file !== "") {
-    if (readableFile(file)) return { stores: SYSTEM_CA_STORES };
+    if (readable(file, "file")) return { stores: SYSTEM_CA_STORES };
     return {
       warning:
         `SSL_CERT_FILE names ${file}, which cannot be read as a file; the system trust store is not used (Deno's bundled Mozilla roots and the CA bundle are): fix or unset SSL_CERT_FILE`,
@@ -69,7 +78,8 @@ export function chooseCaStores(
   }
   const dir = env("SSL_CERT_DIR");
   if (dir !== undefined && dir !== "") return { stores: SYSTEM_CA_STORES };
-  return SYSTEM_BUNDLE_FILES.some(readableFile)
+  return SYSTEM_BUNDLE_FILES.some((f) => readable(f, "file")) ||
+      SYSTEM_CERT_DIRS.some((d) => readable(d, "dir"))
     ? { stores: SYSTEM_CA_STORES }
     : {};
 }
@@ -100,9 +110,20 @@ export function loadCaStores(stores: string): void {
   }
 }
 
-/** Whether `path` is a regular file this process can open for reading. */
-export function isReadableFile(path: string): boolean {
+/**
+ * Whether `path` is a regular file this process can open for reading, or
+ * (`kind` `"dir"`) a directory it can list.
+ *
+ * @param path The path.
+ * @param kind What it must be.
+ * @returns True when it is that and can be read.
+ */
+export function isReadable(path: string, kind: "file" | "dir"): boolean {
   try {
+    if (kind === "dir") {
+      for (const _ of Deno.readDirSync(path)) break;
+      return true;
+    }
     using f = Deno.openSync(path, { read: true });
     return f.statSync().isFile;
   } catch {

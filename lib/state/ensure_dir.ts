@@ -50,10 +50,9 @@ export async function ensureStateDir(dir: string): Promise<void> {
  * files an interrupted write left (`StateDir.cleanStaleTemps`).
  *
  * @param state The state directory.
- * @returns The removed paths, for the log.
  * @throws {Error} When the directory cannot be created or read.
  */
-export async function prepareStateDir(state: StateDir): Promise<string[]> {
+export async function prepareStateDir(state: StateDir): Promise<void> {
   await ensureStateDir(state.dir);
-  return await state.cleanStaleTemps();
+  await state.cleanStaleTemps();
 }

@@ -162,17 +162,24 @@ export interface JudgeOptions {
  * An age as reason lines show it (the probe's and `/healthz`'s): from one
  * second on, rounded to the nearest whole second as the Go helper rounds it
  * (`16.4s` and `15.6s` both print as `16s`, `16.5s` as `17s`), so that the
- * line does not depend on how long the probe took to start; below a second
- * the whole milliseconds, so that a short limit never prints a misleading
- * `0s`.
+ * probe's own start-up time rarely changes the line; below a second the
+ * whole milliseconds, so that a short limit never prints a misleading `0s`.
+ * Given the limit the age is over, an age that would round down to it or
+ * below is shown rounded up to 100 ms instead (`15.1s (limit 15s)`, never
+ * `15s (limit 15s)`: an age equal to the limit passes).
  *
  * @param ms The age in milliseconds; negative counts as 0.
+ * @param overLimitMs The limit `ms` exceeds, when it is one.
  * @returns Go duration syntax, e.g. `16s` or `2m30s`.
  */
-export function shownMs(ms: number): string {
+export function shownMs(ms: number, overLimitMs?: number): string {
   const whole = Math.max(0, Math.floor(ms));
   if (whole < 1000) return formatDurationMs(whole);
-  return formatDurationMs(Math.round(ms / 1000) * 1000);
+  const rounded = Math.round(ms / 1000) * 1000;
+  if (overLimitMs !== undefined && rounded <= overLimitMs) {
+    return formatDurationMs(Math.ceil(ms / 100) * 100);
+  }
+  return formatDurationMs(rounded);
 }
 
 /**
@@ -228,7 +235,7 @@ export function judgeMarker(
       return {
         kind: "Stale",
         reason: `health marker stale: ${path} not refreshed for ${
-          shownMs(age)
+          shownMs(age, opts.maxAgeMs)
         } (limit ${
           formatDurationMs(opts.maxAgeMs)
         }); the lease sidecar is not renewing`,

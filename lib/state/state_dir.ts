@@ -76,9 +76,9 @@ const TEMP_RE = /^\.(holder|token|healthy|check)\.tmp-[0-9a-f]{16}$/;
  * Go helper before it) writes the canonical decimal form with no sign and no
  * leading zero, so anything else (`012`, `+12`, `1e3`) was not written by
  * either, and the sidecar must not adopt a lease on the strength of a file it
- * cannot vouch for. Spaces, tabs and line ends around it are ignored, as the
- * Go helper ignores them (`echo 12 > token` writes `12\n`): they change
- * nothing about which number it is. Throws a `StateFileError` naming `path`
+ * cannot vouch for. White space around it is ignored, as the Go helper
+ * ignores it (`strings.TrimSpace`; `echo 12 > token` writes `12\n`): it
+ * changes nothing about which number it is. Throws a `StateFileError` naming `path`
  * and the expected form.
  *
  * @param text The file's content.
@@ -87,7 +87,7 @@ const TEMP_RE = /^\.(holder|token|healthy|check)\.tmp-[0-9a-f]{16}$/;
  * @throws {StateFileError} When the content is not a canonical positive int32.
  */
 export function parseToken(text: string, path: string): number {
-  const digits = text.replace(/^[ \t\r\n]+|[ \t\r\n]+$/g, "");
+  const digits = text.trim();
   if (/^[1-9][0-9]{0,9}$/.test(digits)) {
     const n = Number(digits);
     if (n <= TOKEN_MAX) return n;

@@ -96,7 +96,9 @@ class FakeTable implements ProcessTable {
       pgid: p.pgid,
       sid: p.sid,
       cgroup: p.cgroup,
-      exeId: p.exeId,
+      // Readable together: the file behind the path, when the table knows it.
+      exeId: p.exeId ??
+        (p.exe === undefined ? undefined : this.files.get(p.exe)),
     };
   }
 
@@ -599,6 +601,43 @@ Deno.test("signal: what the target brought along under other names is stopped wi
   await enforcer.dispose();
 });
 
+Deno.test("signal: a group member that ignores SIGTERM gets its own SIGKILL, even when the leader's group SIGKILL cannot be sent", async () => {
+  const { enforcer, table, clock, kills } = setup({ graceMs: 5000 });
+  table.add(10, { comm: "app", ppid: 1, pgid: 10, sid: 10 });
+  table.add(11, { comm: "sh", ppid: 10, pgid: 10, sid: 10, ignoreTerm: true });
+  const t0 = clock.now();
+  await enforcer.close("lease lost");
+  assert.deepEqual(kills(), ["kill -10 SIGTERM"]);
+  // The table cannot be listed when the grace ends: no group SIGKILL.
+  table.listError = new Error("EACCES reading /proc");
+  await clock.advanceTo(t0 + 5000);
+  assert.deepEqual(kills(), ["kill -10 SIGTERM", "kill 11 SIGKILL"]);
+  table.listError = undefined;
+  assert.equal(
+    (await enforcer.workloadStopped(AbortSignal.abort())).stopped,
+    true,
+  );
+  await enforcer.dispose();
+});
+
+Deno.test("signal: a group holding a spared process is signalled member by member", async () => {
+  const { enforcer, table, kills } = setup({ graceMs: 0 });
+  table.add(10, { comm: "app", ppid: 1, pgid: 10, sid: 10 });
+  // A copy of this program in the target's group: the group signal would reach it.
+  table.add(11, {
+    comm: "check",
+    exe: "/usr/local/bin/berth-acquire",
+    ppid: 10,
+    pgid: 10,
+    sid: 10,
+  });
+  table.add(12, { comm: "worker", ppid: 10, pgid: 10, sid: 10 });
+  await enforcer.close("lease lost");
+  await enforcer.dispose();
+  assert.deepEqual(kills(), ["kill 10 SIGTERM", "kill 12 SIGTERM"]);
+  assert.ok(table.procs.has(11));
+});
+
 Deno.test("signal: a copy of this program in the workload's container (the probe, gate) is never signalled, whatever its path", async () => {
   const { enforcer, table, kills } = setup({
     graceMs: 0,
@@ -680,17 +719,23 @@ Deno.test("signal: a double-forked daemon is found by the target's control group
   ]);
   assert.equal(own.daemonAlive, false);
   assert.equal(own.evidence.stopped, true);
-  // cgroup v1 lines, several hierarchies: the whole set must match.
+  // cgroup v1 lines, several hierarchies, as the kubelet names them.
   const v1 = await run({
-    self: "2:memory:/pod/sidecar\n1:cpu:/pod/sidecar",
-    target: "2:memory:/pod/main\n1:cpu:/pod/main",
+    self: "2:memory:/kubepods/pod1/sidecar\n1:cpu:/kubepods/pod1/sidecar",
+    target: "2:memory:/kubepods/pod1/main\n1:cpu:/kubepods/pod1/main",
   });
   assert.deepEqual(v1.kills, ["kill -10 SIGTERM", "kill -30 SIGTERM"]);
-  // Sharing the sidecar's control groups, or in the root: they say nothing.
+  // Sharing the sidecar's control groups, in the root, or in groups that are
+  // not a container's (a login session's scope holds the user's shell too):
+  // they say nothing.
   for (
     const cgroups of [
-      { self: "0::/box", target: "0::/box" },
+      { self: "0::/kubepods/pod1/x", target: "0::/kubepods/pod1/x" },
       { self: "0::/sidecar", target: "0::/" },
+      {
+        self: "0::/system.slice/berth.service",
+        target: "0::/user.slice/user-1000.slice/session-3.scope",
+      },
     ]
   ) {
     const shared = await run(cgroups);

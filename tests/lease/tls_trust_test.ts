@@ -2,14 +2,16 @@ import assert from "node:assert/strict";
 import {
   CA_STORE_VARIABLE,
   chooseCaStores,
-  isReadableFile,
+  isReadable,
   loadCaStores,
   SYSTEM_BUNDLE_FILES,
   SYSTEM_CA_STORES,
+  SYSTEM_CERT_DIRS,
 } from "../../lib/lease/tls_trust.ts";
 
 const envOf = (vars: Record<string, string>) => (name: string) => vars[name];
-const only = (...paths: string[]) => (p: string) => paths.includes(p);
+const only = (...paths: string[]) => (p: string, kind: "file" | "dir") =>
+  paths.includes(kind === "dir" ? `${p}/` : p);
 
 Deno.test("chooseCaStores: the system's store with Mozilla's roots when the system's can be read, the user's choice kept", () => {
   // A distroless or Debian image: the first of Go's files.
@@ -47,6 +49,11 @@ Deno.test("chooseCaStores: the system's store with Mozilla's roots when the syst
 Deno.test("chooseCaStores: no system store named where none can be read, and a warning for an unreadable SSL_CERT_FILE", () => {
   // A scratch image: Deno would refuse every connection if told to load it.
   assert.deepEqual(chooseCaStores(envOf({}), only()), {});
+  // Only hashed certificates in a directory, as Go also reads them.
+  assert.deepEqual(
+    chooseCaStores(envOf({}), only(`${SYSTEM_CERT_DIRS[0]}/`)),
+    { stores: SYSTEM_CA_STORES },
+  );
   const c = chooseCaStores(
     envOf({ SSL_CERT_FILE: "/nope.pem" }),
     only(...SYSTEM_BUNDLE_FILES),
@@ -59,13 +66,15 @@ Deno.test("chooseCaStores: no system store named where none can be read, and a w
   assert.match(c.warning ?? "", /fix or unset SSL_CERT_FILE/);
 });
 
-Deno.test("isReadableFile: a regular file yes; a directory or a missing path no", async () => {
+Deno.test("isReadable: a regular file or a directory, as asked; a missing path no", async () => {
   const dir = await Deno.makeTempDir();
   try {
     await Deno.writeTextFile(`${dir}/a.pem`, "x");
-    assert.equal(isReadableFile(`${dir}/a.pem`), true);
-    assert.equal(isReadableFile(dir), false);
-    assert.equal(isReadableFile(`${dir}/missing.pem`), false);
+    assert.equal(isReadable(`${dir}/a.pem`, "file"), true);
+    assert.equal(isReadable(dir, "file"), false);
+    assert.equal(isReadable(dir, "dir"), true);
+    assert.equal(isReadable(`${dir}/a.pem`, "dir"), false);
+    assert.equal(isReadable(`${dir}/missing.pem`, "file"), false);
   } finally {
     await Deno.remove(dir, { recursive: true });
   }

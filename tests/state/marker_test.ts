@@ -123,7 +123,7 @@ Deno.test("fresh marker passes; age equal to the limit passes; 1 ms over fails",
   deepEqual(judge({ stat: file(15_001), content: "" }, 15_000).verdict, {
     kind: "Stale",
     reason:
-      "health marker stale: /berth/healthy not refreshed for 15s (limit 15s); the lease sidecar is not renewing",
+      "health marker stale: /berth/healthy not refreshed for 15.1s (limit 15s); the lease sidecar is not renewing",
   });
 });
 
@@ -136,9 +136,10 @@ Deno.test("stale reason: exact upstream wording, age rounded to whole seconds as
     at(16_000, 15_000),
     "health marker stale: /berth/healthy not refreshed for 16s (limit 15s); the lease sidecar is not renewing",
   );
+  // Rounding down to the limit would read as passing: rounded up to 100 ms.
   deepEqual(
     at(15_430, 15_000),
-    "health marker stale: /berth/healthy not refreshed for 15s (limit 15s); the lease sidecar is not renewing",
+    "health marker stale: /berth/healthy not refreshed for 15.5s (limit 15s); the lease sidecar is not renewing",
   );
   // The probe's own start-up lag does not change the line.
   for (const age of [15_500, 16_099, 16_499]) {

@@ -160,7 +160,7 @@ Deno.test("holder: invalid UTF-8 is refused rather than mangled", async () => {
   });
 });
 
-Deno.test("token: only the canonical positive int32 berth-acquire writes is accepted", () => {
+Deno.test("token: only the canonical positive int32 berth-acquire writes is accepted, spaces around it aside", () => {
   equal(parseToken("1", "/t"), 1);
   equal(parseToken("2147483647", "/t"), 2147483647);
   // Whitespace around it, as `echo 12 > token` or the Go helper's reader

@@ -372,7 +372,9 @@ async function daemonScenario(
 ): Promise<Record<string, unknown>> {
   const root = await cgroup2Root();
   if (root === undefined) return { skipped: "no cgroup v2 hierarchy mounted" };
-  const group = `${root}/berth-signal-test-${Deno.pid}-${Date.now()}`;
+  // Named as the kubelet names its groups: signal mode uses only a
+  // container's control groups.
+  const group = `${root}/kubepods-berth-signal-test-${Deno.pid}-${Date.now()}`;
   try {
     await Deno.mkdir(group);
   } catch (e) {
