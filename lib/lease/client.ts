@@ -28,12 +28,7 @@ import {
   type LeaseKey,
   type ReleaseOutcome,
 } from "./rpc.ts";
-import {
-  chooseCaStores,
-  isReadable,
-  loadCaStores,
-  readCaBundle,
-} from "./tls_trust.ts";
+import { chooseCaStores, isReadable, readTrust } from "./tls_trust.ts";
 import {
   describeTransportError,
   MAX_RESPONSE_BYTES,
@@ -273,12 +268,10 @@ function buildTransport(
   // Before the first TLS use, which fixes the process's root certificates.
   const stores = chooseCaStores(envOf(options), isReadable);
   if (stores.warning !== undefined) logger.warn(stores.warning);
-  if (stores.stores !== undefined && options.env === undefined) {
-    loadCaStores(stores.stores);
-  }
-  const caCerts = options.caBundleFile === undefined
-    ? undefined
-    : readCaBundle(options.caBundleFile);
+  const caCerts = readTrust(
+    options.caBundleFile,
+    options.env === undefined ? stores.stores : undefined,
+  );
   const serverName = options.serverName;
   if (serverName === "") {
     throw new Error(

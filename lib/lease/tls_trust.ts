@@ -85,32 +85,6 @@ export function chooseCaStores(
 }
 
 /**
- * Builds this process's root certificates from `stores` now, and leaves no
- * {@linkcode CA_STORE_VARIABLE} behind for the processes it starts (`run`'s
- * command must get the environment it was given): Deno reads the variable
- * once, when the process first needs its root certificates, and keeps what
- * it built for every later connection.
- *
- * @param stores The value for {@linkcode CA_STORE_VARIABLE}.
- * @throws {Error} When the stores cannot be loaded, naming the variable and
- * what to do.
- */
-export function loadCaStores(stores: string): void {
-  Deno.env.set(CA_STORE_VARIABLE, stores);
-  try {
-    Deno.createHttpClient({}).close();
-  } catch (e) {
-    throw new Error(
-      `the system trust store cannot be loaded (${
-        (e as Error).message
-      }); fix it, or set ${CA_STORE_VARIABLE}=mozilla to trust Deno's bundled roots (and the CA bundle) alone`,
-    );
-  } finally {
-    Deno.env.delete(CA_STORE_VARIABLE);
-  }
-}
-
-/**
  * Whether `path` is a regular file this process can open for reading, or
  * (`kind` `"dir"`) a directory it can list.
  *
@@ -132,14 +106,12 @@ export function isReadable(path: string, kind: "file" | "dir"): boolean {
 }
 
 /**
- * The PEM certificates in `path`, each checked to parse.
+ * The PEM certificate blocks of the bundle at `path`, not yet parsed.
  *
- * @param path The `--ca-bundle-file` value.
- * @returns The PEM blocks, in file order.
- * @throws {Error} A configuration error naming the file: unreadable, no
- * certificate in it, or a certificate that does not parse (by its number).
+ * @throws {Error} A configuration error naming the file: unreadable, or no
+ * certificate in it.
  */
-export function readCaBundle(path: string): string[] {
+function readPemBlocks(path: string): string[] {
   let text: string;
   try {
     text = Deno.readTextFileSync(path);
@@ -158,12 +130,16 @@ export function readCaBundle(path: string): string[] {
       `CA bundle file ${path} contains no PEM certificate (no "-----BEGIN CERTIFICATE-----" block); give the CA certificate(s) of the API server in PEM form`,
     );
   }
-  pems.forEach((pem, i) => {
+  return pems;
+}
+
+/** The error for a bundle of which one certificate does not parse, found one by one. */
+function badCertificate(path: string, pems: string[], cause: unknown): Error {
+  for (const [i, pem] of pems.entries()) {
     try {
-      // Parses the certificate the way fetch will; nothing is connected.
       Deno.createHttpClient({ caCerts: [pem] }).close();
     } catch (e) {
-      throw new Error(
+      return new Error(
         `CA bundle file ${path}: certificate ${
           i + 1
         } of ${pems.length} is not a valid certificate (${
@@ -171,7 +147,51 @@ export function readCaBundle(path: string): string[] {
         })`,
       );
     }
-  });
+  }
+  return new Error(
+    `CA bundle file ${path} cannot be used (${(cause as Error).message})`,
+  );
+}
+
+/**
+ * The client's trust, set up once per process before its first TLS use: the
+ * root stores `stores` names ({@linkcode chooseCaStores}) and the CA bundle
+ * at `bundleFile`, parsed the way every transport will use them. One HTTP
+ * client is built and closed to do both, which also makes Deno build its
+ * root certificates now: it reads {@linkcode CA_STORE_VARIABLE} once, at the
+ * first TLS use, and keeps what it built, so the variable is removed again
+ * and the processes this one starts (`run`'s command) get the environment
+ * they were given.
+ *
+ * @param bundleFile The `--ca-bundle-file` value, if any.
+ * @param stores The value for {@linkcode CA_STORE_VARIABLE}, if any.
+ * @returns The bundle's PEM blocks, in file order; undefined without one.
+ * @throws {Error} A configuration error: the bundle cannot be read, holds no
+ * certificate or one that does not parse (by its number), or the stores
+ * cannot be loaded (naming the variable and what to do).
+ */
+export function readTrust(
+  bundleFile: string | undefined,
+  stores: string | undefined,
+): string[] | undefined {
+  const pems = bundleFile === undefined ? undefined : readPemBlocks(bundleFile);
+  if (pems === undefined && stores === undefined) return undefined;
+  if (stores !== undefined) Deno.env.set(CA_STORE_VARIABLE, stores);
+  try {
+    Deno.createHttpClient(pems === undefined ? {} : { caCerts: pems }).close();
+  } catch (e) {
+    if (stores !== undefined && /platform cert/i.test((e as Error).message)) {
+      throw new Error(
+        `the system trust store cannot be loaded (${
+          (e as Error).message
+        }); fix it, or set ${CA_STORE_VARIABLE}=mozilla to trust Deno's bundled roots (and the CA bundle) alone`,
+      );
+    }
+    if (pems !== undefined) throw badCertificate(bundleFile!, pems, e);
+    throw e;
+  } finally {
+    if (stores !== undefined) Deno.env.delete(CA_STORE_VARIABLE);
+  }
   return pems;
 }
 

@@ -3,11 +3,12 @@ import {
   CA_STORE_VARIABLE,
   chooseCaStores,
   isReadable,
-  loadCaStores,
+  readTrust,
   SYSTEM_BUNDLE_FILES,
   SYSTEM_CA_STORES,
   SYSTEM_CERT_DIRS,
 } from "../../lib/lease/tls_trust.ts";
+import { makeTestPki, opensslMissing } from "../support/tls.ts";
 
 const envOf = (vars: Record<string, string>) => (name: string) => vars[name];
 const only = (...paths: string[]) => (p: string, kind: "file" | "dir") =>
@@ -80,12 +81,36 @@ Deno.test("isReadable: a regular file or a directory, as asked; a missing path n
   }
 });
 
-Deno.test("loadCaStores builds the roots and leaves no variable for the processes it starts", () => {
+Deno.test("readTrust builds the roots and leaves no variable for the processes it starts", () => {
   const before = Deno.env.get(CA_STORE_VARIABLE);
   if (before !== undefined) {
     console.log(`skipped: ${CA_STORE_VARIABLE} is set in this environment`);
     return;
   }
-  loadCaStores(SYSTEM_CA_STORES);
+  assert.equal(readTrust(undefined, SYSTEM_CA_STORES), undefined);
   assert.equal(Deno.env.get(CA_STORE_VARIABLE), undefined);
+});
+
+Deno.test({
+  name:
+    "readTrust: a bundle is parsed as the transports will use it; a bad certificate is named by its number",
+  ignore: opensslMissing() !== undefined,
+  async fn() {
+    await using pki = await makeTestPki({ names: ["127.0.0.1"] });
+    const good = await Deno.readTextFile(pki.caCert);
+    assert.deepEqual(readTrust(pki.caCert, undefined), [good.trim()]);
+    const bundle = `${pki.dir}/mixed.pem`;
+    await Deno.writeTextFile(
+      bundle,
+      `${good}\n-----BEGIN CERTIFICATE-----\nbm90IGEgY2VydA==\n-----END CERTIFICATE-----\n`,
+    );
+    assert.throws(
+      () => readTrust(bundle, undefined),
+      /CA bundle file .*mixed\.pem: certificate 2 of 2 is not a valid certificate/,
+    );
+    assert.throws(
+      () => readTrust(`${pki.dir}/missing.pem`, undefined),
+      /cannot be read/,
+    );
+  },
 });
