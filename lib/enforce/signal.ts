@@ -61,7 +61,9 @@ function keyOf(p: ProcessInfo): string {
 
 /**
  * The signal enforcer; see the module doc. It never signals PID 1, itself,
- * its parent, or a process running its executable or a copy of it.
+ * its parent, or a process running its executable or a copy of it (known
+ * where `/proc/PID/exe` can be examined: the same user, or
+ * `CAP_SYS_PTRACE`).
  */
 export class SignalEnforcer implements Enforcer {
   #o: Required<SignalEnforcerOptions>;
@@ -249,7 +251,8 @@ export class SignalEnforcer implements Enforcer {
 
   /**
    * Never signalled: PID 1, this sidecar, its parent, a process running its
-   * executable or a copy of it, the dead.
+   * executable or a copy of it (where its `/proc/PID/exe` can be examined),
+   * the dead.
    */
   #spared(p: ProcessInfo): boolean {
     const t = this.#o.processTable;
@@ -307,8 +310,10 @@ export class SignalEnforcer implements Enforcer {
     // sessions, control groups, descendants), each SIGTERM then SIGKILL.
     for (const p of [...targets, ...others]) {
       if (signal.aborted) return;
-      if (this.#termed.has(keyOf(p))) continue;
+      // Remembered at every scan, signalled or not: a new group or session
+      // it made since is the workload's too.
       if (!isTarget.has(p.pid)) this.#workload.remember(p, self);
+      if (this.#termed.has(keyOf(p))) continue;
       const group = this.#groupSignal(p, procs);
       if (this.#send(p, "SIGTERM", group) !== "sent") continue;
       // A group signal reached the members the group has now: each is
@@ -320,6 +325,7 @@ export class SignalEnforcer implements Enforcer {
         : [p];
       for (const q of reached) {
         if (q !== p && this.#termed.has(keyOf(q))) continue;
+        this.#workload.remember(q, self);
         this.#termed.add(keyOf(q));
         if (graceMs === 0) await this.#killIfSame(q, signal);
         else this.#track(this.#killAfterGrace(q, signal));
@@ -332,7 +338,7 @@ export class SignalEnforcer implements Enforcer {
    * the workload's (never this sidecar's) that holds no spared process.
    */
   #groupSignal(p: ProcessInfo, procs: ProcessInfo[]): boolean {
-    return p.pgid === p.pid && this.#workload.hasGroup(p.pid) &&
+    return this.#workload.leadsGroup(p) &&
       !procs.some((q) =>
         q.pgid === p.pid && q.pid !== p.pid && !isDead(q) && this.#spared(q)
       );
@@ -397,6 +403,9 @@ export class SignalEnforcer implements Enforcer {
       return;
     }
     if (isDead(now) || now?.startTime !== p.startTime) {
+      // Gone, or the table could not say: forgotten, so that a scan that
+      // still finds it signals it again rather than never.
+      this.#termed.delete(keyOf(p));
       this.#o.logger.debug("target exited after SIGTERM", {
         pid: p.pid,
         comm: p.comm,
@@ -406,13 +415,21 @@ export class SignalEnforcer implements Enforcer {
     this.#send(p, "SIGKILL");
   }
 
-  /** The live members of the group `p` leads, when it leads one of the workload's; none when the table cannot be read. */
+  /**
+   * The live members of the group `p` leads, when it leads one of the
+   * workload's and its id was not taken by another process's group since;
+   * none when the table cannot be read.
+   */
   async #groupMembers(p: ProcessInfo): Promise<ProcessInfo[]> {
-    if (p.pgid !== p.pid || !this.#workload.hasGroup(p.pid)) return [];
+    if (!this.#workload.leadsGroup(p)) return [];
     try {
-      return (await this.#o.processTable.list()).filter((q) =>
+      const members = (await this.#o.processTable.list()).filter((q) =>
         q.pgid === p.pid && !isDead(q)
       );
+      const reused = members.some((q) =>
+        q.pid === p.pid && q.startTime !== p.startTime
+      );
+      return reused ? [] : members;
     } catch {
       return [];
     }

@@ -29,13 +29,14 @@
 import { isDead, type ProcessInfo } from "./proc.ts";
 
 /**
- * Paths that only a container's control groups have: the kubelet's
- * (`kubepods`), a container runtime's scope (`cri-containerd-<id>.scope`,
- * `crio-`, `docker-`, `libpod-`), or a group outside this process's cgroup
- * namespace (`/../<id>`: another container's, as a container sees it).
+ * Paths that only a container's control groups have: one under the
+ * kubelet's (`kubepods`), or one whose last part is a container's id, as the
+ * runtimes name them (`cri-containerd-<64 hex>.scope`, `crio-`, `docker-`,
+ * `libpod-`, or the bare id, `/docker/<id>`, `/pod<uid>/<id>`), also as
+ * another container sees it through its cgroup namespace (`/../<...>`).
  */
 const CONTAINER_CGROUP =
-  /kubepods|containerd-|crio-|\/docker[/-]|docker-|libpod-|^\/\.\.(\/|$)/;
+  /(?:^|\/)kubepods|(?:^|\/)(?:(?:cri-containerd|crio|docker|libpod)-)?[0-9a-f]{64}(?:\.scope)?$/;
 
 /** The lines of a `/proc/PID/cgroup` text, as `hierarchy:controllers` -> path. */
 function cgroupPaths(cgroup: string): Map<string, string> {
@@ -85,19 +86,28 @@ function within(member: string, group: string): boolean {
 export class WorkloadSet {
   /** Remembered processes, by `pid` -> `startTime` (a reused PID is another process). */
   #roots = new Map<number, number>();
-  #groups = new Set<number>();
-  #sessions = new Set<number>();
+  /**
+   * Process groups and sessions, by id -> the start time of their leader
+   * when it was seen (undefined: not seen). An id whose leader has since
+   * exited and been reused by another process's new group or session is not
+   * the one remembered.
+   */
+  #groups = new Map<number, number | undefined>();
+  #sessions = new Map<number, number | undefined>();
   #cgroups = new Set<string>();
 
   /**
-   * Whether `pgid` is a remembered process group (the workload's, never the
-   * sidecar's).
+   * Whether `p` leads a remembered process group (the workload's, never the
+   * sidecar's): it is the group's leader, and the leader remembered, when
+   * one was seen.
    *
-   * @param pgid A process group id.
-   * @returns True when it is remembered.
+   * @param p A process.
+   * @returns True when it leads a remembered group.
    */
-  hasGroup(pgid: number): boolean {
-    return this.#groups.has(pgid);
+  leadsGroup(p: ProcessInfo): boolean {
+    if (p.pgid !== p.pid || !this.#groups.has(p.pid)) return false;
+    const leader = this.#groups.get(p.pid);
+    return leader === undefined || leader === p.startTime;
   }
 
   /** Forgets everything (the gate reopened: a new closing starts afresh). */
@@ -121,11 +131,16 @@ export class WorkloadSet {
    */
   remember(p: ProcessInfo, self: ProcessInfo | undefined): void {
     this.#roots.set(p.pid, p.startTime);
+    const leads = (id: number) => id === p.pid ? p.startTime : undefined;
     if (p.pgid !== undefined && p.pgid > 1 && p.pgid !== self?.pgid) {
-      this.#groups.add(p.pgid);
+      if (this.#groups.get(p.pgid) === undefined) {
+        this.#groups.set(p.pgid, leads(p.pgid));
+      }
     }
     if (p.sid !== undefined && p.sid > 1 && p.sid !== self?.sid) {
-      this.#sessions.add(p.sid);
+      if (this.#sessions.get(p.sid) === undefined) {
+        this.#sessions.set(p.sid, leads(p.sid));
+      }
     }
     if (
       p.cgroup !== undefined && self?.cgroup !== undefined &&
@@ -153,10 +168,17 @@ export class WorkloadSet {
   ): ProcessInfo[] {
     if (this.#roots.size === 0) return [];
     const byPid = new Map(procs.map((p) => [p.pid, p]));
+    // The id is the remembered one unless its leader now is another process.
+    const same = (ids: Map<number, number | undefined>, id?: number) => {
+      if (id === undefined || !ids.has(id)) return false;
+      const leader = ids.get(id);
+      const now = byPid.get(id);
+      return leader === undefined || now === undefined ||
+        now.startTime === leader;
+    };
     const direct = (q: ProcessInfo): boolean =>
       this.#roots.get(q.pid) === q.startTime ||
-      (q.pgid !== undefined && this.#groups.has(q.pgid)) ||
-      (q.sid !== undefined && this.#sessions.has(q.sid)) ||
+      same(this.#groups, q.pgid) || same(this.#sessions, q.sid) ||
       (q.cgroup !== undefined &&
         [...this.#cgroups].some((g) => within(q.cgroup!, g)));
     const belongs = (p: ProcessInfo): boolean => {

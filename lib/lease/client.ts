@@ -28,7 +28,7 @@ import {
   type LeaseKey,
   type ReleaseOutcome,
 } from "./rpc.ts";
-import { chooseCaStores, isReadable, readTrust } from "./tls_trust.ts";
+import { chooseCaStores, lookPath, readTrust } from "./tls_trust.ts";
 import {
   describeTransportError,
   MAX_RESPONSE_BYTES,
@@ -266,7 +266,7 @@ function buildTransport(
     return { transport, direct: true };
   }
   // Before the first TLS use, which fixes the process's root certificates.
-  const stores = chooseCaStores(envOf(options), isReadable);
+  const stores = chooseCaStores(envOf(options), lookPath);
   if (stores.warning !== undefined) logger.warn(stores.warning);
   const caCerts = readTrust(
     options.caBundleFile,

@@ -24,7 +24,7 @@ export const SYSTEM_BUNDLE_FILES: readonly string[] = [
   "/etc/ssl/cert.pem", // Alpine
 ];
 
-/** The system trust store directories Go's `crypto/x509` reads on Linux when no file has certificates. */
+/** The system trust store directories Go's `crypto/x509` reads on Linux, besides the first readable file. */
 export const SYSTEM_CERT_DIRS: readonly string[] = [
   "/etc/ssl/certs", // SLES, Debian, Ubuntu
   "/etc/pki/tls/certs", // Fedora, RHEL
@@ -53,24 +53,27 @@ export interface CaStoreChoice {
  * system's can be read: `SSL_CERT_FILE` (a readable file) or `SSL_CERT_DIR`
  * when set, else one of {@linkcode SYSTEM_BUNDLE_FILES} or
  * {@linkcode SYSTEM_CERT_DIRS}. Deno refuses every TLS connection when a
- * system store it was told to use cannot be loaded, so a store that cannot
- * be read is not named (Mozilla's roots alone), with a warning when the
- * environment pointed at it; that includes an unreadable `SSL_CERT_FILE`
- * beside a good `SSL_CERT_DIR` (Deno reads both, where Go would use the
- * directory).
+ * system store it was told to use cannot be loaded (and Deno looks for the
+ * system's file itself, failing on one that is there but cannot be read),
+ * so a store that cannot be read is not named (Mozilla's roots alone), with
+ * a warning when the environment pointed at it: an unreadable
+ * `SSL_CERT_FILE` (even beside a good `SSL_CERT_DIR`, which Deno reads
+ * besides it), or, unasked, one of the system's files that is there but
+ * cannot be read.
  *
  * @param env Reads an environment variable.
- * @param readable Whether a path is a file (or a directory) this process can read.
+ * @param look Whether a path is a file (or a directory) this process can
+ * read, is there but cannot be read, or is not there.
  * @returns What to set, and what to warn about.
  */
 export function chooseCaStores(
   env: (name: string) => string | undefined,
-  readable: (path: string, kind: "file" | "dir") => boolean,
+  look: (path: string, kind: "file" | "dir") => PathState,
 ): CaStoreChoice {
   if (env(CA_STORE_VARIABLE) !== undefined) return {};
   const file = env("SSL_CERT_FILE");
   if (file !== undefined && file !== "") {
-    if (readable(file, "file")) return { stores: SYSTEM_CA_STORES };
+    if (look(file, "file") === "readable") return { stores: SYSTEM_CA_STORES };
     return {
       warning:
         `SSL_CERT_FILE names ${file}, which cannot be read as a file; the system trust store is not used (Deno's bundled Mozilla roots and the CA bundle are): fix or unset SSL_CERT_FILE`,
@@ -78,30 +81,43 @@ export function chooseCaStores(
   }
   const dir = env("SSL_CERT_DIR");
   if (dir !== undefined && dir !== "") return { stores: SYSTEM_CA_STORES };
-  return SYSTEM_BUNDLE_FILES.some((f) => readable(f, "file")) ||
-      SYSTEM_CERT_DIRS.some((d) => readable(d, "dir"))
+  const files = SYSTEM_BUNDLE_FILES.map((f) => [f, look(f, "file")] as const);
+  const locked = files.find(([, state]) => state === "unreadable");
+  if (locked !== undefined) {
+    return {
+      warning: `the system trust store ${
+        locked[0]
+      } cannot be read by this user, so it is not used (Deno's bundled Mozilla roots and the CA bundle are): make it readable, or set SSL_CERT_FILE to a readable bundle`,
+    };
+  }
+  return files.some(([, state]) => state === "readable") ||
+      SYSTEM_CERT_DIRS.some((d) => look(d, "dir") === "readable")
     ? { stores: SYSTEM_CA_STORES }
     : {};
 }
 
+/** What {@linkcode lookPath} found at a path. */
+export type PathState = "readable" | "unreadable" | "absent";
+
 /**
- * Whether `path` is a regular file this process can open for reading, or
- * (`kind` `"dir"`) a directory it can list.
+ * Whether `path` is a regular file this process can open for reading (or,
+ * `kind` `"dir"`, a directory it can list), is there but cannot be read, or
+ * is not there.
  *
  * @param path The path.
  * @param kind What it must be.
- * @returns True when it is that and can be read.
+ * @returns What was found.
  */
-export function isReadable(path: string, kind: "file" | "dir"): boolean {
+export function lookPath(path: string, kind: "file" | "dir"): PathState {
   try {
     if (kind === "dir") {
       for (const _ of Deno.readDirSync(path)) break;
-      return true;
+      return "readable";
     }
     using f = Deno.openSync(path, { read: true });
-    return f.statSync().isFile;
-  } catch {
-    return false;
+    return f.statSync().isFile ? "readable" : "unreadable";
+  } catch (e) {
+    return e instanceof Deno.errors.NotFound ? "absent" : "unreadable";
   }
 }
 
@@ -176,19 +192,28 @@ export function readTrust(
 ): string[] | undefined {
   const pems = bundleFile === undefined ? undefined : readPemBlocks(bundleFile);
   if (pems === undefined && stores === undefined) return undefined;
+  const chosen = stores ?? Deno.env.get(CA_STORE_VARIABLE);
   if (stores !== undefined) Deno.env.set(CA_STORE_VARIABLE, stores);
   try {
     Deno.createHttpClient(pems === undefined ? {} : { caCerts: pems }).close();
   } catch (e) {
-    if (stores !== undefined && /platform cert/i.test((e as Error).message)) {
-      throw new Error(
-        `the system trust store cannot be loaded (${
-          (e as Error).message
-        }); fix it, or set ${CA_STORE_VARIABLE}=mozilla to trust Deno's bundled roots (and the CA bundle) alone`,
-      );
+    // Whose fault: the root stores (a client without the bundle fails too),
+    // or the bundle.
+    let rootsError: unknown;
+    try {
+      if (pems !== undefined) Deno.createHttpClient({}).close();
+      else rootsError = e;
+    } catch (e2) {
+      rootsError = e2;
     }
-    if (pems !== undefined) throw badCertificate(bundleFile!, pems, e);
-    throw e;
+    if (rootsError === undefined) throw badCertificate(bundleFile!, pems!, e);
+    throw new Error(
+      `the trust store cannot be loaded (${(rootsError as Error).message}); ${
+        stores === undefined && chosen !== undefined
+          ? `check the stores ${CA_STORE_VARIABLE}=${chosen} names`
+          : `fix the system's, or set ${CA_STORE_VARIABLE}=mozilla to trust Deno's bundled roots (and the CA bundle) alone`
+      }`,
+    );
   } finally {
     if (stores !== undefined) Deno.env.delete(CA_STORE_VARIABLE);
   }

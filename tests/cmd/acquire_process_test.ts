@@ -226,6 +226,18 @@ Deno.test({
       bad.stderr,
       /SSL_CERT_FILE names .*nope\.pem, which cannot be read/,
     );
+    // A store the user named that cannot be loaded is said as such, not
+    // blamed on the (good) bundle.
+    const theirs = await attempt("theirs", {
+      DENO_TLS_CA_STORE: "system",
+      SSL_CERT_FILE: `${pki.dir}/nope.pem`,
+    }, ["--ca-bundle-file", pki.caCert]);
+    assert.equal(theirs.code, 1, theirs.stderr);
+    assert.match(
+      theirs.stderr,
+      /the trust store cannot be loaded .*check the stores DENO_TLS_CA_STORE=system names/,
+    );
+    assert.doesNotMatch(theirs.stderr, /not a valid certificate/);
   },
 });
 

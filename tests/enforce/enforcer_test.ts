@@ -20,6 +20,10 @@ import type {
 } from "../../lib/enforce/proc.ts";
 import { FakeClock, settle } from "../support/fake_clock.ts";
 
+/** Another container's control group as a container sees it (cgroup namespace). */
+const MAIN = `0::/../cri-containerd-${"0123456789abcdef".repeat(4)}.scope`;
+const SHIPPER = `0::/../cri-containerd-${"fedcba9876543210".repeat(4)}.scope`;
+
 const DEADLINES: MarkerDeadlines = {
   gateClosesBootMs: 51_000_000,
   leaseDeadlineBootMs: 51_005_000,
@@ -75,6 +79,8 @@ class FakeTable implements ProcessTable {
   lists = 0;
   /** When set, list() rejects with it. */
   listError: Error | undefined;
+  /** How many next get() calls reject. */
+  getFailures = 0;
   /** File identities by path, for fileId(). */
   files = new Map<string, string>([["/usr/local/bin/berth-acquire", "8:1"]]);
   constructor(private journal: Journal) {}
@@ -111,6 +117,10 @@ class FakeTable implements ProcessTable {
   }
 
   get(pid: number): Promise<ProcessInfo | undefined> {
+    if (this.getFailures > 0) {
+      this.getFailures--;
+      return Promise.reject(new Error("EMFILE reading /proc"));
+    }
     const p = this.procs.get(pid);
     return Promise.resolve(p ? this.#info(pid, p) : undefined);
   }
@@ -620,6 +630,68 @@ Deno.test("signal: a group member that ignores SIGTERM gets its own SIGKILL, eve
   await enforcer.dispose();
 });
 
+Deno.test("signal: a member the group signal reached is remembered, so what it starts after setsid is found", async () => {
+  const { enforcer, table, clock, kills } = setup({ graceMs: 5000 });
+  table.add(10, { comm: "app", ppid: 1, pgid: 10, sid: 10 });
+  table.add(11, { comm: "sh", ppid: 10, pgid: 10, sid: 10, ignoreTerm: true });
+  const t0 = clock.now();
+  await enforcer.close("lease lost");
+  assert.deepEqual(kills(), ["kill -10 SIGTERM"]);
+  // The member leaves for a session of its own and starts a worker there.
+  table.add(11, {
+    comm: "sh",
+    ppid: 1,
+    pgid: 11,
+    sid: 11,
+    ignoreTerm: true,
+    startTime: 1011,
+  });
+  table.add(12, { comm: "worker", ppid: 11, pgid: 11, sid: 11 });
+  await clock.advanceTo(t0 + 250);
+  assert.deepEqual(kills(), ["kill -10 SIGTERM", "kill 12 SIGTERM"]);
+  await clock.advanceTo(t0 + 5000);
+  assert.ok(kills().includes("kill 11 SIGKILL"), JSON.stringify(kills()));
+  assert.equal(table.procs.has(11) || table.procs.has(12), false);
+  await enforcer.dispose();
+});
+
+Deno.test("signal: a process whose identity cannot be read at the grace is signalled again by the next scan, not forgotten", async () => {
+  const { enforcer, table, clock, kills } = setup({ graceMs: 5000 });
+  table.add(10, { comm: "app", ignoreTerm: true });
+  const t0 = clock.now();
+  await enforcer.close("lease lost");
+  table.getFailures = 1;
+  // The grace ends with the identity unread: no SIGKILL, and the next scan
+  // signals it again instead of forgetting it.
+  await clock.advanceTo(t0 + 5250);
+  assert.deepEqual(kills(), ["kill 10 SIGTERM", "kill 10 SIGTERM"]);
+  await clock.advanceTo(t0 + 10_250);
+  assert.deepEqual(kills().at(-1), "kill 10 SIGKILL");
+  assert.equal(table.procs.has(10), false);
+  await enforcer.dispose();
+});
+
+Deno.test("signal: a group or session id taken over by another process after its leader exited is not the workload's", async () => {
+  const { enforcer, table, clock, kills } = setup({ graceMs: 5000 });
+  table.add(10, { comm: "app", ppid: 1, pgid: 10, sid: 10 });
+  const t0 = clock.now();
+  await enforcer.close("lease lost");
+  assert.deepEqual(kills(), ["kill -10 SIGTERM"]);
+  assert.equal(table.procs.has(10), false);
+  // Another program gets PID 10 and leads a session and group of its own.
+  table.add(10, {
+    comm: "other",
+    ppid: 1,
+    pgid: 10,
+    sid: 10,
+    startTime: 99_999,
+  });
+  await clock.advanceTo(t0 + 5000);
+  assert.deepEqual(kills(), ["kill -10 SIGTERM"]);
+  assert.ok(table.procs.has(10));
+  await enforcer.dispose();
+});
+
 Deno.test("signal: a group holding a spared process is signalled member by member", async () => {
   const { enforcer, table, kills } = setup({ graceMs: 0 });
   table.add(10, { comm: "app", ppid: 1, pgid: 10, sid: 10 });
@@ -644,7 +716,7 @@ Deno.test("signal: a copy of this program in the workload's container (the probe
     ownCopies: ["/berth/check", "/berth/missing"],
   });
   table.files.set("/berth/check", "9:77");
-  const main = "0::/../main";
+  const main = MAIN;
   table.add(100, { comm: "berth-acquire", cgroup: "0::/" });
   table.add(10, { comm: "app", ppid: 1, pgid: 10, sid: 10, cgroup: main });
   // The liveness probe, exec'd into the main container: a copy of the
@@ -703,7 +775,7 @@ Deno.test("signal: a double-forked daemon is found by the target's control group
       ppid: 1,
       pgid: 40,
       sid: 40,
-      cgroup: "0::/../shipper",
+      cgroup: SHIPPER,
     });
     await enforcer.close("lease lost");
     const evidence = await enforcer.workloadStopped(AbortSignal.abort());
@@ -712,7 +784,7 @@ Deno.test("signal: a double-forked daemon is found by the target's control group
     assert.ok(table.procs.has(100), "the sidecar is left alone");
     return { kills: kills(), evidence, daemonAlive: table.procs.has(30) };
   };
-  const own = await run({ self: "0::/", target: "0::/../main" });
+  const own = await run({ self: "0::/", target: MAIN });
   assert.deepEqual(own.kills, [
     "kill -10 SIGTERM",
     "kill -30 SIGTERM",

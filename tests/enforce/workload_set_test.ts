@@ -5,6 +5,10 @@ import {
   WorkloadSet,
 } from "../../lib/enforce/workload_set.ts";
 
+/** Another container's control group as a container sees it (cgroup namespace). */
+const MAIN = `0::/../cri-containerd-${"0123456789abcdef".repeat(4)}.scope`;
+const SHIPPER = `0::/../cri-containerd-${"fedcba9876543210".repeat(4)}.scope`;
+
 const SELF_PID = 100;
 
 function proc(pid: number, p: Partial<ProcessInfo> = {}): ProcessInfo {
@@ -26,18 +30,18 @@ const none = () => false;
 
 Deno.test("WorkloadSet: group, session, control group and descendants belong; the rest does not", () => {
   const set = new WorkloadSet();
-  const target = proc(10, { cgroup: "0::/../main" });
+  const target = proc(10, { cgroup: MAIN });
   set.remember(target, self);
-  assert.equal(set.hasGroup(10), true);
+  assert.equal(set.leadsGroup(target), true);
   const procs = [
     self,
     target,
     proc(11, { pgid: 10, sid: 10 }), // its group
     proc(12, { sid: 10 }), // its session
-    proc(13, { cgroup: "0::/../main" }), // its control group, double-forked
+    proc(13, { cgroup: MAIN }), // its control group, double-forked
     proc(14, { ppid: 12 }), // below a member
-    proc(15, { cgroup: "0::/../shipper" }), // another container
-    proc(16, { ppid: SELF_PID, cgroup: "0::/../main" }), // in the main container, whoever its parent
+    proc(15, { cgroup: SHIPPER }), // another container
+    proc(16, { ppid: SELF_PID, cgroup: MAIN }), // in the main container, whoever its parent
     proc(17, { ppid: SELF_PID }), // started by the sidecar
     proc(18, { sid: 10, state: "Z" }), // dead
   ];
@@ -64,14 +68,14 @@ Deno.test("WorkloadSet: the sidecar's own group, session and control groups, and
 
 Deno.test("WorkloadSet: no control group is remembered when the sidecar's own is unknown", () => {
   const set = new WorkloadSet();
-  set.remember(proc(10, { cgroup: "0::/../main" }), undefined);
+  set.remember(proc(10, { cgroup: MAIN }), undefined);
   assert.deepEqual(
-    pids(set.members([proc(13, { cgroup: "0::/../main" })], SELF_PID, none)),
+    pids(set.members([proc(13, { cgroup: MAIN })], SELF_PID, none)),
     [],
   );
-  set.remember(proc(10, { cgroup: "0::/../main" }), self);
+  set.remember(proc(10, { cgroup: MAIN }), self);
   assert.deepEqual(
-    pids(set.members([proc(13, { cgroup: "0::/../main" })], SELF_PID, none)),
+    pids(set.members([proc(13, { cgroup: MAIN })], SELF_PID, none)),
     [13],
   );
 });
@@ -85,7 +89,7 @@ Deno.test("WorkloadSet: a reused PID is not the remembered process, and clear fo
   const same = proc(10, { pgid: 50, sid: 50 });
   assert.deepEqual(pids(set.members([same, child], SELF_PID, none)), [10, 11]);
   set.clear();
-  assert.equal(set.hasGroup(50), false);
+  assert.equal(set.leadsGroup(proc(50, { pgid: 50 })), false);
   assert.deepEqual(pids(set.members([same, child], SELF_PID, none)), []);
 });
 
@@ -108,26 +112,34 @@ Deno.test("WorkloadSet: groups below the target's container's count too, in ever
   assert.deepEqual(pids(set.members(procs, SELF_PID, none)), [40]);
 });
 
-Deno.test("isContainerCgroup: the kubelet's, a runtime's scope, another cgroup namespace's; not a unit, a session or the root", () => {
+Deno.test("isContainerCgroup: under the kubelet's groups, or a container id as runtimes name it; not a unit, a session or the root", () => {
+  const id = "0123456789abcdef".repeat(4);
   for (
     const c of [
-      "0::/../cri-containerd-0123abcd.scope",
-      "0::/..",
-      "0::/kubepods.slice/kubepods-pod1.slice/cri-containerd-0123.scope",
-      "4:memory:/kubepods/burstable/pod1/0123abcd\n0::/",
-      "0::/system.slice/docker-0123abcd.scope",
-      "0::/docker/0123abcd",
-      "0::/machine.slice/libpod-0123abcd.scope",
-      "0::/system.slice/crio-0123abcd.scope",
+      `0::/../cri-containerd-${id}.scope`,
+      `0::/kubepods.slice/kubepods-pod1.slice/cri-containerd-${id}.scope`,
+      `4:memory:/kubepods/burstable/pod1/${id}\n0::/`,
+      `0::/system.slice/docker-${id}.scope`,
+      `0::/docker/${id}`,
+      `0::/machine.slice/libpod-${id}.scope`,
+      `0::/system.slice/crio-${id}.scope`,
+      `0::/pod1/${id}`,
+      "0::/kubepods/besteffort/pod1",
     ]
   ) assert.equal(isContainerCgroup(c), true, c);
   for (
     const c of [
       "0::/",
+      "0::/..",
       "0::/system.slice/app.service",
+      "0::/system.slice/docker-cleanup.service",
+      "0::/system.slice/crio-wipe.service",
+      "0::/machine.slice/libpod-conmon-0123.scope",
       "0::/user.slice/user-1000.slice/session-3.scope",
+      // A host process as a container with its own cgroup namespace sees it.
+      "0::/../../user.slice/user-1000.slice/session-3.scope",
       "1:cpu:/\n0::/",
-      "0::/..hidden",
+      `0::/docker/${id.slice(1)}`,
     ]
   ) assert.equal(isContainerCgroup(c), false, c);
 });

@@ -2,7 +2,8 @@ import assert from "node:assert/strict";
 import {
   CA_STORE_VARIABLE,
   chooseCaStores,
-  isReadable,
+  lookPath,
+  type PathState,
   readTrust,
   SYSTEM_BUNDLE_FILES,
   SYSTEM_CA_STORES,
@@ -11,8 +12,10 @@ import {
 import { makeTestPki, opensslMissing } from "../support/tls.ts";
 
 const envOf = (vars: Record<string, string>) => (name: string) => vars[name];
-const only = (...paths: string[]) => (p: string, kind: "file" | "dir") =>
-  paths.includes(kind === "dir" ? `${p}/` : p);
+/** Readable: the paths given (a directory with a trailing slash); the rest absent, or unreadable when listed in `locked`. */
+const only =
+  (...paths: string[]) => (p: string, kind: "file" | "dir"): PathState =>
+    paths.includes(kind === "dir" ? `${p}/` : p) ? "readable" : "absent";
 
 Deno.test("chooseCaStores: the system's store with Mozilla's roots when the system's can be read, the user's choice kept", () => {
   // A distroless or Debian image: the first of Go's files.
@@ -65,17 +68,28 @@ Deno.test("chooseCaStores: no system store named where none can be read, and a w
     /SSL_CERT_FILE names \/nope\.pem, which cannot be read/,
   );
   assert.match(c.warning ?? "", /fix or unset SSL_CERT_FILE/);
+  // A system file that is there but cannot be read: Deno would find it and
+  // refuse every connection, so the system store is not named.
+  const locked = chooseCaStores(
+    envOf({}),
+    (p) => p === SYSTEM_BUNDLE_FILES[0] ? "unreadable" : "readable",
+  );
+  assert.equal(locked.stores, undefined);
+  assert.match(
+    locked.warning ?? "",
+    /ca-certificates\.crt cannot be read by this user, so it is not used/,
+  );
 });
 
-Deno.test("isReadable: a regular file or a directory, as asked; a missing path no", async () => {
+Deno.test("lookPath: a regular file or a directory, as asked; there but not readable; absent", async () => {
   const dir = await Deno.makeTempDir();
   try {
     await Deno.writeTextFile(`${dir}/a.pem`, "x");
-    assert.equal(isReadable(`${dir}/a.pem`, "file"), true);
-    assert.equal(isReadable(dir, "file"), false);
-    assert.equal(isReadable(dir, "dir"), true);
-    assert.equal(isReadable(`${dir}/a.pem`, "dir"), false);
-    assert.equal(isReadable(`${dir}/missing.pem`, "file"), false);
+    assert.equal(lookPath(`${dir}/a.pem`, "file"), "readable");
+    assert.equal(lookPath(dir, "file"), "unreadable");
+    assert.equal(lookPath(dir, "dir"), "readable");
+    assert.equal(lookPath(`${dir}/a.pem`, "dir"), "unreadable");
+    assert.equal(lookPath(`${dir}/missing.pem`, "file"), "absent");
   } finally {
     await Deno.remove(dir, { recursive: true });
   }
