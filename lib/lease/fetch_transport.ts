@@ -25,7 +25,7 @@ import type { Target } from "./wire.ts";
  * A {@linkcode Transport} over `fetch`.
  *
  * @param target The API server.
- * @param caCerts PEM certificates trusted in addition to the built-in roots.
+ * @param caCerts PEM certificates trusted in addition to the root stores (lib/lease/tls_trust.ts).
  */
 export function createFetchTransport(
   target: Target,

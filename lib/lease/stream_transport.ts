@@ -38,7 +38,7 @@ import type { HttpProxy } from "./proxy_env.ts";
 
 /** The TLS settings of a stream transport. */
 export interface StreamTlsOptions {
-  /** PEM certificates trusted in addition to the built-in roots. */
+  /** PEM certificates trusted in addition to the root stores (lib/lease/tls_trust.ts). */
   caCerts?: string[];
   /** The name sent as SNI and verified on the certificate; default the URL's host. */
   serverName?: string;
