@@ -400,6 +400,12 @@ export class SignalEnforcer implements Enforcer {
     if (members.length > 0 && this.#groupSignal(p, members)) {
       // The leader's exit does not free its group id while members live.
       this.#send(p, "SIGKILL", true);
+      // A leader that moved to another group since is not in it any more.
+      if (
+        !isDead(now) && now?.startTime === p.startTime && now.pgid !== p.pid
+      ) {
+        this.#send(p, "SIGKILL");
+      }
       return;
     }
     if (isDead(now) || now?.startTime !== p.startTime) {

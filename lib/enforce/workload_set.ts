@@ -35,8 +35,19 @@ import { isDead, type ProcessInfo } from "./proc.ts";
  * `libpod-`, or the bare id, `/docker/<id>`, `/pod<uid>/<id>`), also as
  * another container sees it through its cgroup namespace (`/../<...>`).
  */
-const CONTAINER_CGROUP =
-  /(?:^|\/)kubepods|(?:^|\/)(?:(?:cri-containerd|crio|docker|libpod)-)?[0-9a-f]{64}(?:\.scope)?$/;
+const CONTAINER_ID =
+  /(?:^|\/)(?:(?:cri-containerd|crio|docker|libpod)-)?[0-9a-f]{64}(?:\.scope)?(?=\/|$)/;
+const KUBEPODS = /(?:^|\/)kubepods/;
+
+/**
+ * The container's own group for a path inside it: cut after the container
+ * id, so that sibling groups a workload made inside its container count as
+ * the same container; a path without an id is kept whole.
+ */
+function containerPath(path: string): string {
+  const m = CONTAINER_ID.exec(path);
+  return m === null ? path : path.slice(0, m.index + m[0].length);
+}
 
 /** The lines of a `/proc/PID/cgroup` text, as `hierarchy:controllers` -> path. */
 function cgroupPaths(cgroup: string): Map<string, string> {
@@ -57,8 +68,14 @@ function cgroupPaths(cgroup: string): Map<string, string> {
  */
 export function isContainerCgroup(cgroup: string): boolean {
   return [...cgroupPaths(cgroup).values()].some((p) =>
-    CONTAINER_CGROUP.test(p)
+    KUBEPODS.test(p) || CONTAINER_ID.test(p)
   );
+}
+
+/** `cgroup` with each path cut to its container's group (see {@linkcode containerPath}). */
+function containerCgroup(cgroup: string): string {
+  return [...cgroupPaths(cgroup)].map(([h, p]) => `${h}:${containerPath(p)}`)
+    .join("\n");
 }
 
 /**
@@ -131,22 +148,23 @@ export class WorkloadSet {
    */
   remember(p: ProcessInfo, self: ProcessInfo | undefined): void {
     this.#roots.set(p.pid, p.startTime);
-    const leads = (id: number) => id === p.pid ? p.startTime : undefined;
+    // A live leader seen now is the id's leader, whatever was remembered.
+    const note = (ids: Map<number, number | undefined>, id: number) => {
+      if (id === p.pid) ids.set(id, p.startTime);
+      else if (!ids.has(id)) ids.set(id, undefined);
+    };
     if (p.pgid !== undefined && p.pgid > 1 && p.pgid !== self?.pgid) {
-      if (this.#groups.get(p.pgid) === undefined) {
-        this.#groups.set(p.pgid, leads(p.pgid));
-      }
+      note(this.#groups, p.pgid);
     }
     if (p.sid !== undefined && p.sid > 1 && p.sid !== self?.sid) {
-      if (this.#sessions.get(p.sid) === undefined) {
-        this.#sessions.set(p.sid, leads(p.sid));
-      }
+      note(this.#sessions, p.sid);
     }
     if (
       p.cgroup !== undefined && self?.cgroup !== undefined &&
-      p.cgroup !== self.cgroup && isContainerCgroup(p.cgroup)
+      p.cgroup !== self.cgroup && isContainerCgroup(p.cgroup) &&
+      !within(self.cgroup, containerCgroup(p.cgroup))
     ) {
-      this.#cgroups.add(p.cgroup);
+      this.#cgroups.add(containerCgroup(p.cgroup));
     }
   }
 

@@ -24,12 +24,6 @@ export const SYSTEM_BUNDLE_FILES: readonly string[] = [
   "/etc/ssl/cert.pem", // Alpine
 ];
 
-/** The system trust store directories Go's `crypto/x509` reads on Linux, besides the first readable file. */
-export const SYSTEM_CERT_DIRS: readonly string[] = [
-  "/etc/ssl/certs", // SLES, Debian, Ubuntu
-  "/etc/pki/tls/certs", // Fedora, RHEL
-];
-
 /** The variable Deno builds its root certificates from, once per process, at the first TLS use. */
 export const CA_STORE_VARIABLE = "DENO_TLS_CA_STORE";
 
@@ -50,16 +44,12 @@ export interface CaStoreChoice {
  * says otherwise; the reference helper trusts the system's (a company CA
  * added to the node's or the image's store included). So: a value the user
  * set is kept; otherwise the system's store and Mozilla's roots, when the
- * system's can be read: `SSL_CERT_FILE` (a readable file) or `SSL_CERT_DIR`
- * when set, else one of {@linkcode SYSTEM_BUNDLE_FILES} or
- * {@linkcode SYSTEM_CERT_DIRS}. Deno refuses every TLS connection when a
- * system store it was told to use cannot be loaded (and Deno looks for the
- * system's file itself, failing on one that is there but cannot be read),
- * so a store that cannot be read is not named (Mozilla's roots alone), with
- * a warning when the environment pointed at it: an unreadable
- * `SSL_CERT_FILE` (even beside a good `SSL_CERT_DIR`, which Deno reads
- * besides it), or, unasked, one of the system's files that is there but
- * cannot be read.
+ * system's file can be read: `SSL_CERT_FILE` when set, else the first of
+ * {@linkcode SYSTEM_BUNDLE_FILES} that is there. Deno reads only such a
+ * file (not `SSL_CERT_DIR` or the hashed directories Go also reads), and it
+ * refuses every TLS connection when the system store it was told to use
+ * cannot be loaded, so a file that cannot be read is not named (Mozilla's
+ * roots alone), with a warning.
  *
  * @param env Reads an environment variable.
  * @param look Whether a path is a file (or a directory) this process can
@@ -79,21 +69,17 @@ export function chooseCaStores(
         `SSL_CERT_FILE names ${file}, which cannot be read as a file; the system trust store is not used (Deno's bundled Mozilla roots and the CA bundle are): fix or unset SSL_CERT_FILE`,
     };
   }
-  const dir = env("SSL_CERT_DIR");
-  if (dir !== undefined && dir !== "") return { stores: SYSTEM_CA_STORES };
-  const files = SYSTEM_BUNDLE_FILES.map((f) => [f, look(f, "file")] as const);
-  const locked = files.find(([, state]) => state === "unreadable");
-  if (locked !== undefined) {
+  // The first system file there, as Deno takes the first it finds.
+  for (const f of SYSTEM_BUNDLE_FILES) {
+    const state = look(f, "file");
+    if (state === "absent") continue;
+    if (state === "readable") return { stores: SYSTEM_CA_STORES };
     return {
-      warning: `the system trust store ${
-        locked[0]
-      } cannot be read by this user, so it is not used (Deno's bundled Mozilla roots and the CA bundle are): make it readable, or set SSL_CERT_FILE to a readable bundle`,
+      warning:
+        `the system trust store ${f} cannot be read by this user, so it is not used (Deno's bundled Mozilla roots and the CA bundle are): make it readable, or set SSL_CERT_FILE to a readable bundle`,
     };
   }
-  return files.some(([, state]) => state === "readable") ||
-      SYSTEM_CERT_DIRS.some((d) => look(d, "dir") === "readable")
-    ? { stores: SYSTEM_CA_STORES }
-    : {};
+  return {};
 }
 
 /** What {@linkcode lookPath} found at a path. */
@@ -191,8 +177,8 @@ export function readTrust(
   stores: string | undefined,
 ): string[] | undefined {
   const pems = bundleFile === undefined ? undefined : readPemBlocks(bundleFile);
-  if (pems === undefined && stores === undefined) return undefined;
   const chosen = stores ?? Deno.env.get(CA_STORE_VARIABLE);
+  if (pems === undefined && chosen === undefined) return undefined;
   if (stores !== undefined) Deno.env.set(CA_STORE_VARIABLE, stores);
   try {
     Deno.createHttpClient(pems === undefined ? {} : { caCerts: pems }).close();

@@ -238,6 +238,13 @@ Deno.test({
       /the trust store cannot be loaded .*check the stores DENO_TLS_CA_STORE=system names/,
     );
     assert.doesNotMatch(theirs.stderr, /not a valid certificate/);
+    // Without a bundle too, at start-up rather than at the first request.
+    const unknown = await attempt("unknown", { DENO_TLS_CA_STORE: "nosuch" });
+    assert.equal(unknown.code, 1, unknown.stderr);
+    assert.match(
+      unknown.stderr,
+      /the trust store cannot be loaded .*DENO_TLS_CA_STORE=nosuch/,
+    );
   },
 });
 

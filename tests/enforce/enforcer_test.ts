@@ -692,6 +692,29 @@ Deno.test("signal: a group or session id taken over by another process after its
   await enforcer.dispose();
 });
 
+Deno.test("signal: a leader that moved to another group after the group SIGTERM gets its own SIGKILL", async () => {
+  const { enforcer, table, clock, kills } = setup({ graceMs: 5000 });
+  table.add(10, { comm: "app", ppid: 1, pgid: 10, sid: 10, ignoreTerm: true });
+  table.add(11, { comm: "sh", ppid: 10, pgid: 10, sid: 10, ignoreTerm: true });
+  const t0 = clock.now();
+  await enforcer.close("lease lost");
+  assert.deepEqual(kills(), ["kill -10 SIGTERM"]);
+  // The leader leaves for a group of its own in the same session.
+  table.add(10, {
+    comm: "app",
+    ppid: 1,
+    pgid: 20,
+    sid: 10,
+    ignoreTerm: true,
+    startTime: 1010,
+  });
+  await clock.advanceTo(t0 + 5000);
+  assert.ok(kills().includes("kill -10 SIGKILL"), JSON.stringify(kills()));
+  assert.ok(kills().includes("kill 10 SIGKILL"), JSON.stringify(kills()));
+  assert.equal(table.procs.has(10) || table.procs.has(11), false);
+  await enforcer.dispose();
+});
+
 Deno.test("signal: a group holding a spared process is signalled member by member", async () => {
   const { enforcer, table, kills } = setup({ graceMs: 0 });
   table.add(10, { comm: "app", ppid: 1, pgid: 10, sid: 10 });

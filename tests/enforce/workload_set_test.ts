@@ -143,3 +143,59 @@ Deno.test("isContainerCgroup: under the kubelet's groups, or a container id as r
     ]
   ) assert.equal(isContainerCgroup(c), false, c);
 });
+
+Deno.test("WorkloadSet: a target in a group inside its container brings the whole container along, never the sidecar's", () => {
+  const id = "0123456789abcdef".repeat(4);
+  const container = `0::/../cri-containerd-${id}.scope`;
+  const set = new WorkloadSet();
+  set.remember(
+    proc(10, { cgroup: `${container}/init` }),
+    proc(SELF_PID, { cgroup: "0::/" }),
+  );
+  const procs = [
+    proc(40, { cgroup: `${container}/init` }),
+    proc(41, { cgroup: `${container}/daemons` }), // a sibling group inside it
+    proc(42, { cgroup: container }),
+    proc(43, { cgroup: `0::/../cri-containerd-${"f".repeat(64)}.scope` }),
+  ];
+  assert.deepEqual(pids(set.members(procs, SELF_PID, none)), [40, 41, 42]);
+  // The sidecar's own container, seen from inside a sub-group: never used.
+  const own = new WorkloadSet();
+  own.remember(
+    proc(10, { cgroup: `0::/kubepods/pod1/${id}/app` }),
+    proc(SELF_PID, { cgroup: `0::/kubepods/pod1/${id}/sidecar` }),
+  );
+  assert.deepEqual(
+    pids(
+      own.members(
+        [proc(44, { cgroup: `0::/kubepods/pod1/${id}/x` })],
+        SELF_PID,
+        none,
+      ),
+    ),
+    [],
+  );
+});
+
+Deno.test("WorkloadSet: a leader seen later replaces the one remembered for its id", () => {
+  const set = new WorkloadSet();
+  // Group 10 was remembered through a member, its leader never seen; then
+  // its leader (a restarted target that got that PID) is remembered.
+  set.remember(proc(11, { pgid: 10, sid: 10 }), self);
+  set.remember(proc(10, { pgid: 10, sid: 10, startTime: 5000 }), self);
+  const leader = proc(10, { pgid: 10, sid: 10, startTime: 5000 });
+  assert.equal(set.leadsGroup(leader), true);
+  assert.deepEqual(
+    pids(
+      set.members(
+        [leader, proc(12, { pgid: 10, sid: 10 })],
+        SELF_PID,
+        (p) => p.pid === 10,
+      ),
+    ),
+    [12],
+  );
+  // Another leader of the id, seen later still: it replaces the first.
+  set.remember(proc(10, { pgid: 10, sid: 10, startTime: 9000 }), self);
+  assert.equal(set.leadsGroup(leader), false);
+});
