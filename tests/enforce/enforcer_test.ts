@@ -155,6 +155,15 @@ class FakeTable implements ProcessTable {
   }
 }
 
+/**
+ * The target 10 leading its process group and session, and a `sh -c` child
+ * 11 in both that ignores SIGTERM.
+ */
+function addLeaderAndStubbornChild(table: FakeTable): void {
+  table.add(10, { comm: "app", ppid: 1, pgid: 10, sid: 10 });
+  table.add(11, { comm: "sh", ppid: 10, pgid: 10, sid: 10, ignoreTerm: true });
+}
+
 interface LogRecord {
   level: string;
   msg: string;
@@ -579,8 +588,7 @@ Deno.test("signal: what the target brought along under other names is stopped wi
   // The target leads its group; a `sh -c` child in the group ignores
   // SIGTERM; a daemon left the group but not the session and ignores SIGTERM
   // too; its child moved to a session of its own.
-  table.add(10, { comm: "app", ppid: 1, pgid: 10, sid: 10 });
-  table.add(11, { comm: "sh", ppid: 10, pgid: 10, sid: 10, ignoreTerm: true });
+  addLeaderAndStubbornChild(table);
   table.add(12, {
     comm: "daemon",
     ppid: 1,
@@ -613,8 +621,7 @@ Deno.test("signal: what the target brought along under other names is stopped wi
 
 Deno.test("signal: a group member that ignores SIGTERM gets its own SIGKILL, even when the leader's group SIGKILL cannot be sent", async () => {
   const { enforcer, table, clock, kills } = setup({ graceMs: 5000 });
-  table.add(10, { comm: "app", ppid: 1, pgid: 10, sid: 10 });
-  table.add(11, { comm: "sh", ppid: 10, pgid: 10, sid: 10, ignoreTerm: true });
+  addLeaderAndStubbornChild(table);
   const t0 = clock.now();
   await enforcer.close("lease lost");
   assert.deepEqual(kills(), ["kill -10 SIGTERM"]);
@@ -632,8 +639,7 @@ Deno.test("signal: a group member that ignores SIGTERM gets its own SIGKILL, eve
 
 Deno.test("signal: a member the group signal reached is remembered, so what it starts after setsid is found", async () => {
   const { enforcer, table, clock, kills } = setup({ graceMs: 5000 });
-  table.add(10, { comm: "app", ppid: 1, pgid: 10, sid: 10 });
-  table.add(11, { comm: "sh", ppid: 10, pgid: 10, sid: 10, ignoreTerm: true });
+  addLeaderAndStubbornChild(table);
   const t0 = clock.now();
   await enforcer.close("lease lost");
   assert.deepEqual(kills(), ["kill -10 SIGTERM"]);

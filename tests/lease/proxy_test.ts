@@ -103,6 +103,36 @@ function startProxy(refuse?: number): TestProxy {
   };
 }
 
+/** What {@linkcode proxiedTest} gives each test. */
+interface Proxied {
+  pki: Awaited<ReturnType<typeof makeTestPki>>;
+  srv: Awaited<ReturnType<typeof startTlsGrantServer>>;
+  proxy: TestProxy;
+}
+
+/**
+ * A test against an HTTPS grant server whose certificate (from a test CA)
+ * names `setup.names`, with a loopback proxy (refusing CONNECT with
+ * `setup.refuse` when given); skipped without openssl.
+ */
+function proxiedTest(
+  name: string,
+  setup: { names: string[]; refuse?: number },
+  fn: (t: Proxied) => Promise<void>,
+): void {
+  const { names, refuse } = setup;
+  Deno.test({
+    name,
+    ignore: noOpenssl !== undefined,
+    fn: async () => {
+      await using pki = await makeTestPki({ names });
+      await using srv = await startTlsGrantServer(pki);
+      await using proxy = startProxy(refuse);
+      await fn({ pki, srv, proxy });
+    },
+  });
+}
+
 function envOf(vars: Record<string, string>) {
   return (name: string) => vars[name];
 }
@@ -122,14 +152,10 @@ function overrideClient(
   });
 }
 
-Deno.test({
-  name:
-    "the server-name override goes through HTTPS_PROXY with a CONNECT tunnel, credentials in Proxy-Authorization",
-  ignore: noOpenssl !== undefined,
-  fn: async () => {
-    await using pki = await makeTestPki({ names: ["berth.test"] });
-    await using srv = await startTlsGrantServer(pki);
-    await using proxy = startProxy();
+proxiedTest(
+  "the server-name override goes through HTTPS_PROXY with a CONNECT tunnel, credentials in Proxy-Authorization",
+  { names: ["berth.test"] },
+  async ({ pki, srv, proxy }) => {
     const c = overrideClient(srv, pki, {
       HTTPS_PROXY: `http://ops:s%3Acret@127.0.0.1:${proxy.port}`,
     });
@@ -146,16 +172,12 @@ Deno.test({
       `Basic ${btoa("ops:s:cret")}`,
     );
   },
-});
+);
 
-Deno.test({
-  name:
-    "NO_PROXY naming the server's host, or an address range holding it, goes direct",
-  ignore: noOpenssl !== undefined,
-  fn: async () => {
-    await using pki = await makeTestPki({ names: ["berth.test"] });
-    await using srv = await startTlsGrantServer(pki);
-    await using proxy = startProxy();
+proxiedTest(
+  "NO_PROXY naming the server's host, or an address range holding it, goes direct",
+  { names: ["berth.test"] },
+  async ({ pki, srv, proxy }) => {
     // ("*" exempts host names only, as in fetch: see proxy_env_test.ts.)
     for (const noProxy of ["127.0.0.1", "10.0.0.0/8, 127.0.0.0/8"]) {
       const c = overrideClient(srv, pki, {
@@ -167,16 +189,12 @@ Deno.test({
     }
     assert.equal(proxy.seen.length, 0);
   },
-});
+);
 
-Deno.test({
-  name:
-    "a proxy that refuses the tunnel, or is not there, is named in the error, without its password",
-  ignore: noOpenssl !== undefined,
-  fn: async () => {
-    await using pki = await makeTestPki({ names: ["berth.test"] });
-    await using srv = await startTlsGrantServer(pki);
-    await using proxy = startProxy(407);
+proxiedTest(
+  "a proxy that refuses the tunnel, or is not there, is named in the error, without its password",
+  { names: ["berth.test"], refuse: 407 },
+  async ({ pki, srv, proxy }) => {
     const call = (proxyUrl: string) =>
       overrideClient(srv, pki, { https_proxy: proxyUrl }).acquire(
         HOLDER,
@@ -208,7 +226,7 @@ Deno.test({
     );
     assert.equal(srv.requests.length, 0);
   },
-});
+);
 
 Deno.test("a proxy the stream transport cannot use is a configuration error naming the variable", () => {
   for (
@@ -271,14 +289,10 @@ Deno.test("skip-verify (node:https) goes direct and says so when a proxy is set 
   );
 });
 
-Deno.test({
-  name:
-    "fetch (for the proxies only it can use) reads the same variables and goes through the same proxy",
-  ignore: noOpenssl !== undefined,
-  fn: async () => {
-    await using pki = await makeTestPki({ names: ["127.0.0.1"] });
-    await using srv = await startTlsGrantServer(pki);
-    await using proxy = startProxy();
+proxiedTest(
+  "fetch (for the proxies only it can use) reads the same variables and goes through the same proxy",
+  { names: ["127.0.0.1"] },
+  async ({ pki, srv, proxy }) => {
     // fetch reads the process environment itself: a child with its own, so
     // no other test's client sees this proxy.
     const client = new URL("../../lib/lease/client.ts", import.meta.url).href;
@@ -318,7 +332,7 @@ Deno.test({
       `CONNECT 127.0.0.1:${srv.port} HTTP/1.1`,
     );
   },
-});
+);
 
 Deno.test({
   name:
@@ -373,14 +387,10 @@ Deno.test({
   },
 });
 
-Deno.test({
-  name:
-    "with only a CA bundle, the default (stream) transport goes through HTTPS_PROXY too",
-  ignore: noOpenssl !== undefined,
-  fn: async () => {
-    await using pki = await makeTestPki({ names: ["127.0.0.1"] });
-    await using srv = await startTlsGrantServer(pki);
-    await using proxy = startProxy();
+proxiedTest(
+  "with only a CA bundle, the default (stream) transport goes through HTTPS_PROXY too",
+  { names: ["127.0.0.1"] },
+  async ({ pki, srv, proxy }) => {
     const out = await createHttpLeaseClient({
       apiServer: srv.url,
       key: KEY,
@@ -393,7 +403,7 @@ Deno.test({
       `CONNECT 127.0.0.1:${srv.port} HTTP/1.1`,
     );
   },
-});
+);
 
 Deno.test("a proxy only fetch can use selects fetch, except with the server-name override", () => {
   const env = envOf({ ALL_PROXY: "socks5://proxy.corp:1080" });
