@@ -48,9 +48,10 @@ export const EXIT_CANCELLED = 77;
  */
 export const EXIT_CONFIRMED_LATE = 79;
 /**
- * The command's gate (run's own watcher of the command) was killed by a
- * signal (the OOM killer, say), and run stopped the command it left. Not the
- * command's status, nor a loss: sysexits' `EX_SOFTWARE`.
+ * The command's gate (run's own watcher of the command) ended while the
+ * command was still running: killed by a signal (the OOM killer, say) or
+ * failed; run stopped the command it left. Not the command's status, nor a
+ * loss: sysexits' `EX_SOFTWARE`.
  */
 export const EXIT_GATE_DIED = 70;
 /** Invalid configuration or start-up failure (flags, env, CA bundle, key file, state directory, listener). sysexits' `EX_CONFIG`. */
@@ -149,6 +150,28 @@ async function whenOpen(s: Supervision): Promise<number | undefined> {
   }
 }
 
+/**
+ * Why the command's gate ended with its command still running. The gate
+ * never exits before its command on its own (it stops the command first
+ * when it closes), so one that did was killed or failed; its own status is
+ * then no status of the command's.
+ *
+ * @param exit The gate's exit, with processes left behind.
+ * @returns The reason run logs and stops the command with.
+ * @example
+ * ```ts
+ * gateDeathReason({ code: 137, signal: "SIGKILL" });
+ * // "the command's gate died (SIGKILL)"
+ * gateDeathReason({ code: 1 });
+ * // "the command's gate failed (exit code 1)"
+ * ```
+ */
+export function gateDeathReason(exit: ChildExit): string {
+  return exit.signal === undefined
+    ? `the command's gate failed (exit code ${exit.code})`
+    : `the command's gate died (${exit.signal})`;
+}
+
 /** Starts the command under `gate`, watching run's private marker and run itself. */
 function spawnGated(s: Supervision, base: Record<string, string>) {
   const { config, clock, logger, keeper } = s;
@@ -224,11 +247,11 @@ export async function supervise(s: Supervision): Promise<number> {
     let exit: ChildExit;
     try {
       exit = await child.finished((e) => {
-        if (s.unfenced || e.signal === undefined) return undefined;
-        const reason = `the command's gate died (${e.signal})`;
+        if (s.unfenced) return undefined;
+        const reason = gateDeathReason(e);
         logger.error(`${reason}; stopping the command it left`, {
           gate_pid: child.pid,
-          signal: e.signal,
+          ...(e.signal === undefined ? { code: e.code } : { signal: e.signal }),
         });
         return reason;
       });
@@ -237,10 +260,7 @@ export async function supervise(s: Supervision): Promise<number> {
       enforcer.detach(child);
       reapOrphans(() => false);
     }
-    if (
-      !s.unfenced && exit.leftBehind && exit.signal !== undefined &&
-      exit.stopReason === undefined
-    ) {
+    if (!s.unfenced && exit.leftBehind && exit.stopReason === undefined) {
       return EXIT_GATE_DIED;
     }
     const byFence = exit.stopReason === undefined &&

@@ -36,6 +36,7 @@ import {
   runWith,
   type SignalSource,
 } from "../../lib/cmd/run.ts";
+import { gateDeathReason } from "../../lib/cmd/run_supervise.ts";
 import { StateDir } from "../../lib/state/state_dir.ts";
 import { runCli } from "../support/cli.ts";
 import { FakeClock } from "../support/fake_clock.ts";
@@ -965,6 +966,19 @@ Deno.test("run fence: its gate SIGKILLed -> the orphaned command is stopped befo
   assert.ok(exists(`${d}/termed`), `the command got SIGTERM first: ${run.log}`);
   assert.equal(st.code, EXIT_GATE_DIED, run.log);
   assert.equal(server.store.get("prod", "gatekill")?.holder, "", "released");
+});
+
+Deno.test("run fence: a gate that exits on its own before its command failed, whatever its status", () => {
+  // The gate never exits before its command unless something broke it: its
+  // status is its own then (an uncaught error exits 1), not the command's.
+  assert.equal(
+    gateDeathReason({ code: 137, signal: "SIGKILL" }),
+    "the command's gate died (SIGKILL)",
+  );
+  assert.equal(
+    gateDeathReason({ code: 1 }),
+    "the command's gate failed (exit code 1)",
+  );
 });
 
 Deno.test("run fence, the limit: a process started outside the command's tree on its behalf is not stopped", async () => {
