@@ -43,6 +43,7 @@ import {
   PERSIST_ATTEMPTS,
   readHandoff,
 } from "./handoff.ts";
+import { Gate } from "./gate.ts";
 import { shutdownRelease } from "./shutdown.ts";
 import type { RenewerObserver, RenewerStatus } from "./status.ts";
 
@@ -92,10 +93,8 @@ export class Renewer {
   #deadline: number | undefined;
   /** Set when the server said the lease is gone; cleared by a successful acquire. */
   #lost: string | undefined;
-  #gateOpen = false;
-  #reason: string | undefined = "starting";
-  /** Monotonic ms when the gate last closed; start-up counts, as the gate starts closed. */
-  #closedAt: number;
+  /** Whether the workload may run, and the queue that applies each decision. */
+  #gate: Gate;
   /** Writes the holder and token, knowing what the volume holds. */
   #writer: HandoffWriter;
   /** Cancels the pending gate timer; set only while {@linkcode Renewer.run} runs. */
@@ -109,16 +108,16 @@ export class Renewer {
   #quietUntil: number | undefined;
   /** Whether the last Acquire may have been granted without our learning the token. */
   #maybeGranted = false;
-  /** Serialises enforcer calls so they apply in the order they were decided. */
-  #enforcing: Promise<void> = Promise.resolve();
-  /** Gate actions decided but not yet applied by the enforcer. */
-  #unapplied = 0;
 
   /** Validates nothing: the config module already did; see {@linkcode RenewerOptions}. */
   constructor(options: RenewerOptions) {
     this.#o = { releaseTimeoutMs: 5000, ...options };
-    this.#closedAt = options.clock.now();
     this.#enforcer = reportingMarkerWrites(options.enforcer, options.logger);
+    this.#gate = new Gate({
+      enforcer: this.#enforcer,
+      clock: options.clock,
+      logger: options.logger,
+    });
     this.#writer = new HandoffWriter(
       options.store,
       options.holder,
@@ -133,7 +132,7 @@ export class Renewer {
    * an earlier close is still queued would be stopped by that close.
    */
   get applied(): boolean {
-    return this.#unapplied === 0;
+    return this.#gate.applied;
   }
 
   /**
@@ -142,19 +141,19 @@ export class Renewer {
    * @returns A promise that never rejects.
    */
   whenApplied(): Promise<void> {
-    return this.#enforcing;
+    return this.#gate.whenApplied();
   }
 
   /** The current state, for health checks and metrics. */
   status(): RenewerStatus {
     return {
-      gateOpen: this.#gateOpen,
+      gateOpen: this.#gate.isOpen,
       token: this.#token,
       deadline: this.#deadline,
       gateClosesAt: this.#deadline === undefined
         ? undefined
         : gateClosesAt(this.#deadline, this.#o.enforceLeadMs),
-      reason: this.#gateOpen ? undefined : this.#reason,
+      reason: this.#gate.reason,
     };
   }
 
@@ -198,7 +197,7 @@ export class Renewer {
     } finally {
       this.#running = false;
       this.#armGateTimer();
-      await this.#enforcing;
+      await this.#gate.whenApplied();
     }
     await this.#shutdown();
     await this.#enforcer.dispose();
@@ -222,8 +221,7 @@ export class Renewer {
     if (handoff.leftMs !== undefined) {
       this.#deadline = clock.now() + handoff.leftMs;
       if (clock.now() < gateClosesAt(this.#deadline, enforceLeadMs)) {
-        this.#gateOpen = true;
-        this.#reason = undefined;
+        this.#gate.adopt();
         logger.info(
           "adopted the lease; the workload keeps running while it is confirmed",
           {
@@ -281,7 +279,7 @@ export class Renewer {
   async #reacquireOnce(shutdown: AbortSignal): Promise<void> {
     const { client, holder, ttlSeconds, heartbeatMs, clock, logger } = this.#o;
     // Re-apply first: the kubelet may have restarted the container since the last tick.
-    this.#close(this.#reason ?? "lease not held");
+    this.#close(this.#gate.reason ?? "lease not held");
     if (this.#quietUntil !== undefined && clock.now() < this.#quietUntil) {
       return;
     }
@@ -353,14 +351,14 @@ export class Renewer {
     );
     this.#lost = `the ${write} file could not be written to the state volume`;
     this.#close(`lease not usable: ${this.#lost}`);
-    await this.#enforcing;
+    await this.#gate.whenApplied();
     await shutdownRelease({
       ...this.#o,
       enforcer: this.#enforcer,
       held: true,
       gateOpen: false,
       token,
-      closedAt: this.#closedAt,
+      closedAt: this.#gate.closedAt,
       deadline: deadlineFrom(sentAt, this.#o.ttlSeconds),
     });
     return false;
@@ -392,45 +390,19 @@ export class Renewer {
       clock.bootNow(),
       clock.wallNow(),
     );
-    const wasOpen = this.#gateOpen;
-    this.#gateOpen = true;
-    this.#reason = undefined;
-    this.#enforce((e) => e.open(marker));
-    if (!wasOpen) logger.info(what, { fencing_token: this.#token });
-    else logger.debug(what, { fencing_token: this.#token });
+    if (this.#gate.open(marker)) {
+      logger.info(what, { fencing_token: this.#token });
+    } else logger.debug(what, { fencing_token: this.#token });
     this.#armGateTimer();
     this.#changed();
   }
 
-  /** Closes (or re-applies the closed) gate; logs only on the transition. */
+  /** Closes (or re-applies the closed) gate; see {@linkcode Gate.close}. */
   #close(reason: string, shutdown = false): void {
-    if (this.#gateOpen || this.#reason !== reason) {
-      if (this.#gateOpen && shutdown) {
-        this.#o.logger.info("gate closed for the release at shutdown", {
-          reason,
-        });
-      } else if (this.#gateOpen) {
-        this.#o.logger.warn("gate closed: stopping the workload", { reason });
-      }
-      if (this.#gateOpen) this.#closedAt = this.#o.clock.now();
-      this.#gateOpen = false;
-      this.#reason = reason;
-      this.#cancelGateTimer?.();
-      this.#cancelGateTimer = undefined;
-      this.#changed();
-    }
-    this.#enforce((e) => e.close(reason));
-  }
-
-  #enforce(action: (e: Enforcer) => Promise<void>): void {
-    this.#unapplied++;
-    this.#enforcing = this.#enforcing.then(() => action(this.#enforcer))
-      .catch((e) => {
-        this.#o.logger.error("enforcement failed", { error: e });
-      })
-      .finally(() => {
-        this.#unapplied--;
-      });
+    if (!this.#gate.close(reason, shutdown)) return;
+    this.#cancelGateTimer?.();
+    this.#cancelGateTimer = undefined;
+    this.#changed();
   }
 
   /**
@@ -457,7 +429,7 @@ export class Renewer {
     const { clock, enforceLeadMs } = this.#o;
     this.#cancelGateTimer?.();
     this.#cancelGateTimer = undefined;
-    if (!this.#running || !this.#gateOpen || this.#deadline === undefined) {
+    if (!this.#running || !this.#gate.isOpen || this.#deadline === undefined) {
       return;
     }
     const wait = gateClosesAt(this.#deadline, enforceLeadMs) - clock.now();
@@ -476,15 +448,15 @@ export class Renewer {
       this.#lost === undefined;
     if (held) {
       this.#close("the lease is being released at shutdown", true);
-      await this.#enforcing;
+      await this.#gate.whenApplied();
     }
     await shutdownRelease({
       ...this.#o,
       enforcer: this.#enforcer,
       held,
-      gateOpen: this.#gateOpen,
+      gateOpen: this.#gate.isOpen,
       token: this.#token,
-      closedAt: this.#closedAt,
+      closedAt: this.#gate.closedAt,
       deadline: this.#deadline,
     });
   }

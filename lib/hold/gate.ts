@@ -1,0 +1,141 @@
+/**
+ * The gate: the one record of whether the workload may run, why not, and
+ * since when; and the queue that applies each decision to the
+ * {@linkcode Enforcer} in the order it was made. The renewer decides when
+ * to open and close it; this module keeps the decision and applies it.
+ *
+ * A decision changes at once, its application later (the enforcer writes
+ * files and sends signals), so {@linkcode Gate.applied} tells whether a
+ * close is still queued: a command started on an open decision while an
+ * earlier close waits would be stopped by that close.
+ *
+ * @example
+ * ```ts
+ * const gate = new Gate({ enforcer, clock, logger });
+ * gate.open(markerDeadlines(deadline, lead, clock.now(), boot, wall));
+ * gate.close("lease lost: held by another holder");
+ * await gate.whenApplied(); // the marker is gone, the workload stopped
+ * ```
+ *
+ * @module
+ */
+import type { Clock } from "../state/clock.ts";
+import type { Enforcer } from "../enforce/enforcer.ts";
+import type { Logger } from "../obs/log.ts";
+import type { MarkerDeadlines } from "../state/marker.ts";
+
+/** Options for {@linkcode Gate}. */
+export interface GateOptions {
+  /** Applies each decision to the workload. */
+  enforcer: Enforcer;
+  /** Times the closes ({@linkcode Gate.closedAt}). */
+  clock: Clock;
+  /** Gets the close transitions, and any enforcement that failed. */
+  logger: Logger;
+}
+
+/** Whether the workload may run; starts closed, for the reason "starting". */
+export class Gate {
+  #o: GateOptions;
+  #open = false;
+  #reason = "starting";
+  #closedAt: number;
+  #enforcing: Promise<void> = Promise.resolve();
+  #unapplied = 0;
+
+  /** @param options See {@linkcode GateOptions}. */
+  constructor(options: GateOptions) {
+    this.#o = options;
+    this.#closedAt = options.clock.now();
+  }
+
+  /** Whether the workload may run, as decided (see {@linkcode applied}). */
+  get isOpen(): boolean {
+    return this.#open;
+  }
+
+  /** Why the gate is closed; undefined while it is open. */
+  get reason(): string | undefined {
+    return this.#open ? undefined : this.#reason;
+  }
+
+  /** Monotonic ms when the gate last closed; start-up counts, as it starts closed. */
+  get closedAt(): number {
+    return this.#closedAt;
+  }
+
+  /** Whether every decision so far has been applied to the workload. */
+  get applied(): boolean {
+    return this.#unapplied === 0;
+  }
+
+  /**
+   * Resolves once the decisions made so far have been applied.
+   *
+   * @returns A promise that never rejects.
+   */
+  whenApplied(): Promise<void> {
+    return this.#enforcing;
+  }
+
+  /**
+   * Marks the gate open without telling the enforcer: for a lease handed
+   * over with its marker, which already lets the workload run.
+   */
+  adopt(): void {
+    this.#open = true;
+  }
+
+  /**
+   * Opens the gate (or renews the open one) with the marker's deadlines.
+   *
+   * @param marker What the health marker is to say.
+   * @returns Whether the gate was closed before.
+   */
+  open(marker: MarkerDeadlines): boolean {
+    const wasClosed = !this.#open;
+    this.#open = true;
+    this.#apply((e) => e.open(marker));
+    return wasClosed;
+  }
+
+  /**
+   * Closes the gate, or applies the closed one again (a restarted container
+   * is stopped again); logs only on the transition from open.
+   *
+   * @param reason Why, for the log, the probe and the status.
+   * @param shutdown True for the close before a release at shutdown, which
+   * is logged as expected rather than as a warning.
+   * @returns Whether the state changed: it was open, or closed for another
+   * reason.
+   */
+  close(reason: string, shutdown = false): boolean {
+    const changed = this.#open || this.#reason !== reason;
+    if (this.#open) {
+      if (shutdown) {
+        this.#o.logger.info("gate closed for the release at shutdown", {
+          reason,
+        });
+      } else {
+        this.#o.logger.warn("gate closed: stopping the workload", { reason });
+      }
+      this.#closedAt = this.#o.clock.now();
+    }
+    this.#open = false;
+    this.#reason = reason;
+    this.#apply((e) => e.close(reason));
+    return changed;
+  }
+
+  /** Queues one decision behind the earlier ones; a failure is logged, never thrown. */
+  #apply(action: (e: Enforcer) => Promise<void>): void {
+    this.#unapplied++;
+    this.#enforcing = this.#enforcing.then(() => action(this.#o.enforcer))
+      .catch((e) => {
+        this.#o.logger.error("enforcement failed", { error: e });
+      })
+      .finally(() => {
+        this.#unapplied--;
+      });
+  }
+}
