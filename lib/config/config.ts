@@ -46,6 +46,7 @@ import {
   CONFIG_SETTINGS,
   type ConfigFlagName,
   type ConfigFlags,
+  settingOf,
   whereToSet,
 } from "./settings.ts";
 import { type ParsedValue, parseValue } from "./values.ts";
@@ -215,8 +216,11 @@ export function resolveConfig(
     fail(`lease name is required (set ${whereToSet("lease-name")})`);
   }
   if (leaseNamespace === "") {
+    // The spec's words, then the variable the webhook would set.
     fail(
-      "lease namespace is required (set --lease-namespace or POD_NAMESPACE)",
+      `lease namespace is required (set --lease-namespace or POD_NAMESPACE), or set ${
+        settingOf("lease-namespace")!.env
+      }`,
     );
   }
   if (mode !== "startup-gate" && mode !== "runtime-singleton") {

@@ -21,9 +21,13 @@ function basename(path: string): string {
  * cut: the kernel keeps 15 bytes of a name, so a `comm` of exactly 15 bytes
  * may be the start of a longer name (`worker-payments-1` and
  * `worker-payments-2` both show `worker-payments`). Such a process matches
- * only when its full name is known and is `target`: the basename of
- * `cmdline[0]` (a symlinked or copied binary), or of `cmdline[1]` or
- * `cmdline[2]` (a script the kernel started through its `#!` interpreter).
+ * only when its full name is known and is `target`. The full name is the
+ * first of these whose start is that `comm`: the executable's basename;
+ * the basename of `cmdline[0]` (a symlinked binary); for a script the
+ * kernel started through its `#!` interpreter (whose name is not that
+ * `comm`), the basename of `cmdline[1]`, or of `cmdline[2]` after the
+ * interpreter's one argument. An argument that merely names the target
+ * (`worker-payments-2 --peer worker-payments-1`) is never the full name.
  *
  * @param p The process as the table shows it.
  * @param target The configured target name.
@@ -37,7 +41,16 @@ export function matchesTarget(p: ProcessInfo, target: string): boolean {
   }
   // A comm of 15 bytes may be the start of a longer name: confirm the full one.
   if (p.comm !== truncateComm(target)) return false;
-  return (p.cmdline ?? []).some((a) => basename(a) === target);
+  const gaveName = (path: string) => truncateComm(basename(path)) === p.comm;
+  // The executable's own name is the full name (and not the target's).
+  if (p.exe !== undefined && gaveName(p.exe)) return false;
+  const [argv0, ...rest] = p.cmdline ?? [];
+  if (argv0 === undefined) return false;
+  if (gaveName(argv0)) return basename(argv0) === target;
+  // An interpreter: the script's path is its first or second argument, the
+  // first of them whose start is the comm.
+  const script = rest.slice(0, 2).find(gaveName);
+  return script !== undefined && basename(script) === target;
 }
 
 /** `name` cut to what the kernel would keep in `comm` (decoded the way the process table decodes it). */

@@ -24,9 +24,7 @@ import {
   type LeaseClient,
 } from "../lease/rpc.ts";
 import type { Logger } from "../obs/log.ts";
-
-/** How often a rejection that goes on is logged again at ERROR, ms. */
-export const REJECTION_LOG_INTERVAL_MS = 60_000;
+import { RejectionLog } from "./rejection_log.ts";
 
 /** Options for {@linkcode acquireLease}. */
 export interface AcquireLeaseOptions {
@@ -157,7 +155,7 @@ export async function acquireLease(
         wait = backoff * (0.5 + random() / 2);
         backoff = Math.min(backoff * 2, heartbeatMs);
         if (isPersistentFailure(verdict.failure)) {
-          rejections.report(verdict.reason, Math.round(wait));
+          rejections.report(verdict.failure, Math.round(wait));
           break;
         }
         rejections.reset();
@@ -170,46 +168,4 @@ export async function acquireLease(
     await clock.sleep(sentAt + wait - clock.now(), signal);
   }
   return undefined;
-}
-
-/**
- * Logs a rejection that goes on at ERROR without flooding the log: the first
- * one (or the first with a different reason) at once, then one line a minute
- * on the injected clock, counting the attempts in between.
- */
-class RejectionLog {
-  #reason: string | undefined;
-  #loggedAt = 0;
-  #unlogged = 0;
-
-  constructor(private logger: Logger, private clock: Clock) {}
-
-  report(reason: string, retryInMs: number): void {
-    const now = this.clock.now();
-    if (
-      reason === this.#reason &&
-      now - this.#loggedAt < REJECTION_LOG_INTERVAL_MS
-    ) {
-      this.#unlogged++;
-      return;
-    }
-    this.logger.error(
-      "the API server rejects the acquire request; retrying, but this does not heal by waiting: fix what the error names",
-      {
-        error: reason,
-        retry_in_ms: retryInMs,
-        ...(this.#unlogged > 0
-          ? { rejected_since_last_line: this.#unlogged }
-          : {}),
-      },
-    );
-    this.#reason = reason;
-    this.#loggedAt = now;
-    this.#unlogged = 0;
-  }
-
-  reset(): void {
-    this.#reason = undefined;
-    this.#unlogged = 0;
-  }
 }

@@ -35,7 +35,7 @@ import {
   SHARED_HOLDER_MESSAGE,
   sharedHolderQuietMs,
 } from "./deadline.ts";
-import type { LeaseClient } from "../lease/rpc.ts";
+import { isPersistentFailure, type LeaseClient } from "../lease/rpc.ts";
 import type { Logger } from "../obs/log.ts";
 import {
   type HandoffStore,
@@ -44,6 +44,7 @@ import {
   readHandoff,
 } from "./handoff.ts";
 import { Gate } from "./gate.ts";
+import { RejectionLog } from "./rejection_log.ts";
 import { shutdownRelease } from "./shutdown.ts";
 import type { RenewerObserver, RenewerStatus } from "./status.ts";
 
@@ -108,6 +109,8 @@ export class Renewer {
   #quietUntil: number | undefined;
   /** Whether the last Acquire may have been granted without our learning the token. */
   #maybeGranted = false;
+  /** Says a reacquire the server keeps rejecting (401, say) at ERROR, once a minute. */
+  #rejections: RejectionLog;
 
   /** Validates nothing: the config module already did; see {@linkcode RenewerOptions}. */
   constructor(options: RenewerOptions) {
@@ -118,6 +121,7 @@ export class Renewer {
       clock: options.clock,
       logger: options.logger,
     });
+    this.#rejections = new RejectionLog(options.logger, options.clock);
     this.#writer = new HandoffWriter(
       options.store,
       options.holder,
@@ -290,6 +294,11 @@ export class Renewer {
     const maybeGranted = this.#maybeGranted;
     this.#maybeGranted = verdict.kind === "failed" &&
       mayHaveBeenGranted(verdict.failure);
+    if (verdict.kind === "failed" && isPersistentFailure(verdict.failure)) {
+      this.#rejections.report(verdict.failure, heartbeatMs);
+      return;
+    }
+    this.#rejections.reset();
     switch (verdict.kind) {
       case "acquired": {
         if (

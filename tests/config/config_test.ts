@@ -181,7 +181,7 @@ Deno.test("config: a flag overrides env, and an explicitly empty flag overrides 
   );
   assert.equal(
     problem(() => loadConfig(env(), ["--lease-namespace="])),
-    "lease namespace is required (set --lease-namespace or POD_NAMESPACE)",
+    "lease namespace is required (set --lease-namespace or POD_NAMESPACE), or set BERTH_LEASE_NAMESPACE",
   );
   assert.equal(
     problem(() => loadConfig(env(), ["--ttl-seconds="])),
@@ -568,7 +568,7 @@ const ORDERED: Case[] = [
     name: "2",
     env: { POD_NAMESPACE: undefined },
     want:
-      "lease namespace is required (set --lease-namespace or POD_NAMESPACE)",
+      "lease namespace is required (set --lease-namespace or POD_NAMESPACE), or set BERTH_LEASE_NAMESPACE",
   },
   {
     name: "3",

@@ -69,3 +69,63 @@ Deno.test("matchesTarget: by executable basename, by a comm that cannot have bee
     false,
   );
 });
+
+Deno.test("matchesTarget: an argument that names the target is not the full name of a cut comm", () => {
+  const target = "worker-payments-1";
+  const p = (q: Partial<ProcessInfo>): ProcessInfo => ({
+    pid: 10,
+    comm: "worker-payments",
+    startTime: 1,
+    state: "S",
+    ...q,
+  });
+  // Its own executable names it, and the target is only its argument.
+  assert.equal(
+    matchesTarget(
+      p({
+        exe: "/app/worker-payments-2",
+        cmdline: ["/app/worker-payments-2", "--peer", target],
+      }),
+      target,
+    ),
+    false,
+  );
+  // The executable cannot be read: argv[0] names it.
+  assert.equal(
+    matchesTarget(
+      p({ cmdline: ["worker-payments-2", "--peer", target] }),
+      target,
+    ),
+    false,
+  );
+  // A script run by its interpreter, with the target as its argument.
+  assert.equal(
+    matchesTarget(
+      p({
+        exe: "/usr/bin/python3.12",
+        cmdline: ["/usr/bin/python3", "/app/worker-payments-2", target],
+      }),
+      target,
+    ),
+    false,
+  );
+  // The script itself, after the interpreter's one argument.
+  assert.equal(
+    matchesTarget(
+      p({
+        exe: "/usr/bin/python3.12",
+        cmdline: ["/usr/bin/python3", "-u", `/app/${target}`],
+      }),
+      target,
+    ),
+    true,
+  );
+  // A symlink with the target's name to a binary of another name.
+  assert.equal(
+    matchesTarget(
+      p({ exe: "/usr/bin/sleep", cmdline: [`/app/${target}`, "1000"] }),
+      target,
+    ),
+    true,
+  );
+});

@@ -9,8 +9,8 @@ import {
   type AcquiredLease,
   acquireLease,
   type AcquireLeaseOptions,
-  REJECTION_LOG_INTERVAL_MS,
 } from "../../lib/hold/acquire_loop.ts";
+import { REJECTION_LOG_INTERVAL_MS } from "../../lib/hold/rejection_log.ts";
 import { extendedExistingGrant } from "../../lib/hold/deadline.ts";
 import type { GrantOutcome } from "../../lib/lease/rpc.ts";
 import {
@@ -345,17 +345,20 @@ Deno.test("acquireLease accepts an extension of its own grant whose answer was l
 
 Deno.test("acquireLease retries 401/403/404/400 but logs them at ERROR: the first at once, then one line a minute", async () => {
   const t = setup();
+  let id = 0;
+  // Every answer has its own request id, as every request has.
   const rejected = (status: number): GrantOutcome => ({
     kind: "server-error",
     status,
     message: "unauthorized",
+    requestId: `req-${++id}`,
   });
   const errors = () => t.logs.filter((l) => l.level === "ERROR");
   const first = t.clock.now();
   (await t.pending()).answer(rejected(401));
   await settle();
   assert.equal(errors().length, 1, "the first rejection is an ERROR at once");
-  assert.match(String(errors()[0].fields.error), /401/);
+  assert.match(String(errors()[0].fields.error), /401.*request id req-1/);
   assert.match(errors()[0].msg, /does not heal by waiting/);
   // Retried at the error back-off (capped at the heartbeat), not logged again
   // within the minute, and never at WARN.

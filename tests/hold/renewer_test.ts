@@ -9,6 +9,8 @@ import {
   Renewer,
   type RenewerOptions,
 } from "../../lib/hold/renewer.ts";
+import { REJECTION_LOG_INTERVAL_MS } from "../../lib/hold/rejection_log.ts";
+import type { GrantOutcome } from "../../lib/lease/rpc.ts";
 import { FakeClock, settle } from "../support/fake_clock.ts";
 import { record, ScriptedClient } from "../support/scripted_client.ts";
 
@@ -474,6 +476,55 @@ Deno.test("acquired:false closes the gate at once; the next tick reacquires and 
   );
   await stop(h);
   assert.equal(h.client.of("release")[0].token, 6);
+});
+
+Deno.test("a reacquire the server rejects (401) is an ERROR at once, then one line a minute; other failures stay WARN", async () => {
+  const hb = 4_000; // whole milliseconds: the minute falls on a tick
+  const h = start(handoff(4, 10_000), { heartbeatMs: hb });
+  const t0 = h.clock.now();
+  await settle();
+  h.client.pending()!.answer({
+    kind: "conflict",
+    message: "lease held by another identity or token",
+  });
+  let id = 0;
+  const rejected = (): GrantOutcome => ({
+    kind: "server-error",
+    status: 401,
+    message: "unauthorized",
+    requestId: `req-${++id}`,
+  });
+  const lines = (level: string) =>
+    h.logs.filter((l) =>
+      l.includes(`"level":"${level}"`) && l.includes("acquire")
+    );
+  let tick = 1;
+  // The first line is at tick 1; the ticks within a minute of it are counted.
+  for (; (tick - 1) * hb < REJECTION_LOG_INTERVAL_MS; tick++) {
+    await h.clock.advanceTo(t0 + tick * hb + 1);
+    const acq = h.client.pending()!;
+    assert.equal(acq.rpc, "acquire");
+    acq.answer(rejected());
+    await settle();
+  }
+  assert.ok(tick > 5, `retried ${tick} times`);
+  assert.equal(lines("ERROR").length, 1, h.logs.join(""));
+  assert.match(lines("ERROR")[0], /does not heal by waiting.*401.*req-1/);
+  assert.equal(lines("WARN").length, 0, "never as routine noise");
+  await h.clock.advanceTo(t0 + tick * hb + 1);
+  h.client.pending()!.answer(rejected());
+  await settle();
+  assert.equal(lines("ERROR").length, 2, h.logs.join(""));
+  assert.match(lines("ERROR")[1], /"rejected_since_last_line":\d+/);
+  await h.clock.advanceTo(t0 + ++tick * hb + 1);
+  h.client.pending()!.answer({ kind: "timeout", message: "no answer" });
+  await settle();
+  assert.equal(lines("WARN").length, 1, "a timeout is a plain retry");
+  await h.clock.advanceTo(t0 + ++tick * hb + 1);
+  h.client.pending()!.answer(rejected());
+  await settle();
+  assert.equal(lines("ERROR").length, 3, "after another failure it is news");
+  await stop(h);
 });
 
 Deno.test("409 on renew is a loss; shutdown then does not release", async () => {
