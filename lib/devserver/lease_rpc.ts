@@ -165,5 +165,6 @@ async function readBody(req: Request): Promise<string | null> {
     all.set(c, off);
     off += c.length;
   }
-  return new TextDecoder().decode(all);
+  // A byte-order mark is kept, so it is refused as Go's decoder refuses it.
+  return new TextDecoder("utf-8", { ignoreBOM: true }).decode(all);
 }

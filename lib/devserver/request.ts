@@ -42,7 +42,7 @@ class JsonReader {
 
   fail(context: string): never {
     if (this.atEnd()) throw new JsonSyntaxError("unexpected EOF");
-    const c = this.text[this.pos];
+    const c = String.fromCodePoint(this.text.codePointAt(this.pos)!);
     throw new JsonSyntaxError(
       `invalid character ${quoteChar(c)} ${context}`,
     );
@@ -209,8 +209,39 @@ class JsonReader {
   }
 }
 
+/**
+ * The character as Go's decoder names it: by its first byte, read as a
+ * rune and quoted as `strconv.Quote` quotes it (so a byte-order mark is
+ * `'ï'`, a control character `'\x01'`).
+ */
 function quoteChar(c: string): string {
-  return c === "'" ? "'\\''" : `'${c}'`;
+  const b = new TextEncoder().encode(c)[0];
+  if (b === 0x27) return "'\\''";
+  if (b === 0x22) return `'"'`;
+  return `'${goQuoteRune(b)}'`;
+}
+
+const GO_ESCAPES: Record<number, string> = {
+  0x07: "\\a",
+  0x08: "\\b",
+  0x09: "\\t",
+  0x0a: "\\n",
+  0x0b: "\\v",
+  0x0c: "\\f",
+  0x0d: "\\r",
+  0x5c: "\\\\",
+};
+
+/** One rune below U+0100 as Go's `strconv.Quote` writes it, without the quotes. */
+function goQuoteRune(r: number): string {
+  const hex = (n: number, w: number) => n.toString(16).padStart(w, "0");
+  if (GO_ESCAPES[r] !== undefined) return GO_ESCAPES[r];
+  if (r < 0x20 || r === 0x7f) return `\\x${hex(r, 2)}`;
+  // U+0080-U+009F are controls, U+00A0 and U+00AD not printable in Go's sense.
+  if ((r >= 0x80 && r < 0xa0) || r === 0xa0 || r === 0xad) {
+    return `\\u${hex(r, 4)}`;
+  }
+  return String.fromCharCode(r);
 }
 
 /** Field names and Go types of one RPC's request. */

@@ -414,6 +414,17 @@ Deno.test("invalid json bodies are 400 'invalid json body: ...'", async () => {
         "invalid json body: invalid character 'h' looking for beginning of object key string",
       ],
       [
+        // A byte-order mark is no JSON to Go's decoder, which names its first byte.
+        "acquire",
+        '\uFEFF{"holder":"a","ttlSeconds":1}',
+        "invalid json body: invalid character 'ï' looking for beginning of value",
+      ],
+      [
+        "acquire",
+        '{"holder":"a",\x01}',
+        "invalid json body: invalid character '\\x01' looking for beginning of object key string",
+      ],
+      [
         "acquire",
         '{"holder":"a","ttlSeconds":1,"extra":1}',
         'invalid json body: json: unknown field "extra"',
