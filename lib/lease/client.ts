@@ -15,6 +15,7 @@
  */
 import { grantOutcome, releaseOutcome } from "./answer.ts";
 import type { ApiKeySource } from "./api_key.ts";
+import { withCaLeafFallback } from "./ca_leaf_fallback.ts";
 import { createFetchTransport } from "./fetch_transport.ts";
 import { createNodeTransport } from "./node_transport.ts";
 import { createStreamTransport } from "./stream_transport.ts";
@@ -318,15 +319,23 @@ function buildTransport(
         }),
         direct: true,
       };
-    case "stream":
+    case "stream": {
+      const stream = createStreamTransport(target, {
+        caCerts,
+        serverName,
+        proxy: usableProxy(proxy),
+      });
+      // node:https goes direct: through a proxy the refusal stays.
       return {
-        transport: createStreamTransport(target, {
-          caCerts,
-          serverName,
-          proxy: usableProxy(proxy),
-        }),
+        transport: proxied ? stream : withCaLeafFallback(
+          stream,
+          () => createNodeTransport(target, { caCerts, serverName }),
+          logger,
+          target.origin,
+        ),
         direct: !proxied,
       };
+    }
     case "fetch":
       return {
         transport: createFetchTransport(target, caCerts),

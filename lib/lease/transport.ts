@@ -56,6 +56,11 @@ export type TransportErrorKind =
   | "not-tls"
   /** The certificate chain does not lead to a trusted root. */
   | "untrusted"
+  /**
+   * The server presented a CA certificate as its own (a self-signed one
+   * marked `CA:TRUE`), which is refused even when it is in the trust store.
+   */
+  | "ca-as-leaf"
   /** The certificate is outside its validity period. */
   | "dates"
   /** The certificate does not name the host (or the override). */
@@ -77,6 +82,7 @@ export function kindOfTlsError(detail: string): TransportErrorKind {
     [/InvalidContentType|corrupt message|wrong version number/i, "not-tls"],
     [/certificate expired|not valid yet|not valid before/i, "dates"],
     [/NotValidForName|not valid for name/i, "wrong-name"],
+    [/CaUsedAsEndEntity/, "ca-as-leaf"],
     [/invalid peer certificate|UnknownIssuer|BadSignature/i, "untrusted"],
   ];
   return rules.find(([re]) => re.test(detail))?.[1] ?? "other";
@@ -157,6 +163,10 @@ export async function describeTransportError(
     case "wrong-name":
       return fail(
         `the server certificate is not valid for ${ctx.verifiedName}; if the certificate names another host, set --server-name / BERTH_SERVER_NAME to that name`,
+      );
+    case "ca-as-leaf":
+      return fail(
+        "the server certificate is a CA certificate (basicConstraints CA:TRUE, as a bare `openssl req -x509` makes one), which Deno's TLS refuses as a server's own certificate, in --ca-bundle-file / BERTH_CA_BUNDLE_FILE or not; through a proxy it cannot be verified the Go helper's way: reissue it with basicConstraints=CA:FALSE, or have a CA sign the server's certificate and pass the CA",
       );
     case "untrusted":
     case "dates": {

@@ -10,6 +10,7 @@ import { makeTestPki, opensslMissing } from "../support/tls.ts";
 import {
   both,
   client,
+  currentTransport,
   header,
   HOLDER,
   never,
@@ -142,6 +143,56 @@ tlsTest(
           caBundleFile: `${pki.dir}/missing.pem`,
         }),
       /missing\.pem cannot be read/,
+    );
+  },
+);
+
+tlsTest(
+  "TLS: a self-signed server certificate marked CA:TRUE is trusted when it is in the bundle, as the Go helper trusts it",
+  async () => {
+    await using pki = await makeTestPki({
+      names: ["127.0.0.1"],
+      selfSignedCa: true,
+    });
+    const self = pki.selfSignedCa!;
+    await using srv = await tlsServer({
+      serverCert: self.cert,
+      serverKey: self.key,
+    });
+    const lines: string[] = [];
+    const logger = createLogger({ write: (l) => lines.push(l) });
+    const trusted = client(srv.url, { caBundleFile: self.cert, logger });
+    const out = await trusted.acquire(HOLDER, 1, never());
+    if (currentTransport() === "fetch") {
+      // Only through a proxy: no direct node:https connection to switch to.
+      expectTransport(
+        out,
+        /is a CA certificate \(basicConstraints CA:TRUE.*CA:FALSE/,
+      );
+      return;
+    }
+    assert.equal(out.kind, "acquired", JSON.stringify(out));
+    assert.equal((await trusted.renew(HOLDER, 4, 1, never())).kind, "acquired");
+    assert.equal(
+      lines.filter((l) => l.includes("presents a CA certificate")).length,
+      currentTransport() === "stream" ? 1 : 0,
+      lines.join(""),
+    );
+    // Not in the bundle, or for another name: refused as any certificate is.
+    expectTransport(
+      await client(srv.url, { caBundleFile: pki.otherCaCert }).acquire(
+        HOLDER,
+        1,
+        never(),
+      ),
+      /the server certificate is not trusted/,
+    );
+    expectTransport(
+      await client(srv.url, {
+        caBundleFile: self.cert,
+        serverName: "other.test",
+      }).acquire(HOLDER, 1, never()),
+      /not valid for other\.test/,
     );
   },
 );

@@ -30,6 +30,11 @@ export interface TestPkiOptions {
    * Default: from now for two days.
    */
   validity?: { notBefore: string; notAfter: string };
+  /**
+   * Also make {@linkcode TestPki.selfSignedCa}: a self-signed certificate
+   * for `names` marked `CA:TRUE`, as a bare `openssl req -x509` makes one.
+   */
+  selfSignedCa?: boolean;
 }
 
 /** Paths to the PEM files of one test PKI, and how to delete them. */
@@ -44,6 +49,8 @@ export interface TestPki extends AsyncDisposable {
   serverKey: string;
   /** PEM certificate of a second CA that issued nothing a server here presents. */
   otherCaCert: string;
+  /** With {@linkcode TestPkiOptions.selfSignedCa}: that certificate and its key. */
+  selfSignedCa?: { cert: string; key: string };
   /** Removes `dir`; safe to call twice. Also run by `await using`. */
   cleanup(): Promise<void>;
 }
@@ -107,6 +114,9 @@ export async function makeTestPki(options: TestPkiOptions): Promise<TestPki> {
     const san = options.names
       .map((n) => (isIp(n) ? `IP:${n}` : `DNS:${n}`))
       .join(",");
+    if (options.selfSignedCa) {
+      await makeCa(p, "self-ca", options.names[0], `subjectAltName=${san}`);
+    }
     await Deno.writeTextFile(
       p("server.ext"),
       [
@@ -164,6 +174,9 @@ export async function makeTestPki(options: TestPkiOptions): Promise<TestPki> {
     serverCert: p("server.crt"),
     serverKey: p("server.key"),
     otherCaCert: p("other-ca.crt"),
+    ...(options.selfSignedCa
+      ? { selfSignedCa: { cert: p("self-ca.crt"), key: p("self-ca.key") } }
+      : {}),
     cleanup,
     [Symbol.asyncDispose]: cleanup,
   };
@@ -222,6 +235,7 @@ async function makeCa(
   p: (name: string) => string,
   base: string,
   cn: string,
+  ...extensions: string[]
 ): Promise<void> {
   await openssl(
     "req",
@@ -247,6 +261,7 @@ async function makeCa(
     "keyUsage=critical,keyCertSign,cRLSign",
     "-addext",
     "subjectKeyIdentifier=hash",
+    ...extensions.flatMap((x) => ["-addext", x]),
   );
 }
 
