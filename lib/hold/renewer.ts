@@ -262,6 +262,14 @@ export class Renewer {
         this.#close(`lease lost: ${verdict.summary}`);
         return;
       case "unconfirmed": {
+        if (!this.#gate.isOpen) {
+          // In the lead before the deadline: the workload is stopped already.
+          logger.warn(
+            "lease renewal failed; the gate is closed and the workload stays stopped until a renewal succeeds",
+            { error: verdict.reason, fencing_token: token },
+          );
+          return;
+        }
         const closes = this.status().gateClosesAt;
         logger.warn(
           "lease renewal failed; the workload keeps running until the gate closes",
@@ -453,8 +461,12 @@ export class Renewer {
 
   /** Closes the gate for a release, then hands over to `shutdown.ts`. */
   async #shutdown(): Promise<void> {
+    // A lease whose local deadline has passed is no longer ours to release
+    // (another holder may have it): it has expired on its own.
+    const expired = this.#deadline !== undefined &&
+      this.#o.clock.now() >= this.#deadline;
     const held = this.#o.releaseOnShutdown && this.#token > 0 &&
-      this.#lost === undefined;
+      this.#lost === undefined && !expired;
     if (held) {
       this.#close("the lease is being released at shutdown", true);
       await this.#gate.whenApplied();

@@ -626,6 +626,15 @@ Deno.test("a shutdown after the gate closed for a near deadline lets the lease e
   );
   await h.clock.advanceTo(t0 + 6_000); // gate closes: deadline t0 + 10 s
   assert.equal(h.enforcer.open_, false);
+  // A renewal that fails in the lead says the workload is stopped, not running.
+  await h.clock.advanceTo(t0 + 2 * HB + 1);
+  const failed = h.logs.filter((l) => l.includes("lease renewal failed"));
+  assert.match(
+    failed.at(-1) ?? "",
+    /the workload stays stopped/,
+    h.logs.join(""),
+  );
+  assert.doesNotMatch(failed.at(-1) ?? "", /keeps running/);
   h.enforcer.stopped = (signal) =>
     new Promise((resolve) =>
       signal.addEventListener(
@@ -638,6 +647,33 @@ Deno.test("a shutdown after the gate closed for a near deadline lets the lease e
   await h.done;
   assert.equal(h.client.of("release").length, 0);
   assert.ok(h.logs.some((l) => l.includes("it expires on its own")));
+});
+
+Deno.test("a shutdown after the local deadline passed (a frozen sidecar) does not release: the lease is not held", async () => {
+  const h = start(handoff(9, 10_000));
+  const t0 = h.clock.now();
+  await settle();
+  h.client.pending()!.answer({ kind: "acquired", lease: record(HOLDER, 9) });
+  // Every renewal hangs until the deadline; then another holder has it.
+  await h.clock.advanceTo(t0 + 10_000 + HB);
+  const acq = h.client.pending()!;
+  assert.equal(acq.rpc, "acquire");
+  acq.answer({
+    kind: "not-acquired",
+    lease: record("prod/pod:web-1:uid:2", 10),
+  });
+  await settle();
+  h.shutdown.abort();
+  await h.done;
+  assert.equal(h.client.of("release").length, 0);
+  assert.ok(
+    h.logs.some((l) =>
+      l.includes("shutting down without releasing the lease") &&
+      l.includes("the lease is not held")
+    ),
+    h.logs.join(""),
+  );
+  assert.ok(!h.logs.some((l) => l.includes("before the workload was known")));
 });
 
 Deno.test("a reacquired token the volume refuses is kept, retried, and its lease released; the next grant is not mistaken for another process's", async () => {
