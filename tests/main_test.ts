@@ -88,6 +88,7 @@ const CHECK_GRAPH = [
   "lib/cmd/check.ts",
   "lib/config/defaults.ts",
   "lib/config/duration.ts",
+  "lib/config/flag_name.ts",
   "lib/state/boot_clock.ts",
   "lib/state/marker.ts",
   "lib/state/nofollow.ts",

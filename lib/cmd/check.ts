@@ -20,6 +20,7 @@
  */
 import { DEFAULT_STATE_DIR } from "../config/defaults.ts";
 import { parseDurationMs } from "../config/duration.ts";
+import { withTwoDashes } from "../config/flag_name.ts";
 import { examineMarker } from "../state/marker.ts";
 
 const USAGE =
@@ -47,7 +48,8 @@ interface CheckArgs {
  * A hand-written argv loop instead of `node:util`'s `parseArgs`: the probe
  * starts every 2 s in every guarded container, and loading `node:util` costs
  * about 12 ms and 6 MiB per start (see the project's measured facts). Accepts
- * `--flag value` and `--flag=value`, flags before or after the path, and
+ * `--flag value` and `--flag=value` (or with one dash, as Go's flag package
+ * takes them), flags before or after the path, and
  * `--` before a path that starts with a dash. Throws a message naming the
  * problem.
  */
@@ -61,18 +63,21 @@ function parseCheckArgs(args: string[]): CheckArgs {
         positionalOnly = true;
         continue;
       }
-      if (a === "--help" || a === "-h") {
+      // One dash or two, as Go's flag package (and the other subcommands) take them.
+      const flag = withTwoDashes(a);
+      if (flag === "--help" || a === "-h") {
         out.help = true;
         continue;
       }
-      const eq = a.indexOf("=");
-      const name = eq < 0 ? a : a.slice(0, eq);
+      const eq = flag.indexOf("=");
+      const name = eq < 0 ? flag : flag.slice(0, eq);
       if (name !== "--max-age" && name !== "--state-dir") {
-        throw new Error(`unknown flag ${JSON.stringify(name)}`);
+        const given = eq < 0 ? a : a.slice(0, a.indexOf("="));
+        throw new Error(`unknown flag ${JSON.stringify(given)}`);
       }
       let value: string;
       if (eq >= 0) {
-        value = a.slice(eq + 1);
+        value = flag.slice(eq + 1);
       } else if (i + 1 < args.length) {
         value = args[++i];
       } else {

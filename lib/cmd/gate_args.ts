@@ -6,6 +6,7 @@
  * @module
  */
 import { parseDurationMs } from "../config/duration.ts";
+import { withTwoDashes } from "../config/flag_name.ts";
 
 /** `--exit-on-close`: COMMAND was stopped because the verdict failed. The same code as `run`'s lease loss. */
 export const EXIT_GATE_CLOSED = 75;
@@ -89,12 +90,14 @@ export function parseGateArgs(
     command: [],
   };
   for (let i = 0; i < args.length; i++) {
-    const a = args[i];
-    if (a === "--") {
+    const given = args[i];
+    if (given === "--") {
       out.command = args.slice(i + 1);
       return out;
     }
-    if (a === "--help" || a === "-h") {
+    // One dash or two, as Go's flag package takes them.
+    const a = withTwoDashes(given);
+    if (a === "--help" || given === "-h") {
       out.help = true;
       continue;
     }
@@ -107,9 +110,9 @@ export function parseGateArgs(
     if (!VALUED.includes(name)) {
       throw new Error(
         a.startsWith("-")
-          ? `unknown flag ${JSON.stringify(name)}`
+          ? `unknown flag ${JSON.stringify(given.split("=")[0])}`
           : `unexpected argument ${
-            JSON.stringify(a)
+            JSON.stringify(given)
           }: put the command after --, e.g. gate -- /app/server`,
       );
     }

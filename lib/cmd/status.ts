@@ -14,6 +14,7 @@
  * @module
  */
 import { formatDurationMs, parseDurationMs } from "../config/duration.ts";
+import { withTwoDashes } from "../config/flag_name.ts";
 import {
   type Read,
   readSnapshot,
@@ -64,17 +65,18 @@ function parseStatusArgs(args: string[]): StatusArgs {
   for (let i = 0; i < args.length; i++) {
     const a = args[i];
     if (!positionalOnly && a.startsWith("-") && a !== "-") {
-      const eq = a.indexOf("=");
-      const name = eq < 0 ? a : a.slice(0, eq);
+      const flag = withTwoDashes(a);
+      const eq = flag.indexOf("=");
+      const name = eq < 0 ? flag : flag.slice(0, eq);
       if (a === "--") positionalOnly = true;
-      else if (a === "--help" || a === "-h") out.help = true;
-      else if (a === "--json") out.json = true;
+      else if (flag === "--help" || a === "-h") out.help = true;
+      else if (flag === "--json") out.json = true;
       else if (name === "--max-age") {
-        if (eq >= 0) out.maxAge = a.slice(eq + 1);
+        if (eq >= 0) out.maxAge = flag.slice(eq + 1);
         else if (i + 1 < args.length) out.maxAge = args[++i];
         else throw new Error("flag --max-age needs a value");
       } else {
-        throw new Error(`unknown flag ${JSON.stringify(name)}`);
+        throw new Error(`unknown flag ${JSON.stringify(a.split("=")[0])}`);
       }
       continue;
     }

@@ -10,6 +10,7 @@
  * @module
  */
 import { ConfigError } from "./error.ts";
+import { withTwoDashes } from "./flag_name.ts";
 import { nearest } from "./nearest.ts";
 import {
   CONFIG_SETTINGS,
@@ -102,7 +103,7 @@ export function parseCommandLine(
     if (!arg.startsWith("-") || arg === "-") {
       throw unexpectedArgument(arg, previous, types);
     }
-    const body = arg.startsWith("--") ? arg.slice(2) : arg.slice(1);
+    const body = withTwoDashes(arg).slice(2);
     const eq = body.indexOf("=");
     const given = eq < 0 ? body : body.slice(0, eq);
     const written = arg.slice(0, arg.length - body.length) + given;

@@ -126,6 +126,9 @@ Deno.test("presence only: without --max-age, or with 0, any age passes", async (
     equal((await probeBothWays(dir, [])).code, 0);
     equal((await probeBothWays(dir, ["--max-age=0"])).code, 0);
     equal((await probeBothWays(dir, ["--max-age", "1m0s"])).code, 1);
+    // One dash, as the Go helper's flag package takes it.
+    equal((await probeBothWays(dir, ["-max-age", "1m0s"])).code, 1);
+    equal((await probeBothWays(dir, ["-max-age=0"])).code, 0);
   });
 });
 
@@ -137,6 +140,7 @@ Deno.test("usage errors fail closed with one line naming the problem", async () 
       [["--max-age=-5s"], /--max-age: "-5s" must not be negative/],
       [["--max-age"], /flag --max-age needs a value/],
       [["--bogus"], /unknown flag "--bogus"/],
+      [["-bogus=1"], /unknown flag "-bogus"/],
       [["extra"], /unexpected extra argument "extra"/],
     ];
     for (const [extra, want] of cases) {

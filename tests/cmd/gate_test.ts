@@ -240,6 +240,12 @@ Deno.test("gate: exit codes: the command's own, 127, 78, 75 with --exit-on-close
   });
   assert.equal(bad.code, 78);
   assert.match(bad.stderr, /unknown flag "--bogus"/);
+  const oneDash = await runCli(
+    ["gate", "-state-dir", dir, "-interval=1s", "-bogus", "--", "true"],
+    { env, signal: signal() },
+  );
+  assert.equal(oneDash.code, 78);
+  assert.match(oneDash.stderr, /unknown flag "-bogus"/, "the others were read");
 
   await using once = gate(dir, script(dir, COMMAND), ["--exit-on-close"]);
   await waitFor(() => read(`${dir}/pid`), {

@@ -193,12 +193,23 @@ Deno.test("the state directory: the argument, then BERTH_STATE_DIR; --max-age as
     signal: BOUND(),
   });
   assert.equal(relaxed.code, 0, relaxed.stdout);
+  // One dash, as the Go helper's flags take it.
+  const oneDash = await runCli(
+    ["status", "-max-age", "2m", "-json", dir.path],
+    {
+      env: {},
+      signal: BOUND(),
+    },
+  );
+  assert.equal(oneDash.code, 0, oneDash.stderr);
+  assert.equal(JSON.parse(oneDash.stdout).marker.verdict, "OK");
 });
 
 Deno.test("usage errors exit 2 with one line naming the problem; --help exits 0", async () => {
   for (
     const [args, re] of [
       [["--bogus"], /unknown flag "--bogus"/],
+      [["-bogus=1"], /unknown flag "-bogus"/],
       [["/a", "/b"], /unexpected extra argument "\/b"/],
       [["--max-age", "soon"], /--max-age: invalid duration "soon"/],
       [["--max-age"], /flag --max-age needs a value/],
@@ -234,6 +245,7 @@ Deno.test("status loads only the state modules it reads with: no configuration, 
     "lib/cmd/status.ts",
     "lib/config/defaults.ts",
     "lib/config/duration.ts",
+    "lib/config/flag_name.ts",
     "lib/encoding/hex.ts",
     "lib/state/boot_clock.ts",
     "lib/state/install_check.ts",

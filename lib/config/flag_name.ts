@@ -1,0 +1,24 @@
+/**
+ * How every subcommand reads a flag: with one dash or two, as Go's flag
+ * package (and so the Go helper) reads it. Its own module so the probe's
+ * hand-written argument loop shares it without loading the configuration.
+ *
+ * @module
+ */
+
+/**
+ * The argument with two leading dashes when it has one.
+ *
+ * @param arg One command-line argument.
+ * @returns `--max-age=5s` for `-max-age=5s`; `arg` itself when it has two
+ * dashes already, none, or is a lone `-`.
+ * @example
+ * ```ts
+ * withTwoDashes("-max-age"); // "--max-age"
+ * withTwoDashes("--json"); // "--json"
+ * withTwoDashes("-"); // "-"
+ * ```
+ */
+export function withTwoDashes(arg: string): string {
+  return arg.length > 1 && arg[0] === "-" && arg[1] !== "-" ? `-${arg}` : arg;
+}
