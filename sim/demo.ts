@@ -18,6 +18,8 @@ import { Lab } from "./lab.ts";
 import type { PodEvent, ProbeSettings } from "./pod.ts";
 
 const TTL_SECONDS = 6;
+/** The chart's least span: above 64 columns x 1 s / 6 columns, the axis ticks every 2 s. */
+const CHART_MIN_MS = 11_000;
 const HEARTBEAT_SECONDS = 1;
 /** A probe every second (the webhook's is 2 s), so the demo stays short. */
 const PROBE: ProbeSettings = {
@@ -266,7 +268,9 @@ kubelet stand-in runs them (probe every ${
         leases: lab.leaseIntervals(end),
         end,
       }),
-      { start: t0, end, width: 64 },
+      // At least CHART_MIN_MS wide, so a run a little shorter than usual
+      // gets the same axis (2 s ticks) rather than 1 s ones.
+      { start: t0, end: Math.max(end, t0 + CHART_MIN_MS), width: 64 },
     );
     console.log(
       bold("Timeline") +
