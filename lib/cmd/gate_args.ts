@@ -7,10 +7,11 @@
  */
 import { parseDurationMs } from "../config/duration.ts";
 import { withTwoDashes } from "../config/flag_name.ts";
+import { flagSuggestion } from "../config/nearest.ts";
 
 /** `--exit-on-close`: COMMAND was stopped because the verdict failed. The same code as `run`'s lease loss. */
 export const EXIT_GATE_CLOSED = 75;
-/** A stop signal arrived while no COMMAND ran (waiting for the lease). */
+/** A stop signal arrived while no COMMAND ran (waiting for the lease, before its first start or between runs). */
 export const EXIT_GATE_CANCELLED = 77;
 /** Bad arguments. */
 export const EXIT_GATE_USAGE = 78;
@@ -67,6 +68,13 @@ const VALUED = [
   "--parent-pid",
 ];
 
+/** Every flag `gate` takes, for the nearest one to a misspelling. */
+const GATE_FLAGS = [
+  ...VALUED.map((f) => f.slice(2)),
+  "exit-on-close",
+  "help",
+];
+
 /**
  * Parses `gate`'s arguments by hand (like `check`: `node:util` would cost
  * every container start). `env` gives the defaults.
@@ -110,7 +118,9 @@ export function parseGateArgs(
     if (!VALUED.includes(name)) {
       throw new Error(
         a.startsWith("-")
-          ? `unknown flag ${JSON.stringify(given.split("=")[0])}`
+          ? `unknown flag ${JSON.stringify(given.split("=")[0])}${
+            flagSuggestion(given.split("=")[0], GATE_FLAGS)
+          }`
           : `unexpected argument ${
             JSON.stringify(given)
           }: put the command after --, e.g. gate -- /app/server`,

@@ -114,12 +114,14 @@ export class LeaseKeeper {
    * @param enforcer What closing the gate does.
    * @param store The handoff it adopts and the token it persists.
    * @param onChange Told about every gate or token change, after the metrics.
+   * @param ownAcquire `RenewerOptions.ownAcquire`: true for `run`.
    * @returns The renewer; call `run` on it.
    */
   renewer(
     enforcer: Enforcer,
     store: HandoffStore,
     onChange?: (status: RenewerStatus) => void,
+    ownAcquire = false,
   ): Renewer {
     const { config, clock, logger } = this.#o;
     const observer = this.metrics.observer();
@@ -134,6 +136,7 @@ export class LeaseKeeper {
       clock,
       logger,
       releaseOnShutdown: config.releaseOnShutdown,
+      ownAcquire,
       observer: {
         ...observer,
         changed: (s) => {

@@ -131,7 +131,7 @@ export async function main(args: string[]): Promise<number> {
       usage: USAGE,
       flags: RUN_FLAGS,
       ...RUN_ROLE,
-      problemHint: split.command === undefined
+      problemHint: !split.command?.length
         ? "put the command after --, e.g. berth-acquire run [flags] -- COMMAND [ARGS...]"
         : undefined,
     },
@@ -145,9 +145,8 @@ export async function main(args: string[]): Promise<number> {
     return EXIT_CONFIG;
   };
   if (split.command === undefined || split.command.length === 0) {
-    return problem(
-      "no command to run: put it after --, e.g. berth-acquire run [flags] -- COMMAND [ARGS...]",
-    );
+    // The problem hint (given to start above) says where to put it.
+    return problem("no command to run");
   }
   // Before anything is acquired: a command that cannot start would only
   // take the lease to give it back.
@@ -332,6 +331,7 @@ export async function runWith(o: RunOptions): Promise<number> {
         dirs,
       ),
       onChange,
+      true,
     );
     const stopRenewer = new AbortController();
     const renewerFailed = new AbortController();

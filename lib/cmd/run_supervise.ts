@@ -116,12 +116,19 @@ const GATE_INTERVAL = "100ms";
  * that arrived just before the start is not lost), the renewer failed, or
  * `--acquire-timeout` passed.
  */
-async function whenOpen(s: Supervision): Promise<number | undefined> {
+async function whenOpen(
+  s: Supervision,
+  ranBefore: boolean,
+): Promise<number | undefined> {
   const { config, clock, logger, renewer, signals } = s;
   let bound: AbortSignal | undefined;
   for (;;) {
     if (signals.cancelled.aborted) {
-      logger.info("stopped before the command started");
+      logger.info(
+        ranBefore
+          ? "stopped while waiting to run the command again"
+          : "stopped before the command started",
+      );
       return EXIT_CANCELLED;
     }
     if (s.renewerFailed.aborted) return EXIT_LEASE_LOST;
@@ -226,8 +233,8 @@ export async function supervise(s: Supervision): Promise<number> {
   const { logger, renewer, enforcer, signals } = s;
   const base = Deno.env.toObject();
   delete base.BERTH_API_KEY;
-  for (;;) {
-    const stop = await whenOpen(s);
+  for (let runs = 0;; runs++) {
+    const stop = await whenOpen(s, runs > 0);
     if (stop !== undefined) return stop;
     let child: ProcessGroup;
     try {

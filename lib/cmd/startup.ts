@@ -78,7 +78,11 @@ export const RUN_ROLE: Pick<
 > = {
   leadDefault: SIGNAL_SENDER_LEAD_DEFAULT,
   hiddenSettings: ["mode"],
-  helpDefaults: { "release-on-shutdown": "true" },
+  helpDefaults: {
+    "release-on-shutdown": "true",
+    // Without it run keeps its state private and writes nothing shared.
+    "state-dir": "none (nothing is written)",
+  },
 };
 
 /** Exit status for a configuration error (the same as any failure, as upstream). */

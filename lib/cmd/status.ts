@@ -15,6 +15,7 @@
  */
 import { formatDurationMs, parseDurationMs } from "../config/duration.ts";
 import { withTwoDashes } from "../config/flag_name.ts";
+import { flagSuggestion } from "../config/nearest.ts";
 import {
   type Read,
   readSnapshot,
@@ -76,7 +77,12 @@ function parseStatusArgs(args: string[]): StatusArgs {
         else if (i + 1 < args.length) out.maxAge = args[++i];
         else throw new Error("flag --max-age needs a value");
       } else {
-        throw new Error(`unknown flag ${JSON.stringify(a.split("=")[0])}`);
+        const written = a.split("=")[0];
+        throw new Error(
+          `unknown flag ${JSON.stringify(written)}${
+            flagSuggestion(written, ["json", "max-age", "help"])
+          }`,
+        );
       }
       continue;
     }
@@ -102,6 +108,9 @@ function inOrAgo(ms: number): string {
 
 function describeLeft(left: TimeLeft | undefined, s: StateSnapshot): string {
   if (s.marker.verdict.kind === "Absent") return "unknown: no health marker";
+  if (s.marker.verdict.kind === "Indeterminate" && left === undefined) {
+    return "unknown: the health marker cannot be read (see marker)";
+  }
   if (left === undefined) {
     return "not in the marker (written by the Go helper or in startup-gate mode: judged by its age alone)";
   }

@@ -81,3 +81,24 @@ export function nearest(
   }
   return bestDistance <= limit ? best : undefined;
 }
+
+/**
+ * The tail of an unknown-flag message for the subcommands that parse their
+ * few flags by hand (`status`, `gate`): the nearest known flag, if one is.
+ *
+ * @param written The flag as written, dashes included, without its value.
+ * @param known The flags the subcommand takes, without dashes.
+ * @returns `: did you mean --interval?`, or `""` when none is near.
+ *
+ * @example
+ * ```ts
+ * flagSuggestion("--intervl", ["interval", "grace"]); // ": did you mean --interval?"
+ * ```
+ */
+export function flagSuggestion(
+  written: string,
+  known: readonly string[],
+): string {
+  const suggestion = nearest(written.replace(/^--?/, ""), known);
+  return suggestion === undefined ? "" : `: did you mean --${suggestion}?`;
+}

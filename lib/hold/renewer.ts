@@ -77,6 +77,11 @@ export interface RenewerOptions {
   releaseTimeoutMs?: number;
   /** Told about every RPC and state change, for the health endpoint and metrics. */
   observer?: RenewerObserver;
+  /**
+   * The handoff is this process's own acquire (`run`), which has said
+   * `lease acquired` already: its adoption is logged at DEBUG only.
+   */
+  ownAcquire?: boolean;
 }
 
 /**
@@ -85,8 +90,8 @@ export interface RenewerOptions {
  */
 export class Renewer {
   #o:
-    & Required<Omit<RenewerOptions, "observer">>
-    & Pick<RenewerOptions, "observer">;
+    & Required<Omit<RenewerOptions, "observer" | "ownAcquire">>
+    & Pick<RenewerOptions, "observer" | "ownAcquire">;
   /** The configured enforcer, reporting refused marker writes once per run of them. */
   #enforcer: Enforcer;
   #token = 0;
@@ -226,7 +231,7 @@ export class Renewer {
       this.#deadline = clock.now() + handoff.leftMs;
       if (clock.now() < gateClosesAt(this.#deadline, enforceLeadMs)) {
         this.#gate.adopt();
-        logger.info(
+        (this.#o.ownAcquire ? logger.debug : logger.info)(
           "adopted the lease; the workload keeps running while it is confirmed",
           {
             fencing_token: handoff.token,

@@ -246,6 +246,14 @@ Deno.test("gate: exit codes: the command's own, 127, 78, 75 with --exit-on-close
   );
   assert.equal(oneDash.code, 78);
   assert.match(oneDash.stderr, /unknown flag "-bogus"/, "the others were read");
+  const typo = await runCli(["gate", "--intervl", "1s", "--", "true"], {
+    env,
+    signal: signal(),
+  });
+  assert.match(
+    typo.stderr,
+    /unknown flag "--intervl": did you mean --interval\?/,
+  );
 
   await using once = gate(dir, script(dir, COMMAND), ["--exit-on-close"]);
   await waitFor(() => read(`${dir}/pid`), {

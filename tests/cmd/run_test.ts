@@ -224,6 +224,10 @@ exit 3
   assert.equal(apiKey, "unset");
   assert.equal(read(`${dir.path}/marker-seen`), "yes\n");
   assert.ok(!r.stderr.includes("s3cret-key"));
+  // Its own acquire said "lease acquired"; a sidecar's adoption line would
+  // only mislead.
+  assert.match(r.stderr, /msg="lease acquired"/);
+  assert.doesNotMatch(r.stderr, /adopted the lease/);
   // Released: the record is a tombstone, and the marker is gone.
   assert.equal(record.holder, "");
   assert.ok(!exists(`${state}/healthy`));
@@ -324,6 +328,12 @@ Deno.test("run: exit status table (config 78, not found 127, not executable 126,
   );
   assert.match(results[6].stderr, /has no execute permission/);
   assert.match(results[2].stderr, /put the command after --/);
+  // An empty command after -- gets the same hint, said once.
+  assert.equal(
+    results[1].stderr.match(/put the command after --/g)?.length,
+    1,
+    results[1].stderr,
+  );
 });
 
 Deno.test("run without --: with JSON logs the hint is part of the one JSON error line", async () => {
@@ -800,6 +810,14 @@ exec sleep 1000
   r.signals.send("SIGTERM");
   assert.equal(await finish(r, true), EXIT_CANCELLED, r.lines.join(""));
   assert.equal(r.client.of("release")[0]?.token, 6);
+  // It ran before: the wait it ends is for running it again.
+  assert.ok(
+    r.lines.some((l) =>
+      l.includes("stopped while waiting to run the command again")
+    ),
+    r.lines.join(""),
+  );
+  assert.ok(!r.lines.some((l) => l.includes("before the command started")));
 });
 
 Deno.test("run: a signal during the hand-over is not lost: the command never starts, the lease is released, exit 77", async () => {
@@ -811,6 +829,9 @@ Deno.test("run: a signal during the hand-over is not lost: the command never sta
   );
   assert.equal(await finish(r), EXIT_CANCELLED, r.lines.join(""));
   assert.equal(r.starts(), 0, r.lines.join(""));
+  assert.ok(
+    r.lines.some((l) => l.includes("stopped before the command started")),
+  );
   assert.ok(!exists(`${dir.path}/started`), "the command ran");
   assert.equal(r.client.of("release")[0]?.token, 5);
   assert.ok(!exists(`${dir.path}/state/healthy`));

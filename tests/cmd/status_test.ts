@@ -120,6 +120,18 @@ Deno.test("each failing verdict is the probe's own line, and status exits 1", as
     // The age in a stale line moves between the two runs.
     const mask = (t: string) => t.replace(/passed \S+ ago/, "passed AGE ago");
     assert.equal(mask(json.marker.reason + "\n"), mask(check.stdout), kind);
+    if (kind === "Indeterminate") {
+      // Nothing was read, so nothing is said of who wrote it.
+      const text = await runCli(["status", dir.path], {
+        env: {},
+        signal: BOUND(),
+      });
+      assert.match(
+        text.stdout,
+        /^gate closes {6}unknown: the health marker cannot be read/m,
+      );
+      assert.doesNotMatch(text.stdout, /Go helper/);
+    }
   }
 });
 
@@ -210,6 +222,7 @@ Deno.test("usage errors exit 2 with one line naming the problem; --help exits 0"
     const [args, re] of [
       [["--bogus"], /unknown flag "--bogus"/],
       [["-bogus=1"], /unknown flag "-bogus"/],
+      [["--jsn"], /unknown flag "--jsn": did you mean --json\?/],
       [["/a", "/b"], /unexpected extra argument "\/b"/],
       [["--max-age", "soon"], /--max-age: invalid duration "soon"/],
       [["--max-age"], /flag --max-age needs a value/],
@@ -246,6 +259,7 @@ Deno.test("status loads only the state modules it reads with: no configuration, 
     "lib/config/defaults.ts",
     "lib/config/duration.ts",
     "lib/config/flag_name.ts",
+    "lib/config/nearest.ts",
     "lib/encoding/hex.ts",
     "lib/state/boot_clock.ts",
     "lib/state/install_check.ts",
