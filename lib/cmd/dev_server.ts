@@ -7,6 +7,7 @@
  *
  * @module
  */
+import { withTwoDashes } from "../config/flag_name.ts";
 import { parseApiKeys } from "../devserver/api_keys.ts";
 import { type DevServer, startDevServer } from "../devserver/server.ts";
 import { type HostPort, ListenError, parseHostPort } from "../net/addr.ts";
@@ -92,7 +93,7 @@ function parseFlags(args: string[]): DevServerFlags | "help" {
         }: dev-server takes flags only (--name=value); run with --help for the list`,
       );
     }
-    const body = arg.replace(/^--?/, "");
+    const body = withTwoDashes(arg).slice(2);
     const eq = body.indexOf("=");
     const written = arg.slice(0, arg.length - body.length) +
       (eq < 0 ? body : body.slice(0, eq));

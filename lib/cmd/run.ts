@@ -8,6 +8,7 @@
  *
  * @module
  */
+import { selfArgv } from "./self_argv.ts";
 import { acquireLease } from "../hold/acquire_loop.ts";
 import { handoffMarker, handOver } from "../hold/handover.ts";
 import {
@@ -215,6 +216,12 @@ export interface RunOptions {
    * whose fake clock a separate gate process cannot share. Default false.
    */
   unfenced?: boolean;
+  /**
+   * Builds the gate's command line from its arguments; default: this
+   * program's `gate` ({@linkcode selfArgv}). Only tests substitute it, to
+   * stand in a gate that fails.
+   */
+  gateArgv?: (args: string[]) => string[];
   /** Where the stop signals come from; default `Deno` (the process's own). */
   signalSource?: SignalSource;
 }
@@ -356,6 +363,7 @@ export async function runWith(o: RunOptions): Promise<number> {
         renewerFailed: renewerFailed.signal,
         fence,
         unfenced: o.unfenced ?? false,
+        gateArgv: o.gateArgv ?? selfArgv,
         nextChange: () => change.signal,
         takeLateClose: () => {
           const late = lateMs;

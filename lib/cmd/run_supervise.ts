@@ -23,7 +23,6 @@ import type { StateDir } from "../state/state_dir.ts";
 import { EXIT_GATE_CLOSED } from "./gate_args.ts";
 import type { LeaseKeeper } from "./lease_keeper.ts";
 import type { SignalRouter } from "./run_signals.ts";
-import { selfArgv } from "./self_argv.ts";
 
 /**
  * The command was stopped because the lease was lost (or could not be
@@ -89,6 +88,8 @@ export interface Supervision {
   fence: StateDir;
   /** See {@linkcode RunOptions.unfenced}. */
   unfenced: boolean;
+  /** The gate's command line from its arguments (see `RunOptions.gateArgv`). */
+  gateArgv: (args: string[]) => string[];
   /** Aborts at the renewer's next gate or token change. */
   nextChange(): AbortSignal;
   /**
@@ -197,7 +198,7 @@ function spawnGated(s: Supervision, base: Record<string, string>) {
     });
   }
   return ProcessGroup.spawn({
-    argv: selfArgv([
+    argv: s.gateArgv([
       "gate",
       "--state-dir",
       s.fence.dir,

@@ -11,7 +11,7 @@
  */
 import { ConfigError } from "./error.ts";
 import { withTwoDashes } from "./flag_name.ts";
-import { nearest } from "./nearest.ts";
+import { flagSuggestion } from "./nearest.ts";
 import {
   CONFIG_SETTINGS,
   type ConfigFlagName,
@@ -178,11 +178,11 @@ export function unknownFlagMessage(
 ): string {
   const shown = showName(written, index);
   const suggestion = FLAG_SHAPE.test(written)
-    ? nearest(given, known)
-    : undefined;
-  return suggestion === undefined
+    ? flagSuggestion(given, known)
+    : "";
+  return suggestion === ""
     ? `unknown flag${shown}; run with --help for the list`
-    : `unknown flag${shown}: did you mean --${suggestion}?`;
+    : `unknown flag${shown}${suggestion}`;
 }
 
 function unknownFlag(

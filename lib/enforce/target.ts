@@ -22,10 +22,11 @@ function basename(path: string): string {
  * may be the start of a longer name (`worker-payments-1` and
  * `worker-payments-2` both show `worker-payments`). Such a process matches
  * only when its full name is known and is `target`. The full name is the
- * first of these whose start is that `comm`: the executable's basename;
- * the basename of `cmdline[0]` (a symlinked binary); for a script the
- * kernel started through its `#!` interpreter (whose name is not that
- * `comm`), the basename of `cmdline[1]`, or of `cmdline[2]` after the
+ * first of these whose start is that `comm`: the basename of `cmdline[0]`
+ * (the name it was started by: a symlink's, even to a binary of a longer
+ * name); the executable's basename (an argv the process rewrote); for a
+ * script the kernel started through its `#!` interpreter (whose name is not
+ * that `comm`), the basename of `cmdline[1]`, or of `cmdline[2]` after the
  * interpreter's one argument. An argument that merely names the target
  * (`worker-payments-2 --peer worker-payments-1`) is never the full name.
  *
@@ -42,11 +43,12 @@ export function matchesTarget(p: ProcessInfo, target: string): boolean {
   // A comm of 15 bytes may be the start of a longer name: confirm the full one.
   if (p.comm !== truncateComm(target)) return false;
   const gaveName = (path: string) => truncateComm(basename(path)) === p.comm;
-  // The executable's own name is the full name (and not the target's).
-  if (p.exe !== undefined && gaveName(p.exe)) return false;
   const [argv0, ...rest] = p.cmdline ?? [];
-  if (argv0 === undefined) return false;
-  if (gaveName(argv0)) return basename(argv0) === target;
+  // The name it was started by (a symlink's, even to a versioned binary).
+  if (argv0 !== undefined && gaveName(argv0)) return basename(argv0) === target;
+  // Its argv rewritten: the executable's own name is the full name (and it
+  // is not the target's, or the first rule would have said so).
+  if (p.exe !== undefined && gaveName(p.exe)) return false;
   // An interpreter: the script's path is its first or second argument, the
   // first of them whose start is the comm.
   const script = rest.slice(0, 2).find(gaveName);

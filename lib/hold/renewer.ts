@@ -472,6 +472,12 @@ export class Renewer {
       this.#o.clock.now() >= this.#deadline;
     const held = this.#o.releaseOnShutdown && this.#token > 0 &&
       this.#lost === undefined && !expired;
+    if (expired && this.#gate.isOpen) {
+      // Frozen past the deadline with the stop pending: the gate timer was
+      // cancelled with the loop before it could fire. Stop the workload now.
+      this.#close("lease not held");
+      await this.#gate.whenApplied();
+    }
     if (held) {
       this.#close("the lease is being released at shutdown", true);
       await this.#gate.whenApplied();

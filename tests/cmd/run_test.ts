@@ -989,16 +989,41 @@ Deno.test("run fence: its gate SIGKILLed -> the orphaned command is stopped befo
   assert.equal(server.store.get("prod", "gatekill")?.holder, "", "released");
 });
 
-Deno.test("run fence: a gate that exits on its own before its command failed, whatever its status", () => {
-  // The gate never exits before its command unless something broke it: its
-  // status is its own then (an uncaught error exits 1), not the command's.
+Deno.test("run fence: a gate that exits on its own (status 1) while its command runs failed: run stops what it left, exits 70", async () => {
+  // A stand-in gate, as a gate that failed would behave: it starts the
+  // command's process and exits 1 without waiting for it.
+  await using server = await startDevServer();
+  await using dir = await tempDir();
+  const d = dir.path;
+  const driver = new URL("../support/run_gate_driver.ts", import.meta.url)
+    .pathname;
+  const out = await new Deno.Command(Deno.execPath(), {
+    args: [
+      "run",
+      "-A",
+      driver,
+      JSON.stringify(
+        runEnv(server, "gatefail", { BERTH_ENFORCE_GRACE_SECONDS: "1" }),
+      ),
+      `sleep 1000 & echo $! > ${d}/left; exit 1`,
+    ],
+    stdout: "piped",
+    stderr: "piped",
+    signal: AbortSignal.timeout(60_000),
+  }).output();
+  const log = new TextDecoder().decode(out.stderr);
+  assert.equal(out.code, EXIT_GATE_DIED, log);
+  assert.match(
+    log,
+    /the command's gate failed \(exit code 1\); stopping the command it left/,
+  );
+  assert.doesNotMatch(log, /the command exited/);
+  assert.ok(dead(Number(read(`${d}/left`))), "what the gate left was stopped");
+  assert.equal(server.store.get("prod", "gatefail")?.holder, "", "released");
+  // Its own status is no status of the command's; a signal death says so too.
   assert.equal(
     gateDeathReason({ code: 137, signal: "SIGKILL" }),
     "the command's gate died (SIGKILL)",
-  );
-  assert.equal(
-    gateDeathReason({ code: 1 }),
-    "the command's gate failed (exit code 1)",
   );
 });
 

@@ -120,6 +120,23 @@ Deno.test("matchesTarget: an argument that names the target is not the full name
     ),
     true,
   );
+  // A symlink with the target's name to a versioned binary: the name it was
+  // started by decides, though the binary's name has the same 15 bytes.
+  assert.equal(
+    matchesTarget(
+      p({ exe: `/app/${target}.4.2`, cmdline: [`/app/${target}`] }),
+      target,
+    ),
+    true,
+  );
+  // Its argv rewritten: the executable's name decides.
+  assert.equal(
+    matchesTarget(
+      p({ exe: "/app/worker-payments-2", cmdline: ["worker: idle"] }),
+      target,
+    ),
+    false,
+  );
   // A symlink with the target's name to a binary of another name.
   assert.equal(
     matchesTarget(

@@ -676,6 +676,23 @@ Deno.test("a shutdown after the local deadline passed (a frozen sidecar) does no
   assert.ok(!h.logs.some((l) => l.includes("before the workload was known")));
 });
 
+Deno.test("a sidecar frozen past its deadline with SIGTERM pending stops the workload before it exits, and does not release", async () => {
+  const h = start(handoff(9, 10_000));
+  const t0 = h.clock.now();
+  await settle();
+  h.client.pending()!.answer({ kind: "acquired", lease: record(HOLDER, 9) });
+  await settle();
+  assert.ok(h.enforcer.open_);
+  // Frozen until well past the deadline; on waking, the stop is there first.
+  h.clock.jumpTo(t0 + 20_000);
+  h.shutdown.abort();
+  await h.clock.advanceTo(t0 + 20_000);
+  await h.done;
+  assert.equal(h.enforcer.open_, false, "the workload was left running");
+  assert.equal(h.enforcer.firstClose()?.reason, "lease not held");
+  assert.equal(h.client.of("release").length, 0);
+});
+
 Deno.test("a reacquired token the volume refuses is kept, retried, and its lease released; the next grant is not mistaken for another process's", async () => {
   const h = start(() => {});
   await settle();

@@ -102,6 +102,15 @@ export class FakeClock implements Clock {
     await settle();
   }
 
+  /**
+   * Moves time to `target` without firing anything on the way, as a frozen
+   * (SIGSTOPped) process finds it: what was due fires at the next
+   * {@linkcode FakeClock.advanceTo}, late.
+   */
+  jumpTo(target: number): void {
+    this.#now = Math.max(this.#now, target);
+  }
+
   /** Moves time forward by `ms`; see {@linkcode FakeClock.advanceTo}. */
   advance(ms: number): Promise<void> {
     return this.advanceTo(this.#now + ms);
