@@ -486,6 +486,12 @@ export class Renewer {
       ...this.#o,
       enforcer: this.#enforcer,
       held,
+      ...(expired
+        ? {
+          notHeldReason:
+            "its local deadline passed: it expires on its own on the server",
+        }
+        : {}),
       gateOpen: this.#gate.isOpen,
       token: this.#token,
       closedAt: this.#gate.closedAt,

@@ -95,6 +95,8 @@ export interface ShutdownReleaseOptions
   extends StopWaitOptions, ReleaseOptions {
   /** Whether to release: configured to, and the lease is held. */
   held: boolean;
+  /** Why it is not held, when that is more than "the lease is not held". */
+  notHeldReason?: string;
   /** Whether release on shutdown is configured (for the log line). */
   releaseOnShutdown: boolean;
   /** Whether the gate is open now (only looked at when not releasing). */
@@ -123,7 +125,7 @@ export async function shutdownRelease(
     logger.info("shutting down without releasing the lease", {
       reason: !o.releaseOnShutdown
         ? "release on shutdown is off"
-        : "the lease is not held",
+        : o.notHeldReason ?? "the lease is not held",
     });
     return;
   }
