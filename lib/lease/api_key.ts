@@ -6,9 +6,12 @@
  *
  * A read can block (a FIFO put in the file's place, a hung network or FUSE
  * mount), and a blocked read cannot be cancelled: so every read is bounded,
- * a request never waits for one longer than its own bound nor the read's,
- * the last good key is used meanwhile, and no second read starts while one
- * is still pending.
+ * a request waits for a due re-read only {@linkcode REREAD_WAIT_MS} (a
+ * healthy read of a Secret volume takes well under a millisecond), the last
+ * good key is used meanwhile, a read that passes its own bound is reported
+ * whoever waited for it, and no second read starts while one is still
+ * pending. A slow read so costs a renewal nothing but the new key, which
+ * the next request sends.
  *
  * @module
  */
@@ -17,6 +20,13 @@ import { bounded, systemClock } from "../state/clock.ts";
 import type { Logger } from "../obs/log.ts";
 import { discardLogger, Secret } from "../obs/log.ts";
 import { keyProblem, readKeyFile } from "./key_file.ts";
+
+/**
+ * How long a request waits for a due re-read of the key file before it goes
+ * with the last good key (ms): a small share of the shortest heartbeat (1 s),
+ * so a hung read never costs a renewal its bound.
+ */
+export const REREAD_WAIT_MS = 100;
 
 /** Options for {@linkcode ApiKeySource.fromFile}. */
 export interface ApiKeyFileOptions {
@@ -136,17 +146,21 @@ export class ApiKeySource {
         lastRead = clock.now();
         const started = refresh().finally(() => (pending = undefined));
         pending = started;
-        using bound = bounded(
-          clock,
-          readTimeoutMs,
-          ...(signal ? [signal] : []),
-        );
-        const done = await within(started.then(() => true), bound.signal);
-        if (done === undefined && !signal?.aborted) {
+        // Said once the read passes its own bound, whoever still waits.
+        const slow = clock.timeout(readTimeoutMs);
+        const tooSlow = () =>
           fail(
             `the read did not finish within ${readTimeoutMs} ms (a FIFO, or a hung network mount?); it is left pending and no other read starts until it ends`,
           );
-        }
+        slow.addEventListener("abort", tooSlow, { once: true });
+        const quiet = () => slow.removeEventListener("abort", tooSlow);
+        started.then(quiet, quiet);
+        using wait = bounded(
+          clock,
+          Math.min(REREAD_WAIT_MS, readTimeoutMs),
+          ...(signal ? [signal] : []),
+        );
+        await within(started, wait.signal);
       }
       // A read still pending (this call's, or an earlier one that hangs):
       // the last good key, at once.
