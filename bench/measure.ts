@@ -163,11 +163,19 @@ export class CpuTracker implements Disposable {
 }
 
 /** Resident and peak resident memory of a process, in KiB, from `/proc/<pid>/status`. */
-export function memKiB(pid: number): { rss: number; hwm: number } {
+export function memKiB(
+  pid: number,
+): { rss: number; hwm: number; anon: number; file: number } {
   const st = Deno.readTextFileSync(`/proc/${pid}/status`);
+  const kib = (field: string) =>
+    Number(new RegExp(`${field}:\\s+(\\d+)`).exec(st)?.[1]);
   return {
-    rss: Number(/VmRSS:\s+(\d+)/.exec(st)?.[1]),
-    hwm: Number(/VmHWM:\s+(\d+)/.exec(st)?.[1]),
+    rss: kib("VmRSS"),
+    hwm: kib("VmHWM"),
+    // What the process itself allocated, apart from the runtime's
+    // executable and other files paged in (shared, clean, reclaimable).
+    anon: kib("RssAnon"),
+    file: kib("RssFile"),
   };
 }
 
