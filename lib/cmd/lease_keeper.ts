@@ -114,14 +114,14 @@ export class LeaseKeeper {
    * @param enforcer What closing the gate does.
    * @param store The handoff it adopts and the token it persists.
    * @param onChange Told about every gate or token change, after the metrics.
-   * @param ownAcquire `RenewerOptions.ownAcquire`: true for `run`.
+   * @param role `RenewerOptions.role`: `run`, or the sidecar by default.
    * @returns The renewer; call `run` on it.
    */
   renewer(
     enforcer: Enforcer,
     store: HandoffStore,
     onChange?: (status: RenewerStatus) => void,
-    ownAcquire = false,
+    role: "sidecar" | "run" = "sidecar",
   ): Renewer {
     const { config, clock, logger } = this.#o;
     const observer = this.metrics.observer();
@@ -136,7 +136,7 @@ export class LeaseKeeper {
       clock,
       logger,
       releaseOnShutdown: config.releaseOnShutdown,
-      ownAcquire,
+      role,
       observer: {
         ...observer,
         changed: (s) => {

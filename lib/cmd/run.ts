@@ -338,7 +338,7 @@ export async function runWith(o: RunOptions): Promise<number> {
         dirs,
       ),
       onChange,
-      true,
+      "run",
     );
     const stopRenewer = new AbortController();
     const renewerFailed = new AbortController();

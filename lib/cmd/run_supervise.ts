@@ -292,10 +292,19 @@ export async function supervise(s: Supervision): Promise<number> {
       );
       return EXIT_LEASE_LOST;
     }
-    if (late !== undefined || byFence) {
+    // The gate's close came when run's own would have: run was late.
+    const closesAt = renewer.status().gateClosesAt;
+    const unconfirmed = closesAt !== undefined && s.clock.now() >= closesAt;
+    if (late !== undefined || (byFence && unconfirmed)) {
       logger.error(
         "the command was stopped by its gate at the last confirmed deadline: run could not confirm the lease in time (it was frozen or starved)",
         late === undefined ? {} : { late_ms: Math.round(late) },
+      );
+    } else if (byFence) {
+      // run was not late: the gate's own verdict failed (a marker run could
+      // not write, a wall clock that stepped forward); its line says which.
+      logger.error(
+        "the command was stopped by its gate on its own verdict (its reason is logged above: stopping the command); the lease is given up",
       );
     } else if (renewer.status().gateOpen) {
       logger.warn(

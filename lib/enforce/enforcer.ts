@@ -107,11 +107,15 @@ export async function removeMarker(
  *
  * @param inner The enforcer to wrap.
  * @param logger Where the report goes.
+ * @param consequence What a refused write does to the workload, and what to
+ * do; default the liveness probe's view of it (a sidecar's marker).
  * @returns An enforcer that behaves like `inner` otherwise.
  */
 export function reportingMarkerWrites(
   inner: Enforcer,
   logger: Logger,
+  consequence =
+    "the workload's liveness probe will report it absent or stale (make the state volume writable: it is read-only or full)",
 ): Enforcer {
   let failing = false;
   return {
@@ -121,7 +125,7 @@ export function reportingMarkerWrites(
       } catch (error) {
         if (!failing) {
           logger.error(
-            "the lease is confirmed, but the health marker cannot be written; the workload's liveness probe will report it absent or stale (make the state volume writable: it is read-only or full)",
+            `the lease is confirmed, but the health marker cannot be written; ${consequence}`,
             { write: "health marker", error },
           );
         }

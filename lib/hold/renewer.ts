@@ -78,10 +78,12 @@ export interface RenewerOptions {
   /** Told about every RPC and state change, for the health endpoint and metrics. */
   observer?: RenewerObserver;
   /**
-   * The handoff is this process's own acquire (`run`), which has said
-   * `lease acquired` already: its adoption is logged at DEBUG only.
+   * Who renews: the `sidecar` (default), or `run`, whose handoff is its own
+   * acquire (which said `lease acquired` already: the adoption is logged at
+   * DEBUG only) and whose marker is read by its command's gate, not by a
+   * liveness probe (a refused marker write says so).
    */
-  ownAcquire?: boolean;
+  role?: "sidecar" | "run";
 }
 
 /**
@@ -90,8 +92,8 @@ export interface RenewerOptions {
  */
 export class Renewer {
   #o:
-    & Required<Omit<RenewerOptions, "observer" | "ownAcquire">>
-    & Pick<RenewerOptions, "observer" | "ownAcquire">;
+    & Required<Omit<RenewerOptions, "observer" | "role">>
+    & Pick<RenewerOptions, "observer" | "role">;
   /** The configured enforcer, reporting refused marker writes once per run of them. */
   #enforcer: Enforcer;
   #token = 0;
@@ -120,7 +122,13 @@ export class Renewer {
   /** Validates nothing: the config module already did; see {@linkcode RenewerOptions}. */
   constructor(options: RenewerOptions) {
     this.#o = { releaseTimeoutMs: 5000, ...options };
-    this.#enforcer = reportingMarkerWrites(options.enforcer, options.logger);
+    this.#enforcer = reportingMarkerWrites(
+      options.enforcer,
+      options.logger,
+      options.role === "run"
+        ? "the command's gate stops the command at the last confirmed deadline (make the state directory and TMPDIR writable: one is read-only or full)"
+        : undefined,
+    );
     this.#gate = new Gate({
       enforcer: this.#enforcer,
       clock: options.clock,
@@ -231,7 +239,7 @@ export class Renewer {
       this.#deadline = clock.now() + handoff.leftMs;
       if (clock.now() < gateClosesAt(this.#deadline, enforceLeadMs)) {
         this.#gate.adopt();
-        (this.#o.ownAcquire ? logger.debug : logger.info)(
+        (this.#o.role === "run" ? logger.debug : logger.info)(
           "adopted the lease; the workload keeps running while it is confirmed",
           {
             fencing_token: handoff.token,

@@ -271,7 +271,17 @@ export function judgeMarker(
   if (late > 0) return stale(late, "gate_closes_boottime_ms");
   if (deadlines.gateClosesWallMs !== undefined) {
     const lateWall = opts.wallNowMs - deadlines.gateClosesWallMs;
-    if (lateWall > 0) return stale(lateWall, "gate_closes_wall_ms");
+    if (lateWall > 0) {
+      // Passed on the wall clock only: say so, and what can do that.
+      return {
+        kind: "Stale",
+        reason: `health marker stale: ${path} gate deadline passed ${
+          shownMs(lateWall)
+        } ago on the wall clock (gate_closes_wall_ms in the marker) with ${
+          shownMs(-late)
+        } left on the boot-time clock: either this container's boot-time clock is not the sidecar's (LXCFS) and the sidecar has not confirmed the lease (its log says why), or this node's wall clock stepped forward (the next renewal writes a new marker)`,
+      };
+    }
   }
   return { kind: "OK" };
 }

@@ -1030,6 +1030,30 @@ Deno.test("run fence: a gate that exits on its own (status 1) while its command 
   );
 });
 
+Deno.test("run fence: a gate that closes on its own verdict while run is on time is not blamed on a freeze", async () => {
+  // As a gate whose marker failed for a reason run did not cause (a wall
+  // clock that stepped forward): it stops its command and exits 75.
+  await using server = await startDevServer();
+  const driver = new URL("../support/run_gate_driver.ts", import.meta.url)
+    .pathname;
+  const out = await new Deno.Command(Deno.execPath(), {
+    args: [
+      "run",
+      "-A",
+      driver,
+      JSON.stringify(runEnv(server, "gateclose")),
+      "exit 75",
+    ],
+    stdout: "piped",
+    stderr: "piped",
+    signal: AbortSignal.timeout(60_000),
+  }).output();
+  const log = new TextDecoder().decode(out.stderr);
+  assert.equal(out.code, EXIT_LEASE_LOST, log);
+  assert.match(log, /stopped by its gate on its own verdict/);
+  assert.doesNotMatch(log, /frozen or starved/);
+});
+
 Deno.test("run fence, the limit: a process started outside the command's tree on its behalf is not stopped", async () => {
   // A daemon the command asks to start something (systemd-run, a container
   // engine): simulated by the test itself, which is outside run's tree.

@@ -355,7 +355,7 @@ Deno.test("the wall-clock copy of the gate deadline fails the probe even when th
   deepEqual(verdict, {
     kind: "Stale",
     reason:
-      "health marker stale: /berth/healthy gate deadline passed 2s ago (gate_closes_wall_ms in the marker); the lease sidecar has not confirmed the lease or cannot write the marker (its log says which)",
+      "health marker stale: /berth/healthy gate deadline passed 2s ago on the wall clock (gate_closes_wall_ms in the marker) with 1m0s left on the boot-time clock: either this container's boot-time clock is not the sidecar's (LXCFS) and the sidecar has not confirmed the lease (its log says why), or this node's wall clock stepped forward (the next renewal writes a new marker)",
   });
   const fresh = formatMarker({
     gateClosesBootMs: BOOT + 60_000,
