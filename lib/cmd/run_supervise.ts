@@ -304,7 +304,7 @@ export async function supervise(s: Supervision): Promise<number> {
       // run was not late: the gate's own verdict failed (a marker run could
       // not write, a wall clock that stepped forward); its line says which.
       logger.error(
-        "the command was stopped by its gate on its own verdict (its reason is logged above: stopping the command); the lease is given up",
+        "the command was stopped by its gate on its own verdict (its reason is logged above: stopping the command)",
       );
     } else if (renewer.status().gateOpen) {
       logger.warn(

@@ -5,6 +5,7 @@
  *
  * @module
  */
+import { withTwoDashes } from "./flag_name.ts";
 
 /**
  * The optimal-string-alignment distance between `a` and `b`: insertions,
@@ -99,6 +100,6 @@ export function flagSuggestion(
   written: string,
   known: readonly string[],
 ): string {
-  const suggestion = nearest(written.replace(/^--?/, ""), known);
+  const suggestion = nearest(withTwoDashes(written).slice(2), known);
   return suggestion === undefined ? "" : `: did you mean --${suggestion}?`;
 }

@@ -126,7 +126,7 @@ export class Renewer {
       options.enforcer,
       options.logger,
       options.role === "run"
-        ? "the command's gate stops the command at the last confirmed deadline (make the state directory and TMPDIR writable: one is read-only or full)"
+        ? "if it is run's own marker (in TMPDIR), the command's gate stops the command at the last confirmed deadline, and if it is the one in --state-dir, its readers see it go stale (make the directory the error names writable: it is read-only or full)"
         : undefined,
     );
     this.#gate = new Gate({
@@ -474,18 +474,25 @@ export class Renewer {
 
   /** Closes the gate for a release, then hands over to `shutdown.ts`. */
   async #shutdown(): Promise<void> {
-    // A lease whose local deadline has passed is no longer ours to release
-    // (another holder may have it): it has expired on its own.
-    const expired = this.#deadline !== undefined &&
-      this.#o.clock.now() >= this.#deadline;
-    const held = this.#o.releaseOnShutdown && this.#token > 0 &&
-      this.#lost === undefined && !expired;
-    if (expired && this.#gate.isOpen) {
-      // Frozen past the deadline with the stop pending: the gate timer was
-      // cancelled with the loop before it could fire. Stop the workload now.
-      this.#close("lease not held");
+    const { clock, enforceLeadMs } = this.#o;
+    const deadline = this.#deadline;
+    if (
+      this.#gate.isOpen && deadline !== undefined &&
+      clock.now() >= gateClosesAt(deadline, enforceLeadMs)
+    ) {
+      // The gate timer fell due while the loop was ending (a process frozen
+      // past it wakes with the stop pending) and was cancelled with it: do
+      // what it would have done.
+      this.#close(
+        "the lease was not confirmed in time: its local deadline is near",
+      );
       await this.#gate.whenApplied();
     }
+    // A lease whose local deadline has passed is no longer ours to release
+    // (another holder may have it).
+    const expired = deadline !== undefined && clock.now() >= deadline;
+    const held = this.#o.releaseOnShutdown && this.#token > 0 &&
+      this.#lost === undefined && !expired;
     if (held) {
       this.#close("the lease is being released at shutdown", true);
       await this.#gate.whenApplied();
@@ -497,7 +504,7 @@ export class Renewer {
       ...(expired
         ? {
           notHeldReason:
-            "its local deadline passed: it expires on its own on the server",
+            "its local deadline has passed: it is no longer ours to release",
         }
         : {}),
       gateOpen: this.#gate.isOpen,

@@ -669,7 +669,7 @@ Deno.test("a shutdown after the local deadline passed (a frozen sidecar) does no
   assert.ok(
     h.logs.some((l) =>
       l.includes("shutting down without releasing the lease") &&
-      l.includes("its local deadline passed")
+      l.includes("its local deadline has passed")
     ),
     h.logs.join(""),
   );
@@ -689,8 +689,25 @@ Deno.test("a sidecar frozen past its deadline with SIGTERM pending stops the wor
   await h.clock.advanceTo(t0 + 20_000);
   await h.done;
   assert.equal(h.enforcer.open_, false, "the workload was left running");
-  assert.equal(h.enforcer.firstClose()?.reason, "lease not held");
+  assert.equal(
+    h.enforcer.firstClose()?.reason,
+    "the lease was not confirmed in time: its local deadline is near",
+  );
   assert.equal(h.client.of("release").length, 0);
+});
+
+Deno.test("a sidecar frozen past the gate's closing time (not the deadline) with SIGTERM pending stops the workload before it exits", async () => {
+  const h = start(handoff(9, 10_000), { releaseOnShutdown: false });
+  const t0 = h.clock.now();
+  await settle();
+  h.client.pending()!.answer({ kind: "acquired", lease: record(HOLDER, 9) });
+  await settle();
+  assert.ok(h.enforcer.open_);
+  h.clock.jumpTo(t0 + 8_000); // the gate closes at t0 + 6 s, the deadline t0 + 10 s
+  h.shutdown.abort();
+  await h.clock.advanceTo(t0 + 8_000);
+  await h.done;
+  assert.equal(h.enforcer.open_, false, "the workload was left running");
 });
 
 Deno.test("a reacquired token the volume refuses is kept, retried, and its lease released; the next grant is not mistaken for another process's", async () => {

@@ -79,6 +79,7 @@ both(
         });
       const short = await source(50);
       const long = await source(600_000);
+      const mid = await source(1_500);
       block = true; // every later read hangs, as on a hung mount
       await using srv = await startServer(() => json(200, GRANT));
       const sent = await client(srv.url, { auth: short }).acquire(
@@ -98,6 +99,18 @@ both(
         .acquire(HOLDER, 1, never());
       assert.equal(out.kind, "acquired", JSON.stringify(out));
       assert.equal(header(srv.requests[1], "Authorization"), "Bearer k1");
+      // A read bound longer than the request's: the request does not wait
+      // for it, and the read is still reported once it passes its bound.
+      const third = await client(srv.url, {
+        auth: mid,
+        requestTimeoutMs: 1_000,
+      })
+        .acquire(HOLDER, 1, never());
+      assert.equal(third.kind, "acquired", JSON.stringify(third));
+      await waitFor(
+        () => lines.some((l) => l.includes("did not finish within 1500 ms")),
+        { timeoutMs: 10_000, what: "the slow read to be reported" },
+      );
       for (const g of gates) g.resolve(new TextEncoder().encode("k2"));
     } finally {
       await Deno.remove(dir, { recursive: true });
