@@ -87,7 +87,8 @@ export function nearest(
  * The tail of an unknown-flag message for the subcommands that parse their
  * few flags by hand (`status`, `gate`): the nearest known flag, if one is.
  *
- * @param written The flag as written, dashes included, without its value.
+ * @param written The flag as written (dashes included, or none), without its
+ * value.
  * @param known The flags the subcommand takes, without dashes.
  * @returns `: did you mean --interval?`, or `""` when none is near.
  *
@@ -100,6 +101,9 @@ export function flagSuggestion(
   written: string,
   known: readonly string[],
 ): string {
-  const suggestion = nearest(withTwoDashes(written).slice(2), known);
+  const name = written.startsWith("-")
+    ? withTwoDashes(written).slice(2)
+    : written;
+  const suggestion = nearest(name, known);
   return suggestion === undefined ? "" : `: did you mean --${suggestion}?`;
 }
