@@ -11,6 +11,7 @@
 import { bounded, type Clock } from "../state/clock.ts";
 import {
   classifyAcquire,
+  couldBeOurGrant,
   deadlineFrom,
   extendedExistingGrant,
   gateClosesAt,
@@ -93,10 +94,10 @@ export async function acquireLease(
   const random = o.random ?? Math.random;
   const requestTimeoutMs = o.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
   let backoff = Math.min(500, heartbeatMs);
-  // Whether an earlier attempt may have been granted without our knowing
-  // (no answer, or an answer we did not use): then an extension of our own
-  // grant is expected and is not someone else's.
-  let mayHoldAlready = false;
+  // When the earliest attempt that may have been granted without our knowing
+  // (no answer, or an answer we did not use) was sent: an extension of a
+  // grant no older than that may be our own, and is not someone else's.
+  let maySince: number | undefined;
   const rejections = new RejectionLog(logger, clock);
   while (!signal.aborted) {
     const sentAt = clock.now();
@@ -112,8 +113,10 @@ export async function acquireLease(
     switch (verdict.kind) {
       case "acquired":
         if (
-          !o.sharedHolder && !mayHoldAlready &&
-          extendedExistingGrant(verdict.lease, ttlSeconds)
+          !o.sharedHolder &&
+          extendedExistingGrant(verdict.lease, ttlSeconds) &&
+          !(maySince !== undefined &&
+            couldBeOurGrant(verdict.lease, ttlSeconds, maySince, clock.now()))
         ) {
           // Another process or pod uses this holder identity and holds the
           // lease. Polling would extend its lease for it, so wait until the
@@ -132,7 +135,7 @@ export async function acquireLease(
           return { token: verdict.token, sentAt, sentAtBoot, sentAtWall };
         }
         // Acquire by the same live holder keeps the token and acts as a renew.
-        mayHoldAlready = true;
+        maySince ??= sentAt;
         logger.warn(
           "the lease was granted too late to use; confirming it again",
           {
@@ -143,6 +146,8 @@ export async function acquireLease(
       case "cancelled":
         return undefined;
       case "held":
+        // Another holder has it: no earlier attempt of ours was granted.
+        maySince = undefined;
         rejections.reset();
         backoff = Math.min(500, heartbeatMs);
         logger.info("lease held by another holder; waiting", {
@@ -151,7 +156,7 @@ export async function acquireLease(
         });
         break;
       case "failed":
-        if (mayHaveBeenGranted(verdict.failure)) mayHoldAlready = true;
+        if (mayHaveBeenGranted(verdict.failure)) maySince ??= sentAt;
         wait = backoff * (0.5 + random() / 2);
         backoff = Math.min(backoff * 2, heartbeatMs);
         if (isPersistentFailure(verdict.failure)) {

@@ -293,6 +293,37 @@ export function extendedExistingGrant(
 }
 
 /**
+ * Whether an answer that extended an earlier grant ({@linkcode
+ * extendedExistingGrant}) can be extending our own: one of our requests
+ * that may have been granted without our learning it, the earliest sent at
+ * `sinceMs`. The lease's age on the server (its renewal time, `expiresAt`
+ * minus the TTL, less `acquiredAt`: both the server's times) cannot be
+ * longer than the time since that send on our clock, since the server saw
+ * the request after we sent it and answered this one before we read it. An
+ * older grant is another process's, made before we asked.
+ *
+ * @param lease The record of the extension answer.
+ * @param ttlSeconds The TTL the Acquire sent.
+ * @param sinceMs Monotonic ms when the earliest request that may have been
+ * granted was sent.
+ * @param nowMs Monotonic ms now (the answer has been read).
+ * @returns False when the grant is older than our asking.
+ */
+export function couldBeOurGrant(
+  lease: LeaseRecord,
+  ttlSeconds: number,
+  sinceMs: number,
+  nowMs: number,
+): boolean {
+  const acquiredAt = parseTimeNs(lease.acquiredAt);
+  const expiresAt = parseTimeNs(lease.expiresAt);
+  if (acquiredAt === undefined || expiresAt === undefined) return true;
+  const ageNs = expiresAt - BigInt(ttlSeconds) * 1_000_000_000n - acquiredAt;
+  const elapsedNs = BigInt(Math.ceil((nowMs - sinceMs) * 1e6));
+  return ageNs <= elapsedNs + EXTENSION_MIN_GAP_NS;
+}
+
+/**
  * Whether the server may have granted a request that ended this way (no
  * answer, or one we could not use), so that an extension of our own grant
  * seen next is not mistaken for another process's.

@@ -26,6 +26,7 @@ import { type Enforcer, reportingMarkerWrites } from "../enforce/enforcer.ts";
 import {
   classifyAcquire,
   classifyRenew,
+  couldBeOurGrant,
   deadlineFrom,
   extendedExistingGrant,
   gateClosesAt,
@@ -114,8 +115,11 @@ export class Renewer {
    * that process's lease for it.
    */
   #quietUntil: number | undefined;
-  /** Whether the last Acquire may have been granted without our learning the token. */
-  #maybeGranted = false;
+  /**
+   * When the earliest Acquire that may have been granted without our
+   * learning the token was sent (since the last answer that settled it).
+   */
+  #maybeSince: number | undefined;
   /** Says a reacquire the server keeps rejecting (401, say) at ERROR, once a minute. */
   #rejections: RejectionLog;
 
@@ -312,9 +316,10 @@ export class Renewer {
     using call = bounded(clock, heartbeatMs, shutdown);
     const outcome = await client.acquire(holder, ttlSeconds, call.signal);
     const verdict = classifyAcquire(outcome);
-    const maybeGranted = this.#maybeGranted;
-    this.#maybeGranted = verdict.kind === "failed" &&
-      mayHaveBeenGranted(verdict.failure);
+    const maybeSince = this.#maybeSince;
+    if (verdict.kind === "failed" && mayHaveBeenGranted(verdict.failure)) {
+      this.#maybeSince ??= sentAt;
+    } else if (verdict.kind === "held") this.#maybeSince = undefined;
     if (verdict.kind === "failed" && isPersistentFailure(verdict.failure)) {
       this.#rejections.report(verdict.failure, heartbeatMs);
       return;
@@ -323,8 +328,10 @@ export class Renewer {
     switch (verdict.kind) {
       case "acquired": {
         if (
-          verdict.token !== this.#token && !maybeGranted &&
-          extendedExistingGrant(verdict.lease, ttlSeconds)
+          verdict.token !== this.#token &&
+          extendedExistingGrant(verdict.lease, ttlSeconds) &&
+          !(maybeSince !== undefined &&
+            couldBeOurGrant(verdict.lease, ttlSeconds, maybeSince, clock.now()))
         ) {
           // Not our grant: another process or pod uses this holder identity.
           logger.warn(SHARED_HOLDER_MESSAGE, {
@@ -332,8 +339,10 @@ export class Renewer {
             acquired_at: verdict.lease.acquiredAt,
           });
           this.#quietUntil = clock.now() + sharedHolderQuietMs(ttlSeconds);
+          this.#maybeSince = undefined;
           return;
         }
+        this.#maybeSince = undefined;
         // Ours from here on, even if the volume refuses it: the next answer
         // for this token is our own grant, never another process's.
         this.#token = verdict.token;

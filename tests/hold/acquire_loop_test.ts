@@ -332,15 +332,44 @@ Deno.test("acquireLease with a holder shared by design (startup-gate) is admitte
   assert.equal(t.logs.some((l) => l.level === "WARN"), false);
 });
 
+/** An extension of a grant made `ageMs` before its renewal, on the server's clock (TTL 10 s). */
+const extendedAged = (token: number, ageMs: number): GrantOutcome => ({
+  kind: "acquired",
+  lease: record(HOLDER, token, {
+    acquiredAt: "2026-05-07T00:00:00Z",
+    expiresAt: new Date(Date.parse("2026-05-07T00:00:10Z") + ageMs)
+      .toISOString(),
+  }),
+});
+
 Deno.test("acquireLease accepts an extension of its own grant whose answer was lost", async () => {
   const t = setup();
   const first = await t.pending();
   first.answer({ kind: "timeout", message: "no answer" });
   await t.clock.advance(1_000);
   const second = await t.pending();
-  second.answer(extended(3));
+  // Granted on the server 0.8 s before this renewal: after our first ask.
+  second.answer(extendedAged(3, 800));
   await t.done;
   assert.equal((t.result() as AcquiredLease).token, 3);
+});
+
+Deno.test("acquireLease after a lost answer still refuses a grant older than its first ask: another process's", async () => {
+  const t = setup();
+  const first = await t.pending();
+  first.answer({ kind: "timeout", message: "no answer" });
+  await t.clock.advance(1_000);
+  const second = await t.pending();
+  // Granted 5 minutes ago: no request of ours can have made it.
+  second.answer(extended(3));
+  await t.clock.advance(1);
+  assert.ok(
+    t.logs.some((l) => l.msg.includes("this holder identity")),
+    JSON.stringify(t.logs),
+  );
+  assert.equal(t.result(), "pending", "not admitted");
+  t.stop.abort();
+  await t.done;
 });
 
 Deno.test("acquireLease retries 401/403/404/400 but logs them at ERROR: the first at once, then one line a minute", async () => {

@@ -311,6 +311,27 @@ Deno.test("after an Acquire without an answer, an extension of that grant is tak
   await stop(h);
 });
 
+Deno.test("after an Acquire without an answer, an extension of a grant older than that ask is another process's", async () => {
+  const h = start(() => {});
+  await settle();
+  h.client.pending()!.answer({ kind: "timeout", message: "no answer" });
+  await h.clock.advance(HB + 1);
+  h.client.pending()!.answer({
+    kind: "acquired",
+    lease: record(HOLDER, 5, {
+      acquiredAt: "2026-05-07T00:00:00Z",
+      expiresAt: "2026-05-07T00:05:10Z", // granted 5 min before: not ours
+    }),
+  });
+  await settle();
+  assert.equal(h.enforcer.open_, false, "another pod's lease taken as ours");
+  assert.ok(
+    h.logs.some((l) => l.includes("this holder identity")),
+    h.logs.join(""),
+  );
+  await stop(h);
+});
+
 Deno.test("renews at the heartbeat and closes the gate exactly at the deadline minus the lead, between heartbeats", async () => {
   const h = start(handoff(4, 10_000));
   const t0 = h.clock.now();
