@@ -127,7 +127,12 @@ export class SignalEnforcer implements Enforcer {
     this.#o = { ownCopies: [], ...options, scanIntervalMs };
   }
 
-  /** Cancels pending KILLs and rescans, then writes the marker. */
+  /**
+   * Cancels pending KILLs and rescans, then writes the marker; until a
+   * target has been seen, also looks for one (so that at a shutdown whose
+   * workload has already exited, as at pod deletion, it is known that this
+   * sidecar does see the workload, and the release need not wait).
+   */
   open(d: MarkerDeadlines): Promise<void> {
     // Stop pending KILLs and rescans now, not after queued work has run.
     this.#endGate();
@@ -138,7 +143,19 @@ export class SignalEnforcer implements Enforcer {
       this.#workload.clear();
       this.#lastOthers = [];
       await this.#o.marker.write(d);
+      if (!this.#seenTarget) await this.#lookForTarget();
     });
+  }
+
+  /** Sets {@linkcode SignalEnforcer.#seenTarget} when a target runs; a table that cannot be read is left to the scans. */
+  async #lookForTarget(): Promise<void> {
+    try {
+      await this.#readOwnIds();
+      const procs = await this.#o.processTable.list();
+      if (procs.some((p) => this.#isTarget(p))) this.#seenTarget = true;
+    } catch {
+      // Said by the first scan after a close, which needs the table.
+    }
   }
 
   /** Removes the marker, signals the targets and keeps rescanning. */

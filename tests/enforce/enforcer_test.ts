@@ -548,6 +548,22 @@ Deno.test("signal: workloadStopped is false when no target was ever seen, or one
   await enforcer.dispose();
 });
 
+Deno.test("signal: a target seen while the gate was open counts, so a workload gone before the close is known stopped (pod deletion)", async () => {
+  const { enforcer, table, records } = setup();
+  table.add(10, { comm: "app" });
+  await enforcer.open({ gateClosesBootMs: 1, leaseDeadlineBootMs: 2 });
+  // The kubelet stopped the workload first; then the sidecar's own stop.
+  table.procs.delete(10);
+  await enforcer.close("the lease is being released at shutdown");
+  const e = await enforcer.workloadStopped(new AbortController().signal);
+  assert.equal(e.stopped, true, e.detail);
+  assert.ok(
+    !records.some((r) => String(r.msg).includes("none was seen")),
+    JSON.stringify(records),
+  );
+  await enforcer.dispose();
+});
+
 Deno.test("signal: an empty target or a negative grace is refused at construction", () => {
   assert.throws(() => setup({ target: "" }), /BERTH_SIGNAL_TARGET/);
   assert.throws(() => setup({ graceMs: -1 }), /must not be negative/);
