@@ -11,11 +11,11 @@
 import { bounded, type Clock } from "../state/clock.ts";
 import {
   classifyAcquire,
-  couldBeOurGrant,
   deadlineFrom,
   extendedExistingGrant,
   gateClosesAt,
   mayHaveBeenGranted,
+  PossibleGrant,
   SHARED_HOLDER_MESSAGE,
   sharedHolderQuietMs,
 } from "./deadline.ts";
@@ -94,10 +94,9 @@ export async function acquireLease(
   const random = o.random ?? Math.random;
   const requestTimeoutMs = o.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
   let backoff = Math.min(500, heartbeatMs);
-  // When the earliest attempt that may have been granted without our knowing
-  // (no answer, or an answer we did not use) was sent: an extension of a
-  // grant no older than that may be our own, and is not someone else's.
-  let maySince: number | undefined;
+  // Attempts that may have been granted without our knowing (no answer, or
+  // an answer we did not use): an extension of such a grant is our own.
+  const possible = new PossibleGrant(ttlSeconds);
   const rejections = new RejectionLog(logger, clock);
   while (!signal.aborted) {
     const sentAt = clock.now();
@@ -115,8 +114,7 @@ export async function acquireLease(
         if (
           !o.sharedHolder &&
           extendedExistingGrant(verdict.lease, ttlSeconds) &&
-          !(maySince !== undefined &&
-            couldBeOurGrant(verdict.lease, ttlSeconds, maySince, clock.now()))
+          !possible.explains(verdict.lease, sentAt, clock.now())
         ) {
           // Another process or pod uses this holder identity and holds the
           // lease. Polling would extend its lease for it, so wait until the
@@ -135,7 +133,7 @@ export async function acquireLease(
           return { token: verdict.token, sentAt, sentAtBoot, sentAtWall };
         }
         // Acquire by the same live holder keeps the token and acts as a renew.
-        maySince ??= sentAt;
+        possible.asked(sentAt, requestTimeoutMs);
         logger.warn(
           "the lease was granted too late to use; confirming it again",
           {
@@ -147,7 +145,7 @@ export async function acquireLease(
         return undefined;
       case "held":
         // Another holder has it: no earlier attempt of ours was granted.
-        maySince = undefined;
+        possible.clear();
         rejections.reset();
         backoff = Math.min(500, heartbeatMs);
         logger.info("lease held by another holder; waiting", {
@@ -156,7 +154,9 @@ export async function acquireLease(
         });
         break;
       case "failed":
-        if (mayHaveBeenGranted(verdict.failure)) maySince ??= sentAt;
+        if (mayHaveBeenGranted(verdict.failure)) {
+          possible.asked(sentAt, requestTimeoutMs);
+        }
         wait = backoff * (0.5 + random() / 2);
         backoff = Math.min(backoff * 2, heartbeatMs);
         if (isPersistentFailure(verdict.failure)) {

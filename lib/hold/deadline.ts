@@ -324,6 +324,64 @@ export function couldBeOurGrant(
 }
 
 /**
+ * Our Acquires that may have been granted without our learning it (no
+ * answer, or one we could not use), so that an extension of our own grant
+ * seen next is not mistaken for another process's, nor another process's
+ * for ours. Such a grant is ours only if it is no older than our first such
+ * ask ({@linkcode couldBeOurGrant}), and only while it can still be alive:
+ * unrenewed, it expired one TTL after the last such ask could have reached
+ * the server.
+ *
+ * @example
+ * ```ts
+ * const possible = new PossibleGrant(30);
+ * possible.asked(sentAt, boundMs); // a timeout
+ * possible.explains(answer.lease, sentAt, clock.now()); // ours?
+ * ```
+ */
+export class PossibleGrant {
+  #ttlSeconds: number;
+  #since: number | undefined;
+  #until = -Infinity;
+
+  /** @param ttlSeconds The TTL every Acquire sends. */
+  constructor(ttlSeconds: number) {
+    this.#ttlSeconds = ttlSeconds;
+  }
+
+  /**
+   * Records an Acquire that may have been granted.
+   *
+   * @param sentAt Monotonic ms when it was sent.
+   * @param boundMs Its time bound: the server saw it before then, or never.
+   */
+  asked(sentAt: number, boundMs: number): void {
+    this.#since ??= sentAt;
+    this.#until = sentAt + boundMs + this.#ttlSeconds * 1000;
+  }
+
+  /** Forgets them: the lease is settled (ours, or another holder's). */
+  clear(): void {
+    this.#since = undefined;
+    this.#until = -Infinity;
+  }
+
+  /**
+   * Whether an answer that extended an earlier grant can be extending one
+   * of these.
+   *
+   * @param lease The extension answer's record.
+   * @param sentAt Monotonic ms when the answered Acquire was sent.
+   * @param nowMs Monotonic ms now (the answer has been read).
+   * @returns True when that grant may be ours.
+   */
+  explains(lease: LeaseRecord, sentAt: number, nowMs: number): boolean {
+    if (this.#since === undefined || sentAt > this.#until) return false;
+    return couldBeOurGrant(lease, this.#ttlSeconds, this.#since, nowMs);
+  }
+}
+
+/**
  * Whether the server may have granted a request that ended this way (no
  * answer, or one we could not use), so that an extension of our own grant
  * seen next is not mistaken for another process's.

@@ -26,12 +26,12 @@ import { type Enforcer, reportingMarkerWrites } from "../enforce/enforcer.ts";
 import {
   classifyAcquire,
   classifyRenew,
-  couldBeOurGrant,
   deadlineFrom,
   extendedExistingGrant,
   gateClosesAt,
   markerDeadlines,
   mayHaveBeenGranted,
+  PossibleGrant,
   renewBound,
   SHARED_HOLDER_MESSAGE,
   sharedHolderQuietMs,
@@ -115,11 +115,8 @@ export class Renewer {
    * that process's lease for it.
    */
   #quietUntil: number | undefined;
-  /**
-   * When the earliest Acquire that may have been granted without our
-   * learning the token was sent (since the last answer that settled it).
-   */
-  #maybeSince: number | undefined;
+  /** Acquires that may have been granted without our learning the token. */
+  #possible: PossibleGrant;
   /** Says a reacquire the server keeps rejecting (401, say) at ERROR, once a minute. */
   #rejections: RejectionLog;
 
@@ -139,6 +136,7 @@ export class Renewer {
       logger: options.logger,
     });
     this.#rejections = new RejectionLog(options.logger, options.clock);
+    this.#possible = new PossibleGrant(options.ttlSeconds);
     this.#writer = new HandoffWriter(
       options.store,
       options.holder,
@@ -316,10 +314,9 @@ export class Renewer {
     using call = bounded(clock, heartbeatMs, shutdown);
     const outcome = await client.acquire(holder, ttlSeconds, call.signal);
     const verdict = classifyAcquire(outcome);
-    const maybeSince = this.#maybeSince;
     if (verdict.kind === "failed" && mayHaveBeenGranted(verdict.failure)) {
-      this.#maybeSince ??= sentAt;
-    } else if (verdict.kind === "held") this.#maybeSince = undefined;
+      this.#possible.asked(sentAt, heartbeatMs);
+    } else if (verdict.kind === "held") this.#possible.clear();
     if (verdict.kind === "failed" && isPersistentFailure(verdict.failure)) {
       this.#rejections.report(verdict.failure, heartbeatMs);
       return;
@@ -330,8 +327,7 @@ export class Renewer {
         if (
           verdict.token !== this.#token &&
           extendedExistingGrant(verdict.lease, ttlSeconds) &&
-          !(maybeSince !== undefined &&
-            couldBeOurGrant(verdict.lease, ttlSeconds, maybeSince, clock.now()))
+          !this.#possible.explains(verdict.lease, sentAt, clock.now())
         ) {
           // Not our grant: another process or pod uses this holder identity.
           logger.warn(SHARED_HOLDER_MESSAGE, {
@@ -339,10 +335,10 @@ export class Renewer {
             acquired_at: verdict.lease.acquiredAt,
           });
           this.#quietUntil = clock.now() + sharedHolderQuietMs(ttlSeconds);
-          this.#maybeSince = undefined;
+          this.#possible.clear();
           return;
         }
-        this.#maybeSince = undefined;
+        this.#possible.clear();
         // Ours from here on, even if the volume refuses it: the next answer
         // for this token is our own grant, never another process's.
         this.#token = verdict.token;

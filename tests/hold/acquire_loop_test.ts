@@ -372,6 +372,33 @@ Deno.test("acquireLease after a lost answer still refuses a grant older than its
   await t.done;
 });
 
+Deno.test("acquireLease: a lost answer explains an extension only while its grant can still be alive", async () => {
+  const t = setup();
+  const first = t.clock.now();
+  (await t.pending()).answer({ kind: "timeout", message: "no answer" });
+  // Then only answers that settle nothing and extend nothing (401s), for
+  // longer than the request bound (10 s) and the TTL (10 s) together.
+  while (t.clock.now() < first + 21_000) {
+    await t.clock.advanceTo(t.clock.now() + HB);
+    (await t.pending()).answer({
+      kind: "server-error",
+      status: 401,
+      message: "unauthorized",
+    });
+  }
+  await t.clock.advanceTo(t.clock.now() + HB);
+  // A grant made half a second ago: not our lost one, which has expired.
+  (await t.pending()).answer(extendedAged(3, 500));
+  await t.clock.advance(1);
+  assert.ok(
+    t.logs.some((l) => l.msg.includes("this holder identity")),
+    JSON.stringify(t.logs.map((l) => l.msg)),
+  );
+  assert.equal(t.result(), "pending", "not admitted");
+  t.stop.abort();
+  await t.done;
+});
+
 Deno.test("acquireLease retries 401/403/404/400 but logs them at ERROR: the first at once, then one line a minute", async () => {
   const t = setup();
   let id = 0;
