@@ -292,6 +292,9 @@ export function extendedExistingGrant(
   return renewedAt - acquiredAt >= EXTENSION_MIN_GAP_NS;
 }
 
+/** The part of {@linkcode couldBeOurGrant}'s slack that does not grow with the interval. */
+const GRANT_AGE_SLACK_NS = 50_000_000n;
+
 /**
  * Whether an answer that extended an earlier grant ({@linkcode
  * extendedExistingGrant}) can be extending our own: one of our requests
@@ -300,7 +303,8 @@ export function extendedExistingGrant(
  * minus the TTL, less `acquiredAt`: both the server's times) cannot be
  * longer than the time since that send on our clock, since the server saw
  * the request after we sent it and answered this one before we read it. An
- * older grant is another process's, made before we asked.
+ * older grant is another process's, made before we asked. The comparison
+ * spans two clocks, so it allows 1 % of the interval and 50 ms.
  *
  * @param lease The record of the extension answer.
  * @param ttlSeconds The TTL the Acquire sent.
@@ -320,7 +324,10 @@ export function couldBeOurGrant(
   if (acquiredAt === undefined || expiresAt === undefined) return true;
   const ageNs = expiresAt - BigInt(ttlSeconds) * 1_000_000_000n - acquiredAt;
   const elapsedNs = BigInt(Math.ceil((nowMs - sinceMs) * 1e6));
-  return ageNs <= elapsedNs + EXTENSION_MIN_GAP_NS;
+  // The two intervals are measured on two clocks: allow a server clock that
+  // runs fast or slews (1 %), and coarse timestamps (50 ms). A grant made
+  // before we asked is normally older by far more.
+  return ageNs <= elapsedNs + elapsedNs / 100n + GRANT_AGE_SLACK_NS;
 }
 
 /**
@@ -356,7 +363,8 @@ export class PossibleGrant {
    * @param boundMs Its time bound: the server saw it before then, or never.
    */
   asked(sentAt: number, boundMs: number): void {
-    this.#since ??= sentAt;
+    // Earlier asks whose grant can no longer be alive explain nothing.
+    if (this.#since === undefined || sentAt > this.#until) this.#since = sentAt;
     this.#until = sentAt + boundMs + this.#ttlSeconds * 1000;
   }
 

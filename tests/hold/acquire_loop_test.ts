@@ -399,6 +399,43 @@ Deno.test("acquireLease: a lost answer explains an extension only while its gran
   await t.done;
 });
 
+Deno.test("acquireLease: a lost answer whose grant has expired does not explain a grant made before a later lost answer", async () => {
+  const t = setup();
+  const first = t.clock.now();
+  (await t.pending()).answer({ kind: "timeout", message: "no answer" });
+  while (t.clock.now() < first + 21_000) {
+    await t.clock.advanceTo(t.clock.now() + HB);
+    (await t.pending()).answer({
+      kind: "server-error",
+      status: 401,
+      message: "unauthorized",
+    });
+  }
+  await t.clock.advanceTo(t.clock.now() + HB);
+  const secondAsk = await t.pending();
+  const second = secondAsk.at!;
+  secondAsk.answer({ kind: "timeout", message: "no answer" });
+  await t.clock.advanceTo(t.clock.now() + HB);
+  // Granted after the first lost answer, but 1 s before the second ask.
+  const age = t.clock.now() - second + 1_000;
+  (await t.pending()).answer(extendedAged(3, age));
+  await t.clock.advance(1);
+  assert.ok(t.logs.some((l) => l.msg.includes("this holder identity")));
+  assert.equal(t.result(), "pending", "not admitted");
+  t.stop.abort();
+  await t.done;
+});
+
+Deno.test("acquireLease: its own lost grant is taken though the server's clock runs a little fast", async () => {
+  const t = setup();
+  (await t.pending()).answer({ kind: "timeout", message: "no answer" });
+  await t.clock.advance(1_000);
+  // 1 s on our clock, 1.005 s on the server's since it granted our ask.
+  (await t.pending()).answer(extendedAged(3, 1_005));
+  await t.done;
+  assert.equal((t.result() as AcquiredLease).token, 3);
+});
+
 Deno.test("acquireLease retries 401/403/404/400 but logs them at ERROR: the first at once, then one line a minute", async () => {
   const t = setup();
   let id = 0;
