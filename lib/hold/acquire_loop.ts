@@ -124,6 +124,7 @@ export async function acquireLease(
             acquired_at: verdict.lease.acquiredAt,
           });
           wait = clock.now() - sentAt + sharedHolderQuietMs(ttlSeconds);
+          possible.clear();
           break;
         }
         if (
