@@ -271,6 +271,12 @@ export function judgeMarker(
   if (late > 0) return stale(late, "gate_closes_boottime_ms");
   if (deadlines.gateClosesWallMs !== undefined) {
     const lateWall = opts.wallNowMs - deadlines.gateClosesWallMs;
+    // The two copies of one moment differ by the clocks' read skew and
+    // /proc/uptime's 10 ms steps: only a second or more left on the boot
+    // clock means the two clocks disagree.
+    if (lateWall > 0 && -late < CLOCKS_AGREE_MS) {
+      return stale(lateWall, "gate_closes_wall_ms");
+    }
     if (lateWall > 0) {
       // Passed on the wall clock only: say so, and what can do that.
       return {
@@ -285,6 +291,12 @@ export function judgeMarker(
   }
   return { kind: "OK" };
 }
+
+/**
+ * Time left on the boot-time clock below which a wall-clock deadline that
+ * passed is the same moment seen a little early, not a disagreement.
+ */
+const CLOCKS_AGREE_MS = 1000;
 
 /** Options for {@linkcode examineMarker}; the defaults are the real clocks. */
 export interface ExamineOptions {

@@ -357,6 +357,18 @@ Deno.test("the wall-clock copy of the gate deadline fails the probe even when th
     reason:
       "health marker stale: /berth/healthy gate deadline passed 2s ago on the wall clock (gate_closes_wall_ms in the marker) with 1m0s left on the boot-time clock: either this container's boot-time clock is not the sidecar's (LXCFS) and the sidecar has not confirmed the lease (its log says why), or this node's wall clock stepped forward (the next renewal writes a new marker)",
   });
+  // The same moment on both clocks, read a few ms apart: the usual line.
+  const skewed = formatMarker({
+    gateClosesBootMs: BOOT + 4,
+    leaseDeadlineBootMs: BOOT + 4_004,
+    gateClosesWallMs: NOW - 1,
+    leaseDeadlineWallMs: NOW + 3_999,
+  });
+  deepEqual(judge({ stat: file(0), content: skewed }, 30_000).verdict, {
+    kind: "Stale",
+    reason:
+      "health marker stale: /berth/healthy gate deadline passed 1ms ago (gate_closes_wall_ms in the marker); the lease sidecar has not confirmed the lease or cannot write the marker (its log says which)",
+  });
   const fresh = formatMarker({
     gateClosesBootMs: BOOT + 60_000,
     leaseDeadlineBootMs: BOOT + 64_000,
