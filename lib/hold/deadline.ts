@@ -284,12 +284,24 @@ export function extendedExistingGrant(
   lease: LeaseRecord,
   ttlSeconds: number,
 ): boolean {
+  const age = grantAgeNs(lease, ttlSeconds);
+  return age !== undefined && age >= EXTENSION_MIN_GAP_NS;
+}
+
+/**
+ * The grant's age on the server's clock when this answer renewed it
+ * (`expiresAt` minus the TTL, less `acquiredAt`); undefined when either time
+ * is unknown or unset (year 1, old servers).
+ */
+function grantAgeNs(
+  lease: LeaseRecord,
+  ttlSeconds: number,
+): bigint | undefined {
   const acquiredAt = parseTimeNs(lease.acquiredAt);
   const expiresAt = parseTimeNs(lease.expiresAt);
-  if (acquiredAt === undefined || expiresAt === undefined) return false;
-  if (acquiredAt <= 0n || expiresAt <= 0n) return false; // year 1: unset
-  const renewedAt = expiresAt - BigInt(ttlSeconds) * 1_000_000_000n;
-  return renewedAt - acquiredAt >= EXTENSION_MIN_GAP_NS;
+  if (acquiredAt === undefined || expiresAt === undefined) return undefined;
+  if (acquiredAt <= 0n || expiresAt <= 0n) return undefined;
+  return expiresAt - BigInt(ttlSeconds) * 1_000_000_000n - acquiredAt;
 }
 
 /** The part of {@linkcode couldBeOurGrant}'s slack that does not grow with the interval. */
@@ -319,10 +331,8 @@ export function couldBeOurGrant(
   sinceMs: number,
   nowMs: number,
 ): boolean {
-  const acquiredAt = parseTimeNs(lease.acquiredAt);
-  const expiresAt = parseTimeNs(lease.expiresAt);
-  if (acquiredAt === undefined || expiresAt === undefined) return true;
-  const ageNs = expiresAt - BigInt(ttlSeconds) * 1_000_000_000n - acquiredAt;
+  const ageNs = grantAgeNs(lease, ttlSeconds);
+  if (ageNs === undefined) return true;
   const elapsedNs = BigInt(Math.ceil((nowMs - sinceMs) * 1e6));
   // The two intervals are measured on two clocks: allow a server clock that
   // runs fast or slews (1 %), and coarse timestamps (50 ms). A grant made
