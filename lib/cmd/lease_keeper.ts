@@ -25,6 +25,7 @@ import {
   type RenewerStatus,
 } from "../hold/renewer.ts";
 import { clientFor } from "./startup.ts";
+import { startFullCollections } from "./full_collection.ts";
 
 /** Options for {@linkcode LeaseKeeper.open}. */
 export interface LeaseKeeperOptions {
@@ -60,6 +61,7 @@ export class LeaseKeeper {
   #renewer: Renewer | undefined;
   #stopping = false;
   #health: HealthServer | undefined;
+  #collections: Disposable | undefined;
 
   private constructor(
     o: LeaseKeeperOptions,
@@ -90,6 +92,7 @@ export class LeaseKeeper {
     );
     const keeper = new LeaseKeeper(o, metrics, client);
     ref.keeper = keeper;
+    keeper.#collections = startFullCollections();
     if (o.healthAddr) {
       keeper.#health = startHealthServer({
         ...o.healthAddr,
@@ -158,8 +161,9 @@ export class LeaseKeeper {
     this.#stopping = true;
   }
 
-  /** Closes the health endpoint. */
+  /** Stops the periodic full collections and closes the health endpoint. */
   async close(): Promise<void> {
+    this.#collections?.[Symbol.dispose]();
     await this.#health?.close();
   }
 }

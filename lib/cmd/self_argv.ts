@@ -33,7 +33,7 @@ export const PERMISSION_SET = "berth-acquire";
  * it started (see the README's Benchmarks). WebAssembly, which needs the
  * compilers, is not used.
  */
-export const V8_FLAGS: readonly string[] = ["--jitless"];
+export const V8_FLAGS: readonly string[] = ["--jitless", "--expose-gc"];
 
 /** {@linkcode V8_FLAGS} as the one argument `deno run` and `deno compile` take. */
 export const V8_FLAGS_ARG: string = `--v8-flags=${V8_FLAGS.join(",")}`;
