@@ -9,16 +9,14 @@
  * @module
  */
 import { bounded, type Clock } from "../state/clock.ts";
+import { classifyAcquire, deadlineFrom, gateClosesAt } from "./deadline.ts";
 import {
-  classifyAcquire,
-  deadlineFrom,
   extendedExistingGrant,
-  gateClosesAt,
   mayHaveBeenGranted,
   PossibleGrant,
   SHARED_HOLDER_MESSAGE,
   sharedHolderQuietMs,
-} from "./deadline.ts";
+} from "./shared_holder.ts";
 import {
   DEFAULT_REQUEST_TIMEOUT_MS,
   isPersistentFailure,

@@ -24,19 +24,13 @@
 import { bounded, type Clock } from "../state/clock.ts";
 import { type Enforcer, reportingMarkerWrites } from "../enforce/enforcer.ts";
 import {
-  classifyAcquire,
   classifyRenew,
   deadlineFrom,
-  extendedExistingGrant,
   gateClosesAt,
   markerDeadlines,
-  mayHaveBeenGranted,
-  PossibleGrant,
   renewBound,
-  SHARED_HOLDER_MESSAGE,
-  sharedHolderQuietMs,
 } from "./deadline.ts";
-import { isPersistentFailure, type LeaseClient } from "../lease/rpc.ts";
+import type { LeaseClient } from "../lease/rpc.ts";
 import type { Logger } from "../obs/log.ts";
 import {
   type HandoffStore,
@@ -45,7 +39,7 @@ import {
   readHandoff,
 } from "./handoff.ts";
 import { Gate } from "./gate.ts";
-import { RejectionLog } from "./rejection_log.ts";
+import { Reacquirer } from "./reacquire.ts";
 import { shutdownRelease } from "./shutdown.ts";
 import type { RenewerObserver, RenewerStatus } from "./status.ts";
 
@@ -109,16 +103,8 @@ export class Renewer {
   /** Cancels the pending gate timer; set only while {@linkcode Renewer.run} runs. */
   #cancelGateTimer: (() => void) | undefined;
   #running = false;
-  /**
-   * Set when another process holds the lease under this same holder
-   * identity: until then no Acquire is sent, because each one would extend
-   * that process's lease for it.
-   */
-  #quietUntil: number | undefined;
-  /** Acquires that may have been granted without our learning the token. */
-  #possible: PossibleGrant;
-  /** Says a reacquire the server keeps rejecting (401, say) at ERROR, once a minute. */
-  #rejections: RejectionLog;
+  /** Sends the Acquires while the lease is not held. */
+  #reacquirer: Reacquirer;
 
   /** Validates nothing: the config module already did; see {@linkcode RenewerOptions}. */
   constructor(options: RenewerOptions) {
@@ -135,8 +121,7 @@ export class Renewer {
       clock: options.clock,
       logger: options.logger,
     });
-    this.#rejections = new RejectionLog(options.logger, options.clock);
-    this.#possible = new PossibleGrant(options.ttlSeconds);
+    this.#reacquirer = new Reacquirer(options);
     this.#writer = new HandoffWriter(
       options.store,
       options.holder,
@@ -304,64 +289,17 @@ export class Renewer {
   }
 
   async #reacquireOnce(shutdown: AbortSignal): Promise<void> {
-    const { client, holder, ttlSeconds, heartbeatMs, clock, logger } = this.#o;
     // Re-apply first: the kubelet may have restarted the container since the last tick.
     this.#close(this.#gate.reason ?? "lease not held");
-    if (this.#quietUntil !== undefined && clock.now() < this.#quietUntil) {
-      return;
-    }
-    const sentAt = clock.now();
-    using call = bounded(clock, heartbeatMs, shutdown);
-    const outcome = await client.acquire(holder, ttlSeconds, call.signal);
-    const verdict = classifyAcquire(outcome);
-    if (verdict.kind === "failed" && mayHaveBeenGranted(verdict.failure)) {
-      this.#possible.asked(sentAt, heartbeatMs);
-    } else if (verdict.kind === "held") this.#possible.clear();
-    if (verdict.kind === "failed" && isPersistentFailure(verdict.failure)) {
-      this.#rejections.report(verdict.failure, heartbeatMs);
-      return;
-    }
-    this.#rejections.reset();
-    switch (verdict.kind) {
-      case "acquired": {
-        if (
-          verdict.token !== this.#token &&
-          extendedExistingGrant(verdict.lease, ttlSeconds) &&
-          !this.#possible.explains(verdict.lease, sentAt, clock.now())
-        ) {
-          // Not our grant: another process or pod uses this holder identity.
-          logger.warn(SHARED_HOLDER_MESSAGE, {
-            current_fencing_token: verdict.token,
-            acquired_at: verdict.lease.acquiredAt,
-          });
-          this.#quietUntil = clock.now() + sharedHolderQuietMs(ttlSeconds);
-          this.#possible.clear();
-          return;
-        }
-        this.#possible.clear();
-        // Ours from here on, even if the volume refuses it: the next answer
-        // for this token is our own grant, never another process's.
-        this.#token = verdict.token;
-        this.#lost = undefined;
-        if (!await this.#persist(verdict.token, sentAt, shutdown)) return;
-        this.#confirm(sentAt, "lease reacquired");
-        this.#o.observer?.reacquired?.(verdict.token);
-        return;
-      }
-      case "held":
-        logger.info("lease held by another holder; waiting", {
-          current_holder: verdict.holder,
-          current_fencing_token: verdict.token,
-        });
-        return;
-      case "failed":
-        logger.warn("lease acquire failed; retrying", {
-          error: verdict.reason,
-        });
-        return;
-      case "cancelled":
-        return;
-    }
+    const grant = await this.#reacquirer.attempt(this.#token, shutdown);
+    if (grant === undefined) return;
+    // Ours from here on, even if the volume refuses it: the next answer
+    // for this token is our own grant, never another process's.
+    this.#token = grant.token;
+    this.#lost = undefined;
+    if (!await this.#persist(grant.token, grant.sentAt, shutdown)) return;
+    this.#confirm(grant.sentAt, "lease reacquired");
+    this.#o.observer?.reacquired?.(grant.token);
   }
 
   /**

@@ -11,7 +11,7 @@ import {
   type AcquireLeaseOptions,
 } from "../../lib/hold/acquire_loop.ts";
 import { REJECTION_LOG_INTERVAL_MS } from "../../lib/hold/rejection_log.ts";
-import { extendedExistingGrant } from "../../lib/hold/deadline.ts";
+import { extendedExistingGrant } from "../../lib/hold/shared_holder.ts";
 import type { GrantOutcome } from "../../lib/lease/rpc.ts";
 import {
   createLogger,

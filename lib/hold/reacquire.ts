@@ -1,0 +1,135 @@
+/**
+ * The sidecar's reacquire: one Acquire per tick while the lease is not
+ * held, and what its answer means, apart from the gate and the state volume
+ * (the renewer does those with the grant this returns).
+ *
+ * - A grant that extends a live lease of this holder identity which is not
+ *   ours (see `shared_holder.ts`) is another process's: no Acquire is sent
+ *   for one TTL, since each would extend that lease for it.
+ * - A rejection that waiting does not heal (401, say) is logged at ERROR,
+ *   at once and then once a minute (`rejection_log.ts`).
+ * - Anything else is logged and retried at the next tick.
+ *
+ * @module
+ */
+import { bounded, type Clock } from "../state/clock.ts";
+import { classifyAcquire } from "./deadline.ts";
+import {
+  extendedExistingGrant,
+  mayHaveBeenGranted,
+  PossibleGrant,
+  SHARED_HOLDER_MESSAGE,
+  sharedHolderQuietMs,
+} from "./shared_holder.ts";
+import { isPersistentFailure, type LeaseClient } from "../lease/rpc.ts";
+import type { Logger } from "../obs/log.ts";
+import { RejectionLog } from "./rejection_log.ts";
+
+/** Options for {@linkcode Reacquirer}. */
+export interface ReacquirerOptions {
+  /** The lease RPCs. */
+  client: LeaseClient;
+  /** The holder identity to acquire for. */
+  holder: string;
+  /** TTL sent with every Acquire, whole seconds. */
+  ttlSeconds: number;
+  /** Bound on each Acquire (ms): the renewer's heartbeat. */
+  heartbeatMs: number;
+  /** Monotonic clock; a fake one in tests. */
+  clock: Clock;
+  /** Where the answers are said. */
+  logger: Logger;
+}
+
+/** A grant this process may use: its token, and when its Acquire was sent. */
+export interface Reacquired {
+  /** The fencing token granted. */
+  token: number;
+  /** Monotonic ms when the Acquire was sent (the deadline's start). */
+  sentAt: number;
+}
+
+/**
+ * Sends the renewer's Acquires while the lease is not held and keeps what
+ * one answer says about the next: a grant that may have been given unseen,
+ * another process under the same identity, a rejection already reported.
+ */
+export class Reacquirer {
+  #o: ReacquirerOptions;
+  /**
+   * Set when another process holds the lease under this same holder
+   * identity: until then no Acquire is sent, because each one would extend
+   * that process's lease for it.
+   */
+  #quietUntil: number | undefined;
+  /** Acquires that may have been granted without our learning the token. */
+  #possible: PossibleGrant;
+  /** Says a reacquire the server keeps rejecting (401, say) at ERROR, once a minute. */
+  #rejections: RejectionLog;
+
+  /** @param options See {@linkcode ReacquirerOptions}. */
+  constructor(options: ReacquirerOptions) {
+    this.#o = options;
+    this.#possible = new PossibleGrant(options.ttlSeconds);
+    this.#rejections = new RejectionLog(options.logger, options.clock);
+  }
+
+  /**
+   * Sends one Acquire, unless another process under this identity holds
+   * the lease and its quiet period runs.
+   *
+   * @param token The token this process holds or last held (0: none); a
+   *   grant of it again is ours, never another process's.
+   * @param shutdown Aborts the request.
+   * @returns The grant to use, or undefined when there is none this tick.
+   */
+  async attempt(
+    token: number,
+    shutdown: AbortSignal,
+  ): Promise<Reacquired | undefined> {
+    const { client, holder, ttlSeconds, heartbeatMs, clock, logger } = this.#o;
+    if (this.#quietUntil !== undefined && clock.now() < this.#quietUntil) {
+      return undefined;
+    }
+    const sentAt = clock.now();
+    using call = bounded(clock, heartbeatMs, shutdown);
+    const outcome = await client.acquire(holder, ttlSeconds, call.signal);
+    const verdict = classifyAcquire(outcome);
+    if (verdict.kind === "failed" && mayHaveBeenGranted(verdict.failure)) {
+      this.#possible.asked(sentAt, heartbeatMs);
+    } else if (verdict.kind === "held") this.#possible.clear();
+    if (verdict.kind === "failed" && isPersistentFailure(verdict.failure)) {
+      this.#rejections.report(verdict.failure, heartbeatMs);
+      return undefined;
+    }
+    this.#rejections.reset();
+    switch (verdict.kind) {
+      case "acquired": {
+        const ours = verdict.token === token ||
+          !extendedExistingGrant(verdict.lease, ttlSeconds) ||
+          this.#possible.explains(verdict.lease, sentAt, clock.now());
+        this.#possible.clear();
+        if (ours) return { token: verdict.token, sentAt };
+        logger.warn(SHARED_HOLDER_MESSAGE, {
+          current_fencing_token: verdict.token,
+          acquired_at: verdict.lease.acquiredAt,
+        });
+        this.#quietUntil = clock.now() + sharedHolderQuietMs(ttlSeconds);
+        return undefined;
+      }
+      case "held":
+        logger.info("lease held by another holder; waiting", {
+          current_holder: verdict.holder,
+          current_fencing_token: verdict.token,
+        });
+        return undefined;
+      case "failed":
+        logger.warn("lease acquire failed; retrying", {
+          error: verdict.reason,
+        });
+        return undefined;
+      case "cancelled":
+        return undefined;
+    }
+  }
+}
