@@ -2,11 +2,13 @@
  * `signal` enforcement (needs `shareProcessNamespace: true`): stops the
  * workload at once instead of waiting for its liveness probe, SIGTERM then
  * SIGKILL after the grace, and keeps stopping the processes the kubelet
- * restarts while the lease is lost. Which processes are the workload is
- * decided by lib/enforce/target.ts (the targets, by name; on its own
- * because the kernel keeps only 15 bytes of a process name) and by
- * lib/enforce/workload_set.ts (what the targets brought along under other
- * names, stopped with them).
+ * restarts while the lease is lost. This module holds the gate (closing
+ * starts the rescans, opening ends them) and what it knows of the workload
+ * for the release. Which processes one scan finds is decided by
+ * lib/enforce/workload_scan.ts (using lib/enforce/target.ts, the targets by
+ * name, and lib/enforce/workload_set.ts, what the targets brought along
+ * under other names); how they are signalled, by
+ * lib/enforce/stop_sequence.ts.
  *
  * @module
  */
@@ -19,13 +21,9 @@ import {
   removeMarker,
   type StopEvidence,
 } from "./enforcer.ts";
-import {
-  isDead,
-  type ProcessInfo,
-  type ProcessTable,
-  type StopSignal,
-} from "./proc.ts";
-import { matchesTarget } from "./target.ts";
+import type { ProcessInfo, ProcessTable } from "./proc.ts";
+import { StopSequence } from "./stop_sequence.ts";
+import { WorkloadScanner } from "./workload_scan.ts";
 import { WorkloadSet } from "./workload_set.ts";
 
 /** Options for {@linkcode SignalEnforcer}. */
@@ -54,11 +52,6 @@ export interface SignalEnforcerOptions {
   ownCopies?: string[];
 }
 
-/** One process's identity over time: a reused PID is another process. */
-function keyOf(p: ProcessInfo): string {
-  return `${p.pid}:${p.startTime}`;
-}
-
 /**
  * The signal enforcer; see the module doc. It never signals PID 1, itself,
  * its parent, or a process running its executable or a copy of it (known
@@ -70,10 +63,6 @@ export class SignalEnforcer implements Enforcer {
   /** Present while the gate is closed; aborting it stops the rescans and pending KILLs. */
   #gate: AbortController | undefined;
   #reason = "";
-  /** Targets already sent SIGTERM during this closing, by `pid:startTime`. */
-  #termed = new Set<string>();
-  /** PIDs whose refused signal was already reported during this closing. */
-  #deniedReported = new Set<number>();
   #listFailureReported = false;
   /** Whether any scan since start found a target: proof that the PID namespace is shared. */
   #seenTarget = false;
@@ -91,10 +80,10 @@ export class SignalEnforcer implements Enforcer {
   #workload = new WorkloadSet();
   /** Live processes of the workload with another name in the last scan. */
   #lastOthers: ProcessInfo[] = [];
-  /** File identities of this program and its {@linkcode SignalEnforcerOptions.ownCopies}. */
-  #ownIds = new Set<string>();
-  /** SIGKILLs scheduled and not yet due. */
-  #pendingKills = 0;
+  /** Finds the targets and what they brought along in each scan. */
+  #scanner: WorkloadScanner;
+  /** Signals what the scans find. */
+  #stops: StopSequence;
   /** Serialises marker updates and scans so they apply in call order. */
   #queue: Promise<void> = Promise.resolve();
   /** Running background tasks (the scan loop, delayed KILLs), awaited by dispose(). */
@@ -125,6 +114,23 @@ export class SignalEnforcer implements Enforcer {
       );
     }
     this.#o = { ownCopies: [], ...options, scanIntervalMs };
+    const { target, graceMs, clock, logger, processTable, ownCopies } = this.#o;
+    this.#scanner = new WorkloadScanner({
+      target,
+      processTable,
+      ownCopies,
+      workload: this.#workload,
+    });
+    this.#stops = new StopSequence({
+      graceMs,
+      clock,
+      logger,
+      processTable,
+      workload: this.#workload,
+      spared: (p) => this.#scanner.spared(p),
+      reason: () => this.#reason,
+      track: (task) => this.#track(task),
+    });
   }
 
   /**
@@ -138,8 +144,7 @@ export class SignalEnforcer implements Enforcer {
     this.#endGate();
     return this.#serial(async () => {
       this.#endGate();
-      this.#termed.clear();
-      this.#deniedReported.clear();
+      this.#stops.clear();
       this.#workload.clear();
       this.#lastOthers = [];
       await this.#o.marker.write(d);
@@ -150,9 +155,10 @@ export class SignalEnforcer implements Enforcer {
   /** Sets {@linkcode SignalEnforcer.#seenTarget} when a target runs; a table that cannot be read is left to the scans. */
   async #lookForTarget(): Promise<void> {
     try {
-      await this.#readOwnIds();
-      const procs = await this.#o.processTable.list();
-      if (procs.some((p) => this.#isTarget(p))) this.#seenTarget = true;
+      const procs = await this.#scanner.read();
+      if (procs.some((p) => this.#scanner.isTarget(p))) {
+        this.#seenTarget = true;
+      }
     } catch {
       // Said by the first scan after a close, which needs the table.
     }
@@ -167,7 +173,7 @@ export class SignalEnforcer implements Enforcer {
       if (!gate) {
         gate = new AbortController();
         this.#gate = gate;
-        this.#deniedReported.clear();
+        this.#stops.clearDenied();
         this.#listFailureReported = false;
         this.#track(this.#scanLoop(gate.signal));
       }
@@ -208,7 +214,7 @@ export class SignalEnforcer implements Enforcer {
       const others = this.#lastOthers;
       if (
         this.#lastTargets === 0 && others.length === 0 &&
-        this.#pendingKills === 0
+        this.#stops.pendingKills === 0
       ) {
         return {
           stopped: true,
@@ -266,37 +272,12 @@ export class SignalEnforcer implements Enforcer {
     }
   }
 
-  /**
-   * Never signalled: PID 1, this sidecar, its parent, a process running its
-   * executable or a copy of it (where its `/proc/PID/exe` can be examined),
-   * the dead.
-   */
-  #spared(p: ProcessInfo): boolean {
-    const t = this.#o.processTable;
-    return p.pid === 1 || p.pid === t.selfPid || p.pid === t.parentPid ||
-      (p.exeId !== undefined && this.#ownIds.has(p.exeId)) || isDead(p);
-  }
-
-  /** The file identities of this program and its copies, read again at every scan (a copy can be reinstalled). */
-  async #readOwnIds(): Promise<void> {
-    const t = this.#o.processTable;
-    const ids = await Promise.all(
-      [t.selfExe, ...this.#o.ownCopies].map((p) => t.fileId(p)),
-    );
-    this.#ownIds = new Set(ids.filter((id): id is string => id !== undefined));
-  }
-
-  #isTarget(p: ProcessInfo): boolean {
-    return !this.#spared(p) && matchesTarget(p, this.#o.target);
-  }
-
   async #scan(signal: AbortSignal): Promise<void> {
     if (signal.aborted) return;
-    const { processTable, logger, target, graceMs } = this.#o;
+    const { logger, target } = this.#o;
     let procs: ProcessInfo[];
     try {
-      await this.#readOwnIds();
-      procs = await processTable.list();
+      procs = await this.#scanner.read();
       this.#listError = undefined;
     } catch (e) {
       this.#lastTargets = undefined;
@@ -310,55 +291,11 @@ export class SignalEnforcer implements Enforcer {
       }
       return;
     }
-    const selfPid = processTable.selfPid;
-    const self = procs.find((q) => q.pid === selfPid);
-    const targets = procs.filter((p) => this.#isTarget(p));
-    for (const p of targets) this.#workload.remember(p, self);
-    const isTarget = new Set(targets.map((p) => p.pid));
-    const others = this.#workload.members(
-      procs,
-      selfPid,
-      (p) => isTarget.has(p.pid) || this.#spared(p),
-    );
-    this.#lastTargets = targets.length;
-    this.#lastOthers = others;
-    this.#reportAbsence(targets.length === 0);
-    // The targets first, then what they brought along (their groups,
-    // sessions, control groups, descendants), each SIGTERM then SIGKILL.
-    for (const p of [...targets, ...others]) {
-      if (signal.aborted) return;
-      // Remembered at every scan, signalled or not: a new group or session
-      // it made since is the workload's too.
-      if (!isTarget.has(p.pid)) this.#workload.remember(p, self);
-      if (this.#termed.has(keyOf(p))) continue;
-      const group = this.#groupSignal(p, procs);
-      if (this.#send(p, "SIGTERM", group) !== "sent") continue;
-      // A group signal reached the members the group has now: each is
-      // SIGKILLed on its own after the grace too, as the leader's group
-      // SIGKILL may never come (the leader can exit first). One that joins
-      // later is signalled when a scan finds it.
-      const reached = group
-        ? procs.filter((q) => q.pgid === p.pid && !isDead(q))
-        : [p];
-      for (const q of reached) {
-        if (q !== p && this.#termed.has(keyOf(q))) continue;
-        this.#workload.remember(q, self);
-        this.#termed.add(keyOf(q));
-        if (graceMs === 0) await this.#killIfSame(q, signal);
-        else this.#track(this.#killAfterGrace(q, signal));
-      }
-    }
-  }
-
-  /**
-   * Whether `p` is signalled as its whole process group: it leads a group of
-   * the workload's (never this sidecar's) that holds no spared process.
-   */
-  #groupSignal(p: ProcessInfo, procs: ProcessInfo[]): boolean {
-    return this.#workload.leadsGroup(p) &&
-      !procs.some((q) =>
-        q.pgid === p.pid && q.pid !== p.pid && !isDead(q) && this.#spared(q)
-      );
+    const found = this.#scanner.scan(procs);
+    this.#lastTargets = found.targets.length;
+    this.#lastOthers = found.others;
+    this.#reportAbsence(found.targets.length === 0);
+    await this.#stops.stop(found, signal);
   }
 
   /**
@@ -386,114 +323,5 @@ export class SignalEnforcer implements Enforcer {
         fields,
       );
     }
-  }
-
-  async #killAfterGrace(p: ProcessInfo, signal: AbortSignal): Promise<void> {
-    this.#pendingKills++;
-    try {
-      await this.#o.clock.sleep(this.#o.graceMs, signal);
-      if (signal.aborted) return;
-      await this.#killIfSame(p, signal);
-    } finally {
-      this.#pendingKills--;
-    }
-  }
-
-  /**
-   * SIGKILL `p` only if its PID still names the same process (same start
-   * time): a PID freed by an exit can be reused by an unrelated process.
-   * A race of a few microseconds between the check and the kill remains;
-   * Deno offers no pidfd to close it.
-   */
-  async #killIfSame(p: ProcessInfo, signal: AbortSignal): Promise<void> {
-    let now: ProcessInfo | undefined;
-    try {
-      now = await this.#o.processTable.get(p.pid);
-    } catch {
-      now = undefined;
-    }
-    if (signal.aborted) return;
-    const members = await this.#groupMembers(p);
-    if (members.length > 0 && this.#groupSignal(p, members)) {
-      // The leader's exit does not free its group id while members live.
-      this.#send(p, "SIGKILL", true);
-      // A leader that moved to another group since is not in it any more.
-      if (
-        !isDead(now) && now?.startTime === p.startTime && now.pgid !== p.pid
-      ) {
-        this.#send(p, "SIGKILL");
-      }
-      return;
-    }
-    if (isDead(now) || now?.startTime !== p.startTime) {
-      // Gone, or the table could not say: forgotten, so that a scan that
-      // still finds it signals it again rather than never.
-      this.#termed.delete(keyOf(p));
-      this.#o.logger.debug("target exited after SIGTERM", {
-        pid: p.pid,
-        comm: p.comm,
-      });
-      return;
-    }
-    this.#send(p, "SIGKILL");
-  }
-
-  /**
-   * The live members of the group `p` leads, when it leads one of the
-   * workload's and its id was not taken by another process's group since;
-   * none when the table cannot be read.
-   */
-  async #groupMembers(p: ProcessInfo): Promise<ProcessInfo[]> {
-    if (!this.#workload.leadsGroup(p)) return [];
-    try {
-      const members = (await this.#o.processTable.list()).filter((q) =>
-        q.pgid === p.pid && !isDead(q)
-      );
-      const reused = members.some((q) =>
-        q.pid === p.pid && q.startTime !== p.startTime
-      );
-      return reused ? [] : members;
-    } catch {
-      return [];
-    }
-  }
-
-  #send(
-    p: ProcessInfo,
-    sig: StopSignal,
-    group = false,
-  ): "sent" | "gone" | "denied" {
-    const { processTable, logger } = this.#o;
-    let result: "sent" | "gone" | "denied";
-    try {
-      result = processTable.kill(group ? -p.pid : p.pid, sig);
-    } catch (e) {
-      logger.error("cannot signal the workload process", {
-        pid: p.pid,
-        comm: p.comm,
-        signal: sig,
-        error: e,
-      });
-      return "denied";
-    }
-    const fields = {
-      pid: p.pid,
-      comm: p.comm,
-      signal: sig,
-      reason: this.#reason,
-      ...(group ? { pgid: p.pid } : {}),
-    };
-    if (result === "sent") logger.info("signalled workload process", fields);
-    else if (result === "gone") {
-      logger.debug("workload process already exited", fields);
-    } else if (!this.#deniedReported.has(p.pid)) {
-      this.#deniedReported.add(p.pid);
-      logger.warn(
-        "not permitted to signal the workload process: give the sidecar the CAP_KILL capability, " +
-          "run it as the workload's user (matching runAsUser), or use probe enforcement (BERTH_ENFORCE=probe)",
-        { ...fields, target_uid: p.uid, sidecar_uid: Deno.uid() ?? undefined },
-      );
-    }
-    return result;
   }
 }
