@@ -1,6 +1,7 @@
 /**
  * Periodic full garbage collections for the processes that live as long as
- * the pod (`renew` and `run`).
+ * the pod or its workload (`renew` and `run` through `lease_keeper.ts`, and
+ * `gate`).
  *
  * A renewal leaves a little garbage behind, and V8 runs a full collection
  * only when its old generation reaches a limit it raises as it goes: over

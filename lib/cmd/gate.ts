@@ -32,6 +32,7 @@ import {
   parseGateArgs,
 } from "./gate_args.ts";
 import { runGate } from "./gate_loop.ts";
+import { startFullCollections } from "./full_collection.ts";
 import { createLogger, type Logger, parseLogFormat } from "../obs/log.ts";
 
 /**
@@ -73,5 +74,6 @@ export async function main(args: string[]): Promise<number> {
     interval: formatDurationMs(parsed.intervalMs),
     grace: formatDurationMs(parsed.graceMs),
   });
+  using _collections = startFullCollections();
   return await runGate({ ...parsed, logger });
 }

@@ -74,7 +74,8 @@ export class LeaseKeeper {
   }
 
   /**
-   * Builds the client and the metrics and starts the health endpoint.
+   * Builds the client and the metrics, starts the health endpoint and the
+   * periodic full collections (`full_collection.ts`).
    *
    * @throws {Error} when the client cannot be built (CA bundle, key file)
    * or the listener cannot be opened: a start-up failure.
@@ -92,7 +93,6 @@ export class LeaseKeeper {
     );
     const keeper = new LeaseKeeper(o, metrics, client);
     ref.keeper = keeper;
-    keeper.#collections = startFullCollections();
     if (o.healthAddr) {
       keeper.#health = startHealthServer({
         ...o.healthAddr,
@@ -102,6 +102,7 @@ export class LeaseKeeper {
         logger: o.logger,
       });
     }
+    keeper.#collections = startFullCollections();
     return keeper;
   }
 

@@ -1,7 +1,8 @@
 /**
  * The periodic full collections of the long-lived processes: they run at
  * their interval, stop when disposed, and use V8's `gc()` only where the V8
- * flags expose it.
+ * flags expose it; one Deno process started with the CLI's flags shows the
+ * real `gc()` called.
  *
  * @module
  */
@@ -10,7 +11,9 @@ import {
   FULL_COLLECTION_EVERY_MS,
   startFullCollections,
 } from "../../lib/cmd/full_collection.ts";
-import { V8_FLAGS } from "../../lib/cmd/self_argv.ts";
+import { denoRunArgv, V8_FLAGS } from "../../lib/cmd/self_argv.ts";
+import { REPO_ROOT } from "../support/cli.ts";
+import { tempDir } from "../support/lease_env.ts";
 
 /** A stand-in interval: records what was scheduled and whether it stopped. */
 function fakeEvery() {
@@ -92,4 +95,49 @@ Deno.test("the default interval timer fires while the process has work", async (
 Deno.test("the CLI's V8 flags expose gc(), collected at most once a minute", () => {
   assert.ok(V8_FLAGS.includes("--expose-gc"), V8_FLAGS.join(","));
   assert.ok(FULL_COLLECTION_EVERY_MS >= 60_000);
+});
+
+Deno.test("under the CLI's V8 flags the collections call V8's own gc()", async () => {
+  await using dir = await tempDir();
+  const script = `${dir.path}/collect.ts`;
+  // The real gc(), wrapped to count its calls: the default collector must
+  // find it on the global object and call it at each interval.
+  await Deno.writeTextFile(
+    script,
+    `import { startFullCollections } from ${
+      JSON.stringify(
+        new URL("../../lib/cmd/full_collection.ts", import.meta.url).href,
+      )
+    };
+const g = globalThis as { gc?: () => void };
+const real = g.gc;
+if (typeof real !== "function") {
+  console.log("no gc()");
+  Deno.exit(3);
+}
+let calls = 0;
+const twice = Promise.withResolvers<void>();
+g.gc = () => {
+  real();
+  if (++calls === 2) twice.resolve();
+};
+const hold = setTimeout(() => {}, 60_000);
+{
+  using _c = startFullCollections({ everyMs: 5 });
+  await twice.promise;
+}
+clearTimeout(hold);
+console.log("collected", calls);
+`,
+  );
+  const [exe, ...args] = denoRunArgv(REPO_ROOT, script);
+  const out = await new Deno.Command(exe, {
+    args,
+    stdout: "piped",
+    stderr: "piped",
+    signal: AbortSignal.timeout(60_000),
+  }).output();
+  const text = new TextDecoder().decode(out.stdout);
+  assert.equal(out.code, 0, text + new TextDecoder().decode(out.stderr));
+  assert.match(text, /^collected 2\n$/);
 });
