@@ -11,10 +11,8 @@
 import { bounded, type Clock } from "../state/clock.ts";
 import { classifyAcquire, deadlineFrom, gateClosesAt } from "./deadline.ts";
 import {
-  extendedExistingGrant,
   mayHaveBeenGranted,
   PossibleGrant,
-  SHARED_HOLDER_MESSAGE,
   sharedHolderQuietMs,
 } from "./shared_holder.ts";
 import {
@@ -111,18 +109,12 @@ export async function acquireLease(
       case "acquired":
         if (
           !o.sharedHolder &&
-          extendedExistingGrant(verdict.lease, ttlSeconds) &&
-          !possible.explains(verdict.lease, sentAt, clock.now())
+          possible.another(verdict.lease, sentAt, clock.now(), logger)
         ) {
           // Another process or pod uses this holder identity and holds the
           // lease. Polling would extend its lease for it, so wait until the
           // lease we just extended can have expired, then ask again.
-          logger.warn(SHARED_HOLDER_MESSAGE, {
-            current_fencing_token: verdict.token,
-            acquired_at: verdict.lease.acquiredAt,
-          });
           wait = clock.now() - sentAt + sharedHolderQuietMs(ttlSeconds);
-          possible.clear();
           break;
         }
         if (

@@ -15,10 +15,8 @@
 import { bounded, type Clock } from "../state/clock.ts";
 import { classifyAcquire } from "./deadline.ts";
 import {
-  extendedExistingGrant,
   mayHaveBeenGranted,
   PossibleGrant,
-  SHARED_HOLDER_MESSAGE,
   sharedHolderQuietMs,
 } from "./shared_holder.ts";
 import { isPersistentFailure, type LeaseClient } from "../lease/rpc.ts";
@@ -105,17 +103,15 @@ export class Reacquirer {
     this.#rejections.reset();
     switch (verdict.kind) {
       case "acquired": {
-        const ours = verdict.token === token ||
-          !extendedExistingGrant(verdict.lease, ttlSeconds) ||
-          this.#possible.explains(verdict.lease, sentAt, clock.now());
+        if (
+          verdict.token !== token &&
+          this.#possible.another(verdict.lease, sentAt, clock.now(), logger)
+        ) {
+          this.#quietUntil = clock.now() + sharedHolderQuietMs(ttlSeconds);
+          return undefined;
+        }
         this.#possible.clear();
-        if (ours) return { token: verdict.token, sentAt };
-        logger.warn(SHARED_HOLDER_MESSAGE, {
-          current_fencing_token: verdict.token,
-          acquired_at: verdict.lease.acquiredAt,
-        });
-        this.#quietUntil = clock.now() + sharedHolderQuietMs(ttlSeconds);
-        return undefined;
+        return { token: verdict.token, sentAt };
       }
       case "held":
         logger.info("lease held by another holder; waiting", {

@@ -12,6 +12,7 @@
  * @module
  */
 import type { LeaseFailure, LeaseRecord } from "../lease/rpc.ts";
+import type { Logger } from "../obs/log.ts";
 
 /**
  * The smallest gap between a lease's `acquiredAt` and the renewal an answer
@@ -180,6 +181,37 @@ export class PossibleGrant {
   explains(lease: LeaseRecord, sentAt: number, nowMs: number): boolean {
     if (this.#since === undefined || sentAt > this.#until) return false;
     return couldBeOurGrant(lease, this.#ttlSeconds, this.#since, nowMs);
+  }
+
+  /**
+   * Whether an `acquired:true` answer is another process's lease under
+   * this holder identity: it extended an earlier grant
+   * ({@linkcode extendedExistingGrant}) that none of our asks explains.
+   * Says so at WARN ({@linkcode SHARED_HOLDER_MESSAGE}) and forgets the
+   * asks when it is.
+   *
+   * @param lease The answer's record.
+   * @param sentAt Monotonic ms when the answered Acquire was sent.
+   * @param nowMs Monotonic ms now (the answer has been read).
+   * @param logger Where the warning goes.
+   * @returns True when the lease is another process's.
+   */
+  another(
+    lease: LeaseRecord,
+    sentAt: number,
+    nowMs: number,
+    logger: Logger,
+  ): boolean {
+    if (
+      !extendedExistingGrant(lease, this.#ttlSeconds) ||
+      this.explains(lease, sentAt, nowMs)
+    ) return false;
+    logger.warn(SHARED_HOLDER_MESSAGE, {
+      current_fencing_token: lease.fencingToken,
+      acquired_at: lease.acquiredAt,
+    });
+    this.clear();
+    return true;
   }
 }
 
