@@ -12,13 +12,8 @@ import { createLogger } from "../../lib/obs/log.ts";
 import { ChildEnforcer } from "../../lib/enforce/child_enforcer.ts";
 import type { ProcessGroup } from "../../lib/enforce/process_group.ts";
 import type { MarkerDeadlines } from "../../lib/state/marker.ts";
-import type {
-  KillResult,
-  ProcessInfo,
-  ProcessTable,
-  StopSignal,
-} from "../../lib/enforce/proc.ts";
 import { FakeClock, settle } from "../support/fake_clock.ts";
+import { FakeProcessTable } from "../support/fake_process_table.ts";
 
 /** Another container's control group as a container sees it (cgroup namespace). */
 const MAIN = `0::/../cri-containerd-${"0123456789abcdef".repeat(4)}.scope`;
@@ -51,115 +46,11 @@ class FakeMarker implements MarkerStore {
   }
 }
 
-interface FakeProc {
-  comm: string;
-  exe?: string;
-  cmdline?: string[];
-  startTime?: number;
-  state?: string;
-  uid?: number;
-  ppid?: number;
-  pgid?: number;
-  sid?: number;
-  cgroup?: string;
-  exeId?: string;
-  /** Survives SIGTERM (traps or ignores it). */
-  ignoreTerm?: boolean;
-  /** Signals are refused with EPERM. */
-  denied?: boolean;
-  /** Exits just before any signal arrives (ESRCH). */
-  vanishes?: boolean;
-}
-
-class FakeTable implements ProcessTable {
-  readonly selfPid = 100;
-  readonly parentPid = 99;
-  readonly selfExe = "/usr/local/bin/berth-acquire";
-  procs = new Map<number, FakeProc>();
-  lists = 0;
-  /** When set, list() rejects with it. */
-  listError: Error | undefined;
-  /** How many next get() calls reject. */
-  getFailures = 0;
-  /** File identities by path, for fileId(). */
-  files = new Map<string, string>([["/usr/local/bin/berth-acquire", "8:1"]]);
-  constructor(private journal: Journal) {}
-
-  add(pid: number, p: FakeProc): void {
-    this.procs.set(pid, { startTime: 1000 + pid, ...p });
-  }
-
-  #info(pid: number, p: FakeProc): ProcessInfo {
-    return {
-      pid,
-      comm: p.comm,
-      exe: p.exe,
-      cmdline: p.cmdline,
-      startTime: p.startTime ?? 0,
-      state: p.state ?? "S",
-      uid: p.uid,
-      ppid: p.ppid,
-      pgid: p.pgid,
-      sid: p.sid,
-      cgroup: p.cgroup,
-      // Readable together: the file behind the path, when the table knows it.
-      exeId: p.exeId ??
-        (p.exe === undefined ? undefined : this.files.get(p.exe)),
-    };
-  }
-
-  list(): Promise<ProcessInfo[]> {
-    this.lists++;
-    if (this.listError) return Promise.reject(this.listError);
-    return Promise.resolve(
-      [...this.procs].map(([pid, p]) => this.#info(pid, p)),
-    );
-  }
-
-  get(pid: number): Promise<ProcessInfo | undefined> {
-    if (this.getFailures > 0) {
-      this.getFailures--;
-      return Promise.reject(new Error("EMFILE reading /proc"));
-    }
-    const p = this.procs.get(pid);
-    return Promise.resolve(p ? this.#info(pid, p) : undefined);
-  }
-
-  fileId(path: string): Promise<string | undefined> {
-    return Promise.resolve(this.files.get(path));
-  }
-
-  kill(pid: number, signal: StopSignal): KillResult {
-    if (pid < 0) {
-      const members = [...this.procs].filter(([, p]) => p.pgid === -pid);
-      if (members.length === 0) return "gone";
-      this.journal.push(`kill ${pid} ${signal}`);
-      for (const [m, p] of members) {
-        if (signal === "SIGKILL" || !p.ignoreTerm) this.procs.delete(m);
-      }
-      return "sent";
-    }
-    const p = this.procs.get(pid);
-    if (!p || p.vanishes) {
-      this.procs.delete(pid);
-      this.journal.push(`gone ${pid} ${signal}`);
-      return "gone";
-    }
-    if (p.denied) {
-      this.journal.push(`denied ${pid} ${signal}`);
-      return "denied";
-    }
-    this.journal.push(`kill ${pid} ${signal}`);
-    if (signal === "SIGKILL" || !p.ignoreTerm) this.procs.delete(pid);
-    return "sent";
-  }
-}
-
 /**
  * The target 10 leading its process group and session, and a `sh -c` child
  * 11 in both that ignores SIGTERM.
  */
-function addLeaderAndStubbornChild(table: FakeTable): void {
+function addLeaderAndStubbornChild(table: FakeProcessTable): void {
   table.add(10, { comm: "app", ppid: 1, pgid: 10, sid: 10 });
   table.add(11, { comm: "sh", ppid: 10, pgid: 10, sid: 10, ignoreTerm: true });
 }
@@ -176,7 +67,7 @@ function setup(
   const journal: Journal = [];
   const records: LogRecord[] = [];
   const clock = new FakeClock();
-  const table = new FakeTable(journal);
+  const table = new FakeProcessTable({ journal });
   const marker = new FakeMarker(journal);
   const logger = createLogger({
     format: "json",

@@ -8,120 +8,15 @@
  * @module
  */
 import assert from "node:assert/strict";
-import type {
-  KillResult,
-  ProcessInfo,
-  ProcessTable,
-  StopSignal,
-} from "../../lib/enforce/proc.ts";
 import { createLogger } from "../../lib/obs/log.ts";
 import { StopSequence } from "../../lib/enforce/stop_sequence.ts";
 import { WorkloadScanner } from "../../lib/enforce/workload_scan.ts";
 import { WorkloadSet } from "../../lib/enforce/workload_set.ts";
 import { FakeClock } from "../support/fake_clock.ts";
-
-const SELF_EXE = "/usr/local/bin/berth-acquire";
-
-interface FakeProc {
-  comm: string;
-  exeId?: string;
-  startTime?: number;
-  state?: string;
-  uid?: number;
-  ppid?: number;
-  pgid?: number;
-  sid?: number;
-  /** Survives SIGTERM (traps or ignores it). */
-  ignoreTerm?: boolean;
-  /** Signals are refused with EPERM. */
-  denied?: boolean;
-  /** Exits just before any signal arrives (ESRCH). */
-  vanishes?: boolean;
-}
-
-/**
- * A scripted process table; every signal it is asked to send is journaled
- * as `<ms since the test began> <kill|denied|gone> <pid> <signal>`.
- */
-class FakeTable implements ProcessTable {
-  readonly selfPid = 100;
-  readonly parentPid = 99;
-  readonly selfExe = SELF_EXE;
-  procs = new Map<number, FakeProc>();
-  journal: string[] = [];
-  /** File identities by path, for fileId(). */
-  files = new Map<string, string>([[SELF_EXE, "8:1"]]);
-  /** When set, list() rejects with it. */
-  listError: Error | undefined;
-  /** How many next get() calls reject. */
-  getFailures = 0;
-
-  constructor(private elapsed: () => number) {}
-
-  add(pid: number, p: FakeProc): void {
-    this.procs.set(pid, { startTime: 1000 + pid, ...p });
-  }
-
-  #info(pid: number, p: FakeProc): ProcessInfo {
-    return {
-      pid,
-      comm: p.comm,
-      exeId: p.exeId,
-      startTime: p.startTime ?? 0,
-      state: p.state ?? "S",
-      uid: p.uid,
-      ppid: p.ppid,
-      pgid: p.pgid,
-      sid: p.sid,
-    };
-  }
-
-  list(): Promise<ProcessInfo[]> {
-    if (this.listError) return Promise.reject(this.listError);
-    return Promise.resolve(
-      [...this.procs].map(([pid, p]) => this.#info(pid, p)),
-    );
-  }
-
-  get(pid: number): Promise<ProcessInfo | undefined> {
-    if (this.getFailures > 0) {
-      this.getFailures--;
-      return Promise.reject(new Error("EMFILE reading /proc"));
-    }
-    const p = this.procs.get(pid);
-    return Promise.resolve(p && this.#info(pid, p));
-  }
-
-  fileId(path: string): Promise<string | undefined> {
-    return Promise.resolve(this.files.get(path));
-  }
-
-  kill(pid: number, signal: StopSignal): KillResult {
-    const at = this.elapsed();
-    if (pid < 0) {
-      const members = [...this.procs].filter(([, p]) => p.pgid === -pid);
-      if (members.length === 0) return "gone";
-      this.journal.push(`${at} kill ${pid} ${signal}`);
-      for (const [m, p] of members) {
-        if (signal === "SIGKILL" || !p.ignoreTerm) this.procs.delete(m);
-      }
-      return "sent";
-    }
-    const p = this.procs.get(pid);
-    if (!p || p.vanishes) {
-      this.procs.delete(pid);
-      this.journal.push(`${at} gone ${pid} ${signal}`);
-      return "gone";
-    }
-    if (p.denied) {
-      this.journal.push(`${at} denied ${pid} ${signal}`);
-      return "denied";
-    }
-    this.journal.push(`${at} kill ${pid} ${signal}`);
-    if (signal === "SIGKILL" || !p.ignoreTerm) this.procs.delete(pid);
-    return "sent";
-  }
-}
+import {
+  FakeProcessTable,
+  type ScriptedProcess,
+} from "../support/fake_process_table.ts";
 
 interface LogRecord {
   level: string;
@@ -137,7 +32,7 @@ interface LogRecord {
 function setup(options: { graceMs?: number; ownCopies?: string[] } = {}) {
   const clock = new FakeClock();
   const t0 = clock.now();
-  const table = new FakeTable(() => clock.now() - t0);
+  const table = new FakeProcessTable({ elapsed: () => clock.now() - t0 });
   const workload = new WorkloadSet();
   const scanner = new WorkloadScanner({
     target: "app",
@@ -206,7 +101,7 @@ function signalled(records: LogRecord[]): LogRecord[] {
 }
 
 /** The target 10 leading its group and session, and a child 11 in both that ignores SIGTERM. */
-function addLeaderAndStubbornChild(table: FakeTable): void {
+function addLeaderAndStubbornChild(table: FakeProcessTable): void {
   table.add(10, { comm: "app", ppid: 1, pgid: 10, sid: 10 });
   table.add(11, { comm: "sh", ppid: 10, pgid: 10, sid: 10, ignoreTerm: true });
 }
@@ -418,7 +313,7 @@ Deno.test("StopSequence: a group member that ignores SIGTERM gets SIGKILL, by th
 });
 
 Deno.test("StopSequence: a group holding PID 1, the sidecar, its parent or a probe copy is signalled member by member, the spared one never", async () => {
-  const cases: [string, number, FakeProc][] = [
+  const cases: [string, number, ScriptedProcess][] = [
     ["PID 1", 1, { comm: "init", ppid: 0, pgid: 10, sid: 10 }],
     ["the sidecar", 100, { comm: "berth-acquire", ppid: 99, pgid: 10 }],
     ["its parent", 99, { comm: "sh", ppid: 1, pgid: 10, sid: 10 }],

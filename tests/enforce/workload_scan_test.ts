@@ -8,66 +8,28 @@
  * @module
  */
 import assert from "node:assert/strict";
-import type {
-  KillResult,
-  ProcessInfo,
-  ProcessTable,
-} from "../../lib/enforce/proc.ts";
+import type { KillResult, ProcessInfo } from "../../lib/enforce/proc.ts";
 import { WorkloadScanner } from "../../lib/enforce/workload_scan.ts";
 import { WorkloadSet } from "../../lib/enforce/workload_set.ts";
+import {
+  FakeProcessTable,
+  processInfo,
+} from "../support/fake_process_table.ts";
 
 /** Another container's control group as a container sees it (cgroup namespace). */
 const MAIN = `0::/../cri-containerd-${"0123456789abcdef".repeat(4)}.scope`;
 const SHIPPER = `0::/../cri-containerd-${"fedcba9876543210".repeat(4)}.scope`;
 
-const SELF_EXE = "/usr/local/bin/berth-acquire";
-
-/** A scripted process table; only what a scan reads. */
-class FakeTable implements ProcessTable {
-  readonly selfPid = 100;
-  readonly parentPid = 99;
-  readonly selfExe = SELF_EXE;
-  /** The listing, in insertion order. */
-  procs = new Map<number, ProcessInfo>();
-  /** File identities by path, for fileId(). */
-  files = new Map<string, string>([[SELF_EXE, "8:1"]]);
-  /** When set, list() rejects with it. */
-  listError: Error | undefined;
-  /** When set, fileId() rejects with it. */
-  fileIdError: Error | undefined;
-  lists = 0;
-
-  /** Adds a process; by default asleep, child of PID 1, leading its own group and session. */
-  add(pid: number, p: Partial<ProcessInfo> = {}): void {
-    this.procs.set(pid, {
-      pid,
-      comm: `p${pid}`,
-      startTime: 1000 + pid,
-      state: "S",
-      ppid: 1,
-      pgid: pid,
-      sid: pid,
-      ...p,
-    });
+/**
+ * The scripted process table, where a process is by default asleep, a child
+ * of PID 1 leading its own group and session; a signal fails the test.
+ */
+class FakeTable extends FakeProcessTable {
+  constructor() {
+    super({ defaults: processInfo });
   }
 
-  list(): Promise<ProcessInfo[]> {
-    this.lists++;
-    if (this.listError) return Promise.reject(this.listError);
-    return Promise.resolve([...this.procs.values()].map((p) => ({ ...p })));
-  }
-
-  get(pid: number): Promise<ProcessInfo | undefined> {
-    const p = this.procs.get(pid);
-    return Promise.resolve(p && { ...p });
-  }
-
-  fileId(path: string): Promise<string | undefined> {
-    if (this.fileIdError) return Promise.reject(this.fileIdError);
-    return Promise.resolve(this.files.get(path));
-  }
-
-  kill(pid: number): KillResult {
+  override kill(pid: number): KillResult {
     assert.fail(`a scan signalled ${pid}: it must only look`);
   }
 }

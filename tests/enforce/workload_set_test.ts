@@ -4,6 +4,7 @@ import {
   isContainerCgroup,
   WorkloadSet,
 } from "../../lib/enforce/workload_set.ts";
+import { processInfo } from "../support/fake_process_table.ts";
 
 /** Another container's control group as a container sees it (cgroup namespace). */
 const MAIN = `0::/../cri-containerd-${"0123456789abcdef".repeat(4)}.scope`;
@@ -11,18 +12,8 @@ const SHIPPER = `0::/../cri-containerd-${"fedcba9876543210".repeat(4)}.scope`;
 
 const SELF_PID = 100;
 
-function proc(pid: number, p: Partial<ProcessInfo> = {}): ProcessInfo {
-  return {
-    pid,
-    comm: `p${pid}`,
-    startTime: 1000 + pid,
-    state: "S",
-    ppid: 1,
-    pgid: pid,
-    sid: pid,
-    ...p,
-  };
-}
+/** A process asleep, child of PID 1, leading its own group and session. */
+const proc = processInfo;
 
 const self = proc(SELF_PID, { cgroup: "0::/" });
 const pids = (ps: ProcessInfo[]) => ps.map((p) => p.pid);
