@@ -22,8 +22,8 @@ Init container: blocks until the lease is acquired (retrying errors and
 waiting while another holder has it), then writes holder, token and the
 health marker to the state directory (created with mode 0755 when it is
 missing), installs the probe there as "check", and exits 0. Exits 1 on a
-configuration error, on --acquire-timeout, or when stopped by SIGTERM/SIGINT
-before the lease was acquired.
+configuration error, on --acquire-timeout, or when stopped by SIGTERM, SIGINT,
+SIGHUP or SIGQUIT before the lease was acquired.
 `;
 
 /** `berth-acquire acquire`: see the usage text. */

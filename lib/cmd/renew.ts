@@ -1,7 +1,7 @@
 /**
  * `berth-acquire renew`, the native sidecar of a runtime-singleton pod: it
  * wires the configuration to a {@linkcode Renewer} with the chosen enforcer
- * and runs it until SIGTERM/SIGINT.
+ * and runs it until a stop signal (SIGTERM, SIGINT, SIGHUP, SIGQUIT).
  *
  * @module
  */
@@ -36,7 +36,7 @@ acquired, renews it every heartbeat against a local deadline, and stops the
 workload before that deadline when the lease cannot be confirmed: by removing
 the health marker (enforce=probe) or also by signalling the workload through
 a shared PID namespace (enforce=signal). Reacquires when it can, and releases
-the lease on SIGTERM/SIGINT when configured to. Exits 0 after a shutdown, 1 on
+the lease on SIGTERM, SIGINT, SIGHUP or SIGQUIT when configured to. Exits 0 after a shutdown, 1 on
 a configuration error.
 
 With --health-addr (env ${HEALTH_ADDR_ENV}) it also serves GET /healthz (200

@@ -7,18 +7,13 @@
  * @module
  */
 import type { Logger } from "../obs/log.ts";
-import type { SignalSource } from "./signals.ts";
+import { SHUTDOWN_SIGNALS, type SignalSource } from "./signals.ts";
 
 export type { SignalSource };
 import type { ProcessGroup } from "../enforce/process_group.ts";
 
-/** The signals `run` ends a wait on, or forwards to the command while it runs. */
-export const FORWARDED_SIGNALS: readonly Deno.Signal[] = [
-  "SIGTERM",
-  "SIGINT",
-  "SIGHUP",
-  "SIGQUIT",
-];
+/** The signals `run` ends a wait on, or forwards to the command while it runs: the stop signals. */
+export const FORWARDED_SIGNALS: readonly Deno.Signal[] = SHUTDOWN_SIGNALS;
 
 /**
  * Routes the four stop signals: while no command runs they cancel the wait

@@ -1,5 +1,5 @@
 /**
- * Stop signals, in one place: SIGTERM and SIGINT become an `AbortSignal`
+ * Stop signals, in one place: SIGTERM, SIGINT, SIGHUP and SIGQUIT become an `AbortSignal`
  * that every wait of a role honours. Where the signals come from is a
  * {@linkcode SignalSource}, the process itself (`Deno`) in production, so a
  * test can deliver a signal at an exact point without signalling the test
@@ -20,8 +20,18 @@ export interface SignalSource {
   removeSignalListener(signal: Deno.Signal, handler: () => void): void;
 }
 
-/** The signals that ask `acquire` and `renew` to shut down. */
-export const SHUTDOWN_SIGNALS: readonly Deno.Signal[] = ["SIGTERM", "SIGINT"];
+/**
+ * The signals that ask a role to stop: `acquire` and `renew` shut down on
+ * them, `run` ends its wait on them or forwards them to its command. SIGHUP
+ * and SIGQUIT are among them so that none of them ends a process by its
+ * default action without a word.
+ */
+export const SHUTDOWN_SIGNALS: readonly Deno.Signal[] = [
+  "SIGTERM",
+  "SIGINT",
+  "SIGHUP",
+  "SIGQUIT",
+];
 
 /** Options for {@linkcode shutdownSignal}. */
 export interface ShutdownOptions {
@@ -40,7 +50,7 @@ export interface Shutdown {
 }
 
 /**
- * An `AbortSignal` that aborts on the first SIGTERM or SIGINT. The listeners
+ * An `AbortSignal` that aborts on the first of the stop signals. The listeners
  * stay installed until `dispose()`, so a second signal does not kill the
  * process by default action while it finishes (for example a release); it is
  * logged and otherwise ignored.

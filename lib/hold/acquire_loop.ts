@@ -49,7 +49,7 @@ export interface AcquireLeaseOptions {
   sharedHolder?: boolean;
   /** Bound on each RPC (ms); default {@linkcode DEFAULT_REQUEST_TIMEOUT_MS}, the reference client's bound. */
   requestTimeoutMs?: number;
-  /** Aborts the wait: SIGTERM/SIGINT, or `--acquire-timeout`. */
+  /** Aborts the wait: a stop signal, or `--acquire-timeout`. */
   signal: AbortSignal;
   /** Monotonic clock and waits. */
   clock: Clock;

@@ -165,7 +165,7 @@ export class Renewer {
    * Adopts the handoff, then renews at the heartbeat until `shutdown`
    * aborts; then releases when configured and held, once that is safe.
    *
-   * @param shutdown Aborts the lease loop (SIGTERM/SIGINT).
+   * @param shutdown Aborts the lease loop (a stop signal).
    * @returns Resolves when the release (or the decision not to) is done.
    */
   async run(shutdown: AbortSignal): Promise<void> {

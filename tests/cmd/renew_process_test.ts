@@ -740,3 +740,20 @@ Deno.test({
     assert.ok(at(/msg="lease released"/) > 0, log);
   },
 });
+
+Deno.test("SIGHUP and SIGQUIT shut the sidecar down as SIGTERM does, with a line that names the signal", async () => {
+  for (const sig of ["SIGHUP", "SIGQUIT"] as const) {
+    await using server = await startDevServer();
+    await using dir = await tempDir();
+    const { sidecar } = await startSidecar(server, env(server, dir.path));
+    await using _ = sidecar;
+    sidecar.kill(sig);
+    const status = await sidecar.wait();
+    assert.equal(status.code, 0, sidecar.log);
+    assert.match(
+      sidecar.log,
+      new RegExp(`msg="signal received; shutting down".* signal=${sig}`),
+    );
+    assert.match(sidecar.log, /msg="lease released".* fencing_token=1(\s|$)/m);
+  }
+});
