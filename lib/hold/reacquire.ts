@@ -74,23 +74,23 @@ export class Reacquirer {
 
   /**
    * Sends one Acquire, unless another process under this identity holds
-   * the lease and its quiet period runs.
+   * the lease and its quiet period runs. A shutdown does not cut the
+   * request short (it ends within its bound, the heartbeat): the server may
+   * grant it all the same, and a grant whose answer was never read would
+   * be held by no one until it expired, its token lost; read, the renewer
+   * can release it.
    *
    * @param token The token this process holds or last held (0: none); a
    *   grant of it again is ours, never another process's.
-   * @param shutdown Aborts the request.
    * @returns The grant to use, or undefined when there is none this tick.
    */
-  async attempt(
-    token: number,
-    shutdown: AbortSignal,
-  ): Promise<Reacquired | undefined> {
+  async attempt(token: number): Promise<Reacquired | undefined> {
     const { client, holder, ttlSeconds, heartbeatMs, clock, logger } = this.#o;
     if (this.#quietUntil !== undefined && clock.now() < this.#quietUntil) {
       return undefined;
     }
     const sentAt = clock.now();
-    using call = bounded(clock, heartbeatMs, shutdown);
+    using call = bounded(clock, heartbeatMs);
     const outcome = await client.acquire(holder, ttlSeconds, call.signal);
     const verdict = classifyAcquire(outcome);
     if (verdict.kind === "failed" && mayHaveBeenGranted(verdict.failure)) {

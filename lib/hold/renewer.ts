@@ -291,12 +291,22 @@ export class Renewer {
   async #reacquireOnce(shutdown: AbortSignal): Promise<void> {
     // Re-apply first: the kubelet may have restarted the container since the last tick.
     this.#close(this.#gate.reason ?? "lease not held");
-    const grant = await this.#reacquirer.attempt(this.#token, shutdown);
+    const grant = await this.#reacquirer.attempt(this.#token);
     if (grant === undefined) return;
     // Ours from here on, even if the volume refuses it: the next answer
     // for this token is our own grant, never another process's.
     this.#token = grant.token;
     this.#lost = undefined;
+    if (shutdown.aborted) {
+      // Granted while stopping: the workload gets none of it (no token
+      // written, the gate stays closed); the shutdown releases it.
+      this.#deadline = deadlineFrom(grant.sentAt, this.#o.ttlSeconds);
+      this.#o.logger.info(
+        "lease reacquired while shutting down; the workload stays stopped",
+        { fencing_token: grant.token },
+      );
+      return;
+    }
     if (!await this.#persist(grant.token, grant.sentAt, shutdown)) return;
     this.#confirm(grant.sentAt, "lease reacquired");
     this.#o.observer?.reacquired?.(grant.token);

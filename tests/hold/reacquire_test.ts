@@ -44,7 +44,7 @@ function setup() {
   });
   const attempt = (token: number, ...answers: GrantOutcome[]) => {
     client.queue.push(...answers);
-    return r.attempt(token, new AbortController().signal);
+    return r.attempt(token);
   };
   return { clock, client, logs, attempt };
 }
