@@ -1,6 +1,6 @@
 /**
  * The `berth-acquire dev-server` subcommand: the development lease server
- * (`lib/devserver/`) started from flags, serving until SIGINT or SIGTERM.
+ * (`lib/devserver/`) started from flags, serving until a stop signal.
  * Its own module so the server stays a library the tests and the simulator
  * start in-process, and so its errors read like the rest of the CLI's: one
  * line on stderr naming the flag, the value and what is wanted.
@@ -38,7 +38,7 @@ Flags:
 
 Flags are written --name=value or --name value (one dash works too).
 On start it prints one line on stdout: "berth dev-server listening on URL".
-It runs until SIGINT or SIGTERM, then exits 0; a usage or start-up error
+It runs until SIGINT, SIGTERM, SIGHUP or SIGQUIT, then exits 0; a usage or start-up error
 is one line on stderr and exit 1.
 `;
 
@@ -159,8 +159,8 @@ function parseFlags(args: string[]): DevServerFlags | "help" {
 
 /**
  * Runs `berth-acquire dev-server`: starts the server from flags, prints
- * `berth dev-server listening on URL` on stdout and serves until SIGINT or
- * SIGTERM.
+ * `berth dev-server listening on URL` on stdout and serves until a stop
+ * signal (SIGINT, SIGTERM, SIGHUP, SIGQUIT).
  *
  * @param args The arguments after `dev-server`.
  * @returns The exit code: 0 after `--help` or a signal, 1 on a usage or

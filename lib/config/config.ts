@@ -80,7 +80,7 @@ export interface Config {
    * workload is already stopped when the server may hand the lease over.
    */
   enforceLeadMs: number;
-  /** Release the lease on SIGTERM/SIGINT. */
+  /** Release the lease on a stop signal (SIGTERM, SIGINT, SIGHUP, SIGQUIT). */
   releaseOnShutdown: boolean;
   /** Holder identity sent to the server. */
   holder: string;

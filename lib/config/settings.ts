@@ -112,7 +112,8 @@ export const CONFIG_SETTINGS = [
     kind: "boolean",
     value: "BOOL",
     default: "true for runtime-singleton, false for startup-gate",
-    help: "release the lease on SIGTERM/SIGINT",
+    help:
+      "release the lease on a stop signal (SIGTERM, SIGINT, SIGHUP, SIGQUIT)",
   },
   {
     flag: "holder-identity",

@@ -105,6 +105,8 @@ export class Renewer {
   #running = false;
   /** Sends the Acquires while the lease is not held. */
   #reacquirer: Reacquirer;
+  /** Set when a reacquire was granted after the stop: no workload ran on it. */
+  #unusedGrant = false;
 
   /** Validates nothing: the config module already did; see {@linkcode RenewerOptions}. */
   constructor(options: RenewerOptions) {
@@ -297,17 +299,20 @@ export class Renewer {
     // for this token is our own grant, never another process's.
     this.#token = grant.token;
     this.#lost = undefined;
+    if (!shutdown.aborted) {
+      if (!await this.#persist(grant.token, grant.sentAt, shutdown)) return;
+    }
     if (shutdown.aborted) {
-      // Granted while stopping: the workload gets none of it (no token
-      // written, the gate stays closed); the shutdown releases it.
+      // Granted while stopping: the workload gets none of it (the gate
+      // stays closed); the shutdown releases it, whatever the setting.
       this.#deadline = deadlineFrom(grant.sentAt, this.#o.ttlSeconds);
+      this.#unusedGrant = true;
       this.#o.logger.info(
         "lease reacquired while shutting down; the workload stays stopped",
         { fencing_token: grant.token },
       );
       return;
     }
-    if (!await this.#persist(grant.token, grant.sentAt, shutdown)) return;
     this.#confirm(grant.sentAt, "lease reacquired");
     this.#o.observer?.reacquired?.(grant.token);
   }
@@ -444,8 +449,10 @@ export class Renewer {
     // A lease whose local deadline has passed is no longer ours to release
     // (another holder may have it).
     const expired = deadline !== undefined && clock.now() >= deadline;
-    const held = this.#o.releaseOnShutdown && this.#token > 0 &&
-      this.#lost === undefined && !expired;
+    // A grant no workload ran on is released even when releases are off:
+    // kept, it would only hold the lease for no one until it expired.
+    const held = (this.#o.releaseOnShutdown || this.#unusedGrant) &&
+      this.#token > 0 && this.#lost === undefined && !expired;
     if (held) {
       this.#close("the lease is being released at shutdown", true);
       await this.#gate.whenApplied();

@@ -34,7 +34,7 @@ function logger(lines: string[]) {
   return createLogger({ write: (l) => lines.push(l) });
 }
 
-Deno.test("shutdownSignal aborts on the first SIGTERM or SIGINT, naming it, and logs a second one", () => {
+Deno.test("shutdownSignal aborts on the first stop signal (SIGTERM, SIGINT, SIGHUP, SIGQUIT), naming it, and logs a second one", () => {
   for (const sig of SHUTDOWN_SIGNALS) {
     const source = new FakeSignals();
     const lines: string[] = [];

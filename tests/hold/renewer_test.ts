@@ -911,43 +911,45 @@ Deno.test("an observer that throws neither keeps the gate timer from stopping th
   await stop(h);
 });
 
-Deno.test("a reacquire in flight at shutdown is not cut short: its grant reaches no workload and is released", async () => {
-  const h = start(handoff(4, 10_000));
-  const t0 = h.clock.now();
-  await settle();
-  h.client.pending()!.answer({ kind: "acquired", lease: record(HOLDER, 4) });
-  await h.clock.advanceTo(t0 + HB);
-  h.client.pending()!.answer({
-    kind: "not-acquired",
-    lease: record("prod/pod:web-1:uid:2", 5),
-  });
-  await settle();
-  const closedAt = h.enforcer.firstClose()!.at;
-  // The next tick asks for the lease again; the stop arrives meanwhile.
-  await h.clock.advanceTo(t0 + 2 * HB + 1);
-  const acq = h.client.pending()!;
-  assert.equal(acq.rpc, "acquire");
-  const writes = h.store.writes.length;
-  h.shutdown.abort();
-  await settle();
-  assert.equal(acq.done, false, "the Acquire is left to finish");
-  assert.equal(acq.signal.aborted, false);
-  // The server granted it: the answer is read, and the lease released.
-  acq.answer({ kind: "acquired", lease: record(HOLDER, 6) });
-  await h.clock.advanceTo(closedAt + LEAD);
-  const rel = h.client.pending()!;
-  assert.equal(rel.rpc, "release");
-  assert.equal(rel.token, 6);
-  rel.answer({ kind: "released" });
-  await h.done;
-  assert.equal(h.store.writes.length, writes, "no token written for it");
-  assert.ok(
-    h.enforcer.events.filter((e) => e.at > closedAt).every((e) =>
-      e.op !== "open"
-    ),
-    "the gate never opened for it",
-  );
-  assert.ok(
-    h.logs.some((l) => l.includes("lease reacquired while shutting down")),
-  );
+Deno.test("a reacquire in flight at shutdown is not cut short: its grant reaches no workload and is released, even with releases off", async () => {
+  for (const releaseOnShutdown of [true, false]) {
+    const h = start(handoff(4, 10_000), { releaseOnShutdown });
+    const t0 = h.clock.now();
+    await settle();
+    h.client.pending()!.answer({ kind: "acquired", lease: record(HOLDER, 4) });
+    await h.clock.advanceTo(t0 + HB);
+    h.client.pending()!.answer({
+      kind: "not-acquired",
+      lease: record("prod/pod:web-1:uid:2", 5),
+    });
+    await settle();
+    const closedAt = h.enforcer.firstClose()!.at;
+    // The next tick asks for the lease again; the stop arrives meanwhile.
+    await h.clock.advanceTo(t0 + 2 * HB + 1);
+    const acq = h.client.pending()!;
+    assert.equal(acq.rpc, "acquire");
+    const writes = h.store.writes.length;
+    h.shutdown.abort();
+    await settle();
+    assert.equal(acq.done, false, "the Acquire is left to finish");
+    assert.equal(acq.signal.aborted, false);
+    // The server granted it: the answer is read, and the lease released.
+    acq.answer({ kind: "acquired", lease: record(HOLDER, 6) });
+    await h.clock.advanceTo(closedAt + LEAD);
+    const rel = h.client.pending()!;
+    assert.equal(rel.rpc, "release");
+    assert.equal(rel.token, 6);
+    rel.answer({ kind: "released" });
+    await h.done;
+    assert.equal(h.store.writes.length, writes, "no token written for it");
+    assert.ok(
+      h.enforcer.events.filter((e) => e.at > closedAt).every((e) =>
+        e.op !== "open"
+      ),
+      "the gate never opened for it",
+    );
+    assert.ok(
+      h.logs.some((l) => l.includes("lease reacquired while shutting down")),
+    );
+  }
 });
