@@ -37,6 +37,13 @@ export interface StopEvidence {
   stopped: boolean;
   /** Why, in this project's words, for the shutdown log line. */
   detail: string;
+  /**
+   * True when the last close could not remove the health marker: the
+   * liveness probe may pass until the deadline written in it, and a
+   * restarted container run, whatever else is known, so the lease must not
+   * be released before that deadline (it expires on its own then).
+   */
+  markerLeft?: boolean;
 }
 
 /**
@@ -82,19 +89,23 @@ export interface Enforcer {
  * @param marker The marker store.
  * @param logger Where the failure goes.
  * @param reason Why the gate closed, for the log line.
+ * @returns False when the marker could not be removed (see
+ * {@linkcode StopEvidence.markerLeft}).
  */
 export async function removeMarker(
   marker: MarkerStore,
   logger: Logger,
   reason: string,
-): Promise<void> {
+): Promise<boolean> {
   try {
     await marker.remove();
+    return true;
   } catch (e) {
     logger.error(
       "cannot remove the health marker; the workload's liveness probe may keep passing until the deadline written in the marker",
       { reason, error: e },
     );
+    return false;
   }
 }
 
@@ -156,6 +167,8 @@ export interface ProbeEnforcerOptions {
  */
 export class ProbeEnforcer implements Enforcer {
   #o: ProbeEnforcerOptions;
+  /** Whether the last close left the marker (see {@linkcode StopEvidence.markerLeft}). */
+  #markerLeft = false;
 
   /** See {@linkcode ProbeEnforcerOptions}. */
   constructor(options: ProbeEnforcerOptions) {
@@ -169,7 +182,11 @@ export class ProbeEnforcer implements Enforcer {
 
   /** Removes the marker (a failure is logged). */
   async close(reason: string): Promise<void> {
-    await removeMarker(this.#o.marker, this.#o.logger, reason);
+    this.#markerLeft = !await removeMarker(
+      this.#o.marker,
+      this.#o.logger,
+      reason,
+    );
   }
 
   /** Answers at once: probe mode cannot see the workload's processes. */
@@ -178,6 +195,7 @@ export class ProbeEnforcer implements Enforcer {
       stopped: false,
       detail:
         "probe enforcement cannot see the workload's processes; its liveness probe stops it within the enforcement lead",
+      ...(this.#markerLeft ? { markerLeft: true } : {}),
     });
   }
 

@@ -66,6 +66,8 @@ export class SignalEnforcer implements Enforcer {
   #listFailureReported = false;
   /** Whether any scan since start found a target: proof that the PID namespace is shared. */
   #seenTarget = false;
+  /** Whether the last close left the marker (see `StopEvidence.markerLeft`). */
+  #markerLeft = false;
   /** Whether the current run of scans without a target was already reported. */
   #absenceReported = false;
   /** Live targets in the last scan; undefined before the first and after a scan that could not read the table. */
@@ -167,7 +169,11 @@ export class SignalEnforcer implements Enforcer {
   /** Removes the marker, signals the targets and keeps rescanning. */
   close(reason: string): Promise<void> {
     return this.#serial(async () => {
-      await removeMarker(this.#o.marker, this.#o.logger, reason);
+      this.#markerLeft = !await removeMarker(
+        this.#o.marker,
+        this.#o.logger,
+        reason,
+      );
       this.#reason = reason;
       let gate = this.#gate;
       if (!gate) {
@@ -190,6 +196,12 @@ export class SignalEnforcer implements Enforcer {
    * then, or until `signal` aborts.
    */
   async workloadStopped(signal: AbortSignal): Promise<StopEvidence> {
+    const evidence = await this.#evidence(signal);
+    return this.#markerLeft ? { ...evidence, markerLeft: true } : evidence;
+  }
+
+  /** {@linkcode SignalEnforcer.workloadStopped}, from the process table alone. */
+  async #evidence(signal: AbortSignal): Promise<StopEvidence> {
     const { clock, scanIntervalMs, target } = this.#o;
     for (;;) {
       const gate = this.#gate;

@@ -130,6 +130,13 @@ export async function shutdownRelease(
     return;
   }
   const evidence = await waitForStop(o, o.closedAt);
+  if (evidence.markerLeft) {
+    logger.error(
+      "not releasing the lease: the health marker could not be removed, so the workload's liveness probe may pass until the deadline written in it; the lease expires on its own",
+      { fencing_token: o.token },
+    );
+    return;
+  }
   let why = "the workload is stopped";
   if (!evidence.stopped) {
     const wait = o.closedAt + o.enforceLeadMs - clock.now();

@@ -349,6 +349,12 @@ Deno.test("signal: a marker that cannot be removed is reported and the workload 
   const errors = records.filter((r) => r.level === "ERROR");
   assert.equal(errors.length, 1);
   assert.match(errors[0].msg, /health marker/);
+  // Stopped, but the marker still passes: a restarted container would run.
+  const evidence = await enforcer.workloadStopped(
+    new AbortController().signal,
+  );
+  assert.equal(evidence.stopped, true);
+  assert.equal(evidence.markerLeft, true);
   await enforcer.dispose();
 });
 
@@ -482,11 +488,16 @@ Deno.test("probe: close() removes the marker, open() rewrites it, a missing mark
     "marker remove",
     "marker write",
   ]);
+  assert.equal((await enforcer.workloadStopped()).markerLeft, undefined);
   marker.failRemove = true;
   await enforcer.close("lease lost"); // reported, not thrown
   assert.equal(records.filter((r) => r.level === "ERROR").length, 1);
   const evidence = await enforcer.workloadStopped();
   assert.equal(evidence.stopped, false, "probe mode never knows");
+  assert.equal(evidence.markerLeft, true, "the probe may still pass");
+  marker.failRemove = false;
+  await enforcer.close("lease lost");
+  assert.equal((await enforcer.workloadStopped()).markerLeft, undefined);
   await enforcer.dispose();
 });
 

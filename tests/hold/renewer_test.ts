@@ -953,3 +953,28 @@ Deno.test("a reacquire in flight at shutdown is not cut short: its grant reaches
     );
   }
 });
+
+Deno.test("a health marker the close could not remove keeps the lease from being released at shutdown: the probe may pass until its deadline", async () => {
+  const h = start(handoff(4, 10_000));
+  await settle();
+  h.client.pending()!.answer({ kind: "acquired", lease: record(HOLDER, 4) });
+  await settle();
+  h.enforcer.stopped = () =>
+    Promise.resolve({
+      stopped: true,
+      detail: "test: stopped",
+      markerLeft: true,
+    });
+  h.shutdown.abort();
+  await h.done;
+  assert.equal(h.client.of("release").length, 0, "no release");
+  assert.ok(
+    h.logs.some((l) =>
+      l.includes('"level":"ERROR"') &&
+      l.includes(
+        "not releasing the lease: the health marker could not be removed",
+      )
+    ),
+    h.logs.join("\n"),
+  );
+});
