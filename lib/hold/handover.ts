@@ -60,9 +60,9 @@ export interface HandOverOptions {
 
 /**
  * Writes holder, token and marker (and the probe) for the roles that come
- * next. When the volume cannot be written the lease is released at once
- * (bounded, 5 s), so the standby does not wait a whole TTL for a lease
- * nobody will renew; returns false then.
+ * next. When the volume cannot be written the marker is removed and the
+ * lease released at once (bounded, 5 s), so the standby does not wait a
+ * whole TTL for a lease nobody will renew; returns false then.
  */
 export async function handOver(o: HandOverOptions): Promise<boolean> {
   const { state, config, lease, client, clock, logger } = o;
@@ -78,6 +78,17 @@ export async function handOver(o: HandOverOptions): Promise<boolean> {
       state_dir: config.stateDir,
       fencing_token: lease.token,
     });
+    // A marker written before the failure would pass the probe (and
+    // `status`) for a lease given back; one that stays keeps the lease.
+    try {
+      await state.removeMarker();
+    } catch (r) {
+      logger.error(
+        "not releasing the lease: the health marker it wrote cannot be removed, so the probe may pass until the deadline written in it; the lease expires on its own",
+        { error: r, fencing_token: lease.token },
+      );
+      return false;
+    }
     const released = await client.release(
       config.holder,
       lease.token,

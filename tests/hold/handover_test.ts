@@ -1,10 +1,15 @@
 /**
- * The marker the acquiring role hands over, as pure arithmetic.
+ * The marker the acquiring role hands over, as pure arithmetic, and what a
+ * hand-over that fails half-way leaves behind.
  *
  * @module
  */
 import assert from "node:assert/strict";
-import { handoffMarker } from "../../lib/hold/handover.ts";
+import { handoffMarker, handOver } from "../../lib/hold/handover.ts";
+import { createLogger } from "../../lib/obs/log.ts";
+import { StateDir } from "../../lib/state/state_dir.ts";
+import { FakeClock } from "../support/fake_clock.ts";
+import { ScriptedClient } from "../support/scripted_client.ts";
 
 Deno.test("handoffMarker: runtime-singleton carries the acquisition's deadline and gate; startup-gate carries none", () => {
   assert.deepEqual(
@@ -38,4 +43,41 @@ Deno.test("handoffMarker: runtime-singleton carries the acquisition's deadline a
     ),
     undefined,
   );
+});
+
+Deno.test("handOver: a state volume that fails after the marker is written gets the marker removed before the lease is released", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "berth-handover-" });
+  try {
+    // The probe cannot be installed: a directory with content is in its place.
+    await Deno.mkdir(`${dir}/check/sub`, { recursive: true });
+    const clock = new FakeClock();
+    const client = new ScriptedClient(() => clock.now());
+    client.queue.push({ kind: "released" });
+    const logs: string[] = [];
+    const state = new StateDir(dir);
+    const ok = await handOver({
+      state,
+      config: {
+        mode: "runtime-singleton",
+        ttlSeconds: 30,
+        enforceLeadMs: 4_000,
+        holder: "prod/pod:web-0:uid:1",
+        stateDir: dir,
+      },
+      lease: { token: 7, sentAt: 0, sentAtBoot: 0, sentAtWall: 0 },
+      client,
+      clock,
+      logger: createLogger({ format: "json", write: (l) => logs.push(l) }),
+      installCheck: true,
+    });
+    assert.equal(ok, false);
+    assert.equal(state.readMarkerDeadlines(), undefined, "no marker left");
+    assert.deepEqual(
+      client.calls.map((c) => [c.rpc, c.token]),
+      [["release", 7]],
+    );
+    assert.ok(logs.some((l) => l.includes("cannot write the state volume")));
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
 });
