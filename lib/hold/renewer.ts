@@ -344,6 +344,7 @@ export class Renewer {
       ...this.#o,
       enforcer: this.#enforcer,
       held: true,
+      keepWhenMarkerLeft: false,
       gateOpen: false,
       token,
       closedAt: this.#gate.closedAt,

@@ -105,6 +105,13 @@ export interface ShutdownReleaseOptions
   closedAt: number;
   /** Monotonic ms of the local lease deadline, when confirmed. */
   deadline: number | undefined;
+  /**
+   * Keep the lease when the enforcer says the marker could not be removed
+   * (`StopEvidence.markerLeft`); default true. False for the release after
+   * a refused token write, whose next tick would otherwise extend the kept
+   * lease for no one, tick after tick.
+   */
+  keepWhenMarkerLeft?: boolean;
 }
 
 /**
@@ -130,7 +137,7 @@ export async function shutdownRelease(
     return;
   }
   const evidence = await waitForStop(o, o.closedAt);
-  if (evidence.markerLeft) {
+  if (evidence.markerLeft && o.keepWhenMarkerLeft !== false) {
     logger.error(
       "not releasing the lease: the health marker could not be removed, so the workload's liveness probe may pass until the deadline written in it; the lease expires on its own",
       { fencing_token: o.token },

@@ -779,9 +779,15 @@ Deno.test("a refused token right after a loss is released only once the workload
   await settle();
   h.client.pending()!.answer({ kind: "acquired", lease: record(HOLDER, 4) });
   await h.clock.advanceTo(t0 + HB);
-  // The loss: the gate closes, and the workload takes its time to stop.
+  // The loss: the gate closes, and the workload takes its time to stop;
+  // the marker could not be removed either (the volume is read-only), yet
+  // keeping the lease would only have the next tick extend it for no one.
   h.enforcer.stopped = () =>
-    Promise.resolve({ stopped: false, detail: "test: still stopping" });
+    Promise.resolve({
+      stopped: false,
+      detail: "test: still stopping",
+      markerLeft: true,
+    });
   h.client.pending()!.answer({
     kind: "not-acquired",
     lease: record("prod/pod:web-1:uid:2", 5),
