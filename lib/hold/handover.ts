@@ -84,7 +84,7 @@ export async function handOver(o: HandOverOptions): Promise<boolean> {
       await state.removeMarker();
     } catch (r) {
       logger.error(
-        "not releasing the lease: the health marker it wrote cannot be removed, so the probe may pass until the deadline written in it; the lease expires on its own",
+        "not releasing the lease: the health marker in the state directory cannot be removed, so the probe may keep passing on it; the lease expires on its own",
         { error: r, fencing_token: lease.token },
       );
       return false;
