@@ -58,6 +58,8 @@ export type LeaseFailure =
     message: string;
     requestId?: string;
     url?: string;
+    /** Set when no wait can heal it: the one-line fix (see {@linkcode configFix}). */
+    fix?: string;
   }
   /** A success status whose body is not what the API promises. */
   | {
@@ -65,9 +67,16 @@ export type LeaseFailure =
     status: number;
     message: string;
     requestId?: string;
+    /** Set when no wait can heal it: the one-line fix (see {@linkcode configFix}). */
+    fix?: string;
   }
   /** Connection refused, reset, TLS failure, DNS, ... */
-  | { kind: "transport-error"; message: string }
+  | {
+    kind: "transport-error";
+    message: string;
+    /** Set when no wait can heal it: the one-line fix (see {@linkcode configFix}). */
+    fix?: string;
+  }
   /** The request's time bound ran out (a `TimeoutError` abort). */
   | { kind: "timeout"; message: string }
   /** The caller cancelled the request (shutdown); not an API problem. */
@@ -127,6 +136,30 @@ export interface LeaseClient {
  */
 export function isPersistentFailure(f: LeaseFailure): boolean {
   return f.kind === "server-error" && PERSISTENT_STATUSES.has(f.status);
+}
+
+/**
+ * The one-line fix for a failure that no wait can heal: a URL scheme that
+ * does not match the server (`https://` on a plain-HTTP port, `http://` on a
+ * TLS port), a certificate that is not trusted or does not name the server,
+ * or a server that is not a Berth API server. Undefined for a failure that
+ * may heal by itself (refused, reset, timeout, DNS, 5xx, 409, ...).
+ *
+ * @param f The failure to judge.
+ * @returns The fix to name, or undefined.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * assert.equal(configFix({ kind: "timeout", message: "after 10s" }), undefined);
+ * assert.equal(
+ *   configFix({ kind: "transport-error", message: "x", fix: "use http://" }),
+ *   "use http://",
+ * );
+ * ```
+ */
+export function configFix(f: LeaseFailure): string | undefined {
+  return "fix" in f ? f.fix : undefined;
 }
 
 const PERSISTENT_STATUSES = new Set([400, 401, 403, 404]);
