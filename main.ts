@@ -30,9 +30,9 @@ export const PROBE_COMMAND = "check";
 export const COMMANDS: Readonly<Record<string, string>> = {
   acquire: "./lib/cmd/acquire.ts",
   renew: "./lib/cmd/renew.ts",
-  run: "./lib/cmd/run.ts",
+  run: "./lib/run/run.ts",
   status: "./lib/cmd/status.ts",
-  gate: "./lib/cmd/gate.ts",
+  gate: "./lib/gate/gate.ts",
   "dev-server": "./lib/cmd/dev_server.ts",
 };
 

@@ -15,10 +15,10 @@ import {
   type HealthAddr,
   type HealthServer,
   startHealthServer,
-} from "../obs/health.ts";
+} from "./health.ts";
 import type { LeaseClient } from "../lease/rpc.ts";
 import type { Logger } from "../obs/log.ts";
-import { LeaseMetrics } from "../obs/metrics.ts";
+import { LeaseMetrics } from "./lease_metrics.ts";
 import {
   type HandoffStore,
   Renewer,

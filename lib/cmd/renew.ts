@@ -16,13 +16,9 @@ import {
   ProbeEnforcer,
 } from "../enforce/enforcer.ts";
 import { SignalEnforcer } from "../enforce/signal.ts";
-import {
-  HEALTH_ADDR_ENV,
-  type HealthAddr,
-  healthAddrFrom,
-} from "../obs/health.ts";
+import { HEALTH_ADDR_ENV, type HealthAddr, healthAddrFrom } from "./health.ts";
 import type { Logger } from "../obs/log.ts";
-import type { EnforcementWrappers } from "../obs/metrics.ts";
+import type { EnforcementWrappers } from "./lease_metrics.ts";
 import { LinuxProcessTable } from "../enforce/proc.ts";
 import type { Renewer } from "../hold/renewer.ts";
 import { LeaseKeeper } from "./lease_keeper.ts";

@@ -11,7 +11,7 @@ import {
   OTHER_KNOWN_ENV,
   unknownVariables,
 } from "../../lib/config/settings.ts";
-import { HEALTH_ADDR_ENV } from "../../lib/obs/health.ts";
+import { HEALTH_ADDR_ENV } from "../../lib/cmd/health.ts";
 import { commandEnv } from "../../lib/enforce/command_env.ts";
 
 Deno.test("editDistance counts insertions, deletions, substitutions and adjacent swaps", () => {

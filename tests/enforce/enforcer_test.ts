@@ -9,7 +9,7 @@ import {
   type SignalEnforcerOptions,
 } from "../../lib/enforce/signal.ts";
 import { createLogger } from "../../lib/obs/log.ts";
-import { ChildEnforcer } from "../../lib/enforce/child_enforcer.ts";
+import { ChildEnforcer } from "../../lib/run/child_enforcer.ts";
 import type { ProcessGroup } from "../../lib/enforce/process_group.ts";
 import type { MarkerDeadlines } from "../../lib/state/marker.ts";
 import { FakeClock, settle } from "../support/fake_clock.ts";

@@ -29,7 +29,7 @@ import {
   EXIT_CONFIG,
   EXIT_LEASE_LOST,
   FORWARDED_SIGNALS,
-} from "../../lib/cmd/run.ts";
+} from "../../lib/run/run.ts";
 import {
   checkoutArgv,
   PERMISSION_SET,

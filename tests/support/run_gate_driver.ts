@@ -1,6 +1,6 @@
 /**
- * Runs `run` (lib/cmd/run.ts `runWith`) in a process of its own with a
- * stand-in for its command's gate, for `tests/cmd/run_test.ts`: `run` makes
+ * Runs `run` (lib/run/run.ts `runWith`) in a process of its own with a
+ * stand-in for its command's gate, for `tests/run/run_test.ts`: `run` makes
  * itself a child subreaper, which must not be the test runner. The first
  * argument is the configuration's environment as JSON, the second the stand-in
  * gate's shell script (it gets `run`'s gate arguments as `$@`); records go to
@@ -8,7 +8,7 @@
  *
  * @module
  */
-import { runWith } from "../../lib/cmd/run.ts";
+import { runWith } from "../../lib/run/run.ts";
 import { resolveConfig } from "../../lib/config/config.ts";
 import { createLogger } from "../../lib/obs/log.ts";
 import { systemClock } from "../../lib/state/clock.ts";

@@ -15,9 +15,9 @@
  * its own and `--parent-pid`, so that a killed or frozen `run` cannot leave
  * the command behind.
  *
- * This module is the subcommand's wiring: arguments (lib/cmd/gate_args.ts),
- * logger, usage. The loop is lib/cmd/gate_loop.ts; the watch of a running
- * COMMAND and its deadline arithmetic, lib/enforce/marker_watch.ts.
+ * This module is the subcommand's wiring: arguments (lib/gate/gate_args.ts),
+ * logger, usage. The loop is lib/gate/gate_loop.ts; the watch of a running
+ * COMMAND and its deadline arithmetic, lib/gate/marker_watch.ts.
  *
  * Its imports stay small (no lease client, no `node:` module): it lives in
  * the workload's container and memory budget.
@@ -32,7 +32,7 @@ import {
   parseGateArgs,
 } from "./gate_args.ts";
 import { runGate } from "./gate_loop.ts";
-import { startFullCollections } from "./full_collection.ts";
+import { startFullCollections } from "../cmd/full_collection.ts";
 import { createLogger, type Logger, parseLogFormat } from "../obs/log.ts";
 
 /**

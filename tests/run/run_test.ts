@@ -35,8 +35,8 @@ import {
   removeMarkers,
   runWith,
   type SignalSource,
-} from "../../lib/cmd/run.ts";
-import { gateDeathReason } from "../../lib/cmd/run_supervise.ts";
+} from "../../lib/run/run.ts";
+import { gateDeathReason } from "../../lib/run/run_supervise.ts";
 import { StateDir } from "../../lib/state/state_dir.ts";
 import { runCli } from "../support/cli.ts";
 import { FakeClock } from "../support/fake_clock.ts";

@@ -349,7 +349,7 @@ Deno.test("gate --parent-pid: the command is stopped as soon as the parent is go
 
 Deno.test("gate loads no lease client and no node: module (it runs in the main container)", async () => {
   const out = await new Deno.Command(Deno.execPath(), {
-    args: ["info", "--json", `${REPO_ROOT}/lib/cmd/gate.ts`],
+    args: ["info", "--json", `${REPO_ROOT}/lib/gate/gate.ts`],
     stdout: "piped",
   }).output();
   const info = JSON.parse(new TextDecoder().decode(out.stdout));

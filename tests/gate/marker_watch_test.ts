@@ -1,7 +1,7 @@
 /**
  * `gate`'s watch of its command, the pure part: how far a stop's grace is
  * cut so that the command is gone before the lease deadline. The watch
- * itself runs in `tests/cmd/gate_loop_test.ts`, with a real command.
+ * itself runs in `tests/gate/gate_loop_test.ts`, with a real command.
  *
  * @module
  */
@@ -9,7 +9,7 @@ import assert from "node:assert/strict";
 import {
   LEASE_MARGIN_MS,
   shortenedGraceMs,
-} from "../../lib/enforce/marker_watch.ts";
+} from "../../lib/gate/marker_watch.ts";
 
 Deno.test("shortenedGraceMs: a grace that would outlast the lease deadline is cut to end LEASE_MARGIN_MS before it, never below 0", () => {
   assert.equal(shortenedGraceMs(1_000, 10_000), undefined);

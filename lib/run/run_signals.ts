@@ -7,7 +7,7 @@
  * @module
  */
 import type { Logger } from "../obs/log.ts";
-import { SHUTDOWN_SIGNALS, type SignalSource } from "./signals.ts";
+import { SHUTDOWN_SIGNALS, type SignalSource } from "../cmd/signals.ts";
 
 export type { SignalSource };
 import type { ProcessGroup } from "../enforce/process_group.ts";

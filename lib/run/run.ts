@@ -8,18 +8,18 @@
  *
  * @module
  */
-import { selfArgv } from "./self_argv.ts";
+import { selfArgv } from "../cmd/self_argv.ts";
 import { acquireLease } from "../hold/acquire_loop.ts";
 import { handoffMarker, handOver } from "../hold/handover.ts";
 import {
   EXIT_CANNOT_EXECUTE,
   EXIT_COMMAND_NOT_FOUND,
 } from "../enforce/process_group.ts";
-import { ChildEnforcer } from "../enforce/child_enforcer.ts";
-import { executableProblem } from "../enforce/executable.ts";
+import { ChildEnforcer } from "./child_enforcer.ts";
+import { executableProblem } from "./executable.ts";
 import { becomeSubreaper } from "../enforce/process_tree.ts";
 import { type Clock, systemClock } from "../state/clock.ts";
-import { RUN_ROLE, start } from "./startup.ts";
+import { RUN_ROLE, start } from "../cmd/startup.ts";
 import type { Config } from "../config/config.ts";
 import { ConfigError } from "../config/error.ts";
 import type { ExtraFlag } from "../config/flags.ts";
@@ -28,13 +28,13 @@ import {
   HEALTH_ADDR_ENV,
   type HealthAddr,
   healthAddrFrom,
-} from "../obs/health.ts";
+} from "../cmd/health.ts";
 import type { LeaseClient } from "../lease/rpc.ts";
 import type { Logger } from "../obs/log.ts";
 import type { RenewerStatus } from "../hold/renewer.ts";
 import { StateDir } from "../state/state_dir.ts";
 import { prepareStateDir } from "../state/ensure_dir.ts";
-import { LeaseKeeper } from "./lease_keeper.ts";
+import { LeaseKeeper } from "../cmd/lease_keeper.ts";
 import { RunHandoff } from "./run_handoff.ts";
 import { SignalRouter, type SignalSource } from "./run_signals.ts";
 

@@ -8,7 +8,7 @@ import {
   healthHandler,
   healthVerdict,
   parseHealthAddr,
-} from "../../lib/obs/health.ts";
+} from "../../lib/cmd/health.ts";
 import type { RenewerStatus } from "../../lib/hold/renewer.ts";
 import { runCli } from "../support/cli.ts";
 import {

@@ -12,7 +12,7 @@ import {
   ProcessGroup,
   SpawnError,
 } from "../enforce/process_group.ts";
-import type { ChildEnforcer } from "../enforce/child_enforcer.ts";
+import type { ChildEnforcer } from "./child_enforcer.ts";
 import { reapOrphans } from "../enforce/process_tree.ts";
 import { commandEnv } from "../enforce/command_env.ts";
 import { aborted, type Clock } from "../state/clock.ts";
@@ -20,8 +20,8 @@ import type { Config } from "../config/config.ts";
 import type { Logger } from "../obs/log.ts";
 import type { Renewer } from "../hold/renewer.ts";
 import type { StateDir } from "../state/state_dir.ts";
-import { EXIT_GATE_CLOSED } from "./gate_args.ts";
-import type { LeaseKeeper } from "./lease_keeper.ts";
+import { EXIT_GATE_CLOSED } from "../gate/gate_args.ts";
+import type { LeaseKeeper } from "../cmd/lease_keeper.ts";
 import type { SignalRouter } from "./run_signals.ts";
 
 /**

@@ -5,7 +5,7 @@
  * predicate: {@linkcode examineMarker}), failed also when `--parent-pid` is
  * no longer the parent. Signals are forwarded to COMMAND, or, while it does
  * not run, end the wait. The subcommand's wiring (arguments, logger, usage)
- * is lib/cmd/gate.ts.
+ * is lib/gate/gate.ts.
  *
  * @module
  */
@@ -21,7 +21,7 @@ import {
   untilLeaseDeadline,
   warnLongGrace,
   watchCommand,
-} from "../enforce/marker_watch.ts";
+} from "./marker_watch.ts";
 import { ProcessGroup, SpawnError } from "../enforce/process_group.ts";
 import { becomeSubreaper, reapOrphans } from "../enforce/process_tree.ts";
 import type { Logger } from "../obs/log.ts";

@@ -7,7 +7,7 @@ import type {
   LeaseClient,
   ReleaseOutcome,
 } from "../../lib/lease/rpc.ts";
-import { LeaseMetrics } from "../../lib/obs/metrics.ts";
+import { LeaseMetrics } from "../../lib/cmd/lease_metrics.ts";
 import {
   escapeHelp,
   escapeLabelValue,

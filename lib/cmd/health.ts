@@ -16,9 +16,9 @@ import {
   listenerUrl,
   parseHostPort,
 } from "../net/addr.ts";
-import type { Logger } from "./log.ts";
+import type { Logger } from "../obs/log.ts";
 import { shownMs, type Verdict } from "../state/marker.ts";
-import { METRICS_CONTENT_TYPE } from "./prometheus.ts";
+import { METRICS_CONTENT_TYPE } from "../obs/prometheus.ts";
 import type { RenewerStatus } from "../hold/status.ts";
 
 /** The env variable that sets the listener's address when `--health-addr` is not given. */

@@ -4,7 +4,7 @@
  * (a timer, re-armed at every look), and the deadline arithmetic that lets a
  * stop end the command before the lease deadline, whatever its grace.
  *
- * The loop around it (lib/cmd/gate_loop.ts) starts the command, passes the
+ * The loop around it (lib/gate/gate_loop.ts) starts the command, passes the
  * verdict and decides what a stop means; this module decides when to stop
  * and how long the stop may take. It reads the marker through the state
  * volume and the clocks it is given, and starts nothing.
@@ -12,7 +12,7 @@
  * @module
  */
 import { formatDurationMs } from "../config/duration.ts";
-import type { ChildExit, ProcessGroup } from "./process_group.ts";
+import type { ChildExit, ProcessGroup } from "../enforce/process_group.ts";
 import type { Logger } from "../obs/log.ts";
 import type { Clock } from "../state/clock.ts";
 import type { MarkerDeadlines, Verdict } from "../state/marker.ts";

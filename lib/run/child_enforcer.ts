@@ -9,9 +9,9 @@
  *
  * @module
  */
-import type { Enforcer, StopEvidence } from "./enforcer.ts";
+import type { Enforcer, StopEvidence } from "../enforce/enforcer.ts";
 import type { MarkerDeadlines } from "../state/marker.ts";
-import type { ProcessGroup } from "./process_group.ts";
+import type { ProcessGroup } from "../enforce/process_group.ts";
 import { aborted } from "../state/clock.ts";
 
 /** The markers {@linkcode ChildEnforcer} keeps: usually a `ProbeEnforcer`. */
