@@ -17,10 +17,10 @@
  * (printed, not asserted: it is the server's contract, not the helper's).
  * Every restart window (a workload the kubelet restarted while its pod had
  * no lease) must end within one probe period plus the probe's timeout and
- * termination grace, plus 1 s of scheduling slack: a structural bound, not
- * a timing expectation. In signal mode a window whose sidecar was up and
- * which ended by being stopped (not by the pod regaining the lease) must
- * end within one sidecar scan (250 ms) plus the same slack.
+ * termination grace, plus {@linkcode SLACK_MS} (2.5 s) of scheduling slack:
+ * a structural bound, not a timing expectation. In signal mode a window
+ * whose sidecar was up and which ended by being stopped (not by the pod
+ * regaining the lease) must end within one sidecar scan (250 ms) plus the same slack.
  *
  * Timing: TTL 6 s, heartbeat 1 s, a probe every 1 s (timeout 1 s, grace
  * 1 s) and an enforce lead of 3 s (period + timeout + grace, so the probe
