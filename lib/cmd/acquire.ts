@@ -2,7 +2,7 @@
  * `berth-acquire acquire`, the init container: block the pod's start until
  * the lease is held, then hand it over to the sidecar and the probe through
  * the state volume (created with its parents when missing, as upstream). The
- * loop is `lib/hold/acquire_loop.ts`, the hand-over `lib/hold/handover.ts`,
+ * loop is `lib/hold/acquire_loop.ts`, the hand-over `lib/hold/write_handoff.ts`,
  * both shared with `run`.
  *
  * @module
@@ -11,7 +11,7 @@ import { systemClock } from "../state/clock.ts";
 import { clientFor, EXIT_FAILURE, start, startupFailure } from "./startup.ts";
 import { shutdownSignal } from "./signals.ts";
 import { acquireLease } from "../hold/acquire_loop.ts";
-import { handOver } from "../hold/handover.ts";
+import { writeHandoff } from "../hold/write_handoff.ts";
 import type { LeaseClient } from "../lease/rpc.ts";
 import { StateDir } from "../state/state_dir.ts";
 import { prepareStateDir } from "../state/ensure_dir.ts";
@@ -77,7 +77,7 @@ export async function main(args: string[]): Promise<number> {
       return EXIT_FAILURE;
     }
     if (
-      !await handOver({
+      !await writeHandoff({
         state,
         config,
         lease,

@@ -20,9 +20,9 @@ import type { LeaseClient } from "../lease/rpc.ts";
 import type { Logger } from "../obs/log.ts";
 import { LeaseMetrics } from "./lease_metrics.ts";
 import {
-  type HandoffStore,
   Renewer,
   type RenewerStatus,
+  type RenewerStore,
 } from "../hold/renewer.ts";
 import { clientFor } from "./startup.ts";
 import { startFullCollections } from "./full_collection.ts";
@@ -123,7 +123,7 @@ export class LeaseKeeper {
    */
   renewer(
     enforcer: Enforcer,
-    store: HandoffStore,
+    store: RenewerStore,
     onChange?: (status: RenewerStatus) => void,
     role: "sidecar" | "run" = "sidecar",
   ): Renewer {

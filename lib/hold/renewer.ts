@@ -33,17 +33,17 @@ import {
 import type { LeaseClient } from "../lease/rpc.ts";
 import type { Logger } from "../obs/log.ts";
 import {
-  type HandoffStore,
   HandoffWriter,
   PERSIST_ATTEMPTS,
   readHandoff,
-} from "./handoff.ts";
-import { Gate } from "./gate.ts";
+  type RenewerStore,
+} from "./renewer_store.ts";
+import { Permission } from "./permission.ts";
 import { Reacquirer } from "./reacquire.ts";
 import { shutdownRelease } from "./shutdown.ts";
 import type { RenewerObserver, RenewerStatus } from "./status.ts";
 
-export type { HandoffStore } from "./handoff.ts";
+export type { RenewerStore } from "./renewer_store.ts";
 export type { RenewerObserver, RenewerStatus } from "./status.ts";
 
 /** Options for {@linkcode Renewer}. */
@@ -61,7 +61,7 @@ export interface RenewerOptions {
   /** Stops and re-admits the workload. */
   enforcer: Enforcer;
   /** The state volume. */
-  store: HandoffStore;
+  store: RenewerStore;
   /** Monotonic and boot-time clocks; a fake one in tests. */
   clock: Clock;
   /** Where lifecycle events go. */
@@ -97,11 +97,11 @@ export class Renewer {
   /** Set when the server said the lease is gone; cleared by a successful acquire. */
   #lost: string | undefined;
   /** Whether the workload may run, and the queue that applies each decision. */
-  #gate: Gate;
+  #permission: Permission;
   /** Writes the holder and token, knowing what the volume holds. */
   #writer: HandoffWriter;
   /** Cancels the pending gate timer; set only while {@linkcode Renewer.run} runs. */
-  #cancelGateTimer: (() => void) | undefined;
+  #cancelCloseTimer: (() => void) | undefined;
   #running = false;
   /** Sends the Acquires while the lease is not held. */
   #reacquirer: Reacquirer;
@@ -118,7 +118,7 @@ export class Renewer {
         ? "if it is run's own marker (in TMPDIR), the command's gate stops the command at the last confirmed deadline, and if it is the one in --state-dir, its readers see it go stale (make the directory the error names writable: it is read-only or full)"
         : undefined,
     );
-    this.#gate = new Gate({
+    this.#permission = new Permission({
       enforcer: this.#enforcer,
       clock: options.clock,
       logger: options.logger,
@@ -138,7 +138,7 @@ export class Renewer {
    * an earlier close is still queued would be stopped by that close.
    */
   get applied(): boolean {
-    return this.#gate.applied;
+    return this.#permission.applied;
   }
 
   /**
@@ -147,19 +147,19 @@ export class Renewer {
    * @returns A promise that never rejects.
    */
   whenApplied(): Promise<void> {
-    return this.#gate.whenApplied();
+    return this.#permission.whenApplied();
   }
 
   /** The current state, for health checks and metrics. */
   status(): RenewerStatus {
     return {
-      gateOpen: this.#gate.isOpen,
+      gateOpen: this.#permission.isOpen,
       token: this.#token,
       deadline: this.#deadline,
       gateClosesAt: this.#deadline === undefined
         ? undefined
         : gateClosesAt(this.#deadline, this.#o.enforceLeadMs),
-      reason: this.#gate.reason,
+      reason: this.#permission.reason,
     };
   }
 
@@ -174,7 +174,7 @@ export class Renewer {
     const { clock, heartbeatMs } = this.#o;
     this.#adoptHandoff();
     this.#running = true;
-    this.#armGateTimer();
+    this.#armCloseTimer();
     try {
       let failedBefore: string | undefined;
       while (!shutdown.aborted) {
@@ -202,8 +202,8 @@ export class Renewer {
       }
     } finally {
       this.#running = false;
-      this.#armGateTimer();
-      await this.#gate.whenApplied();
+      this.#armCloseTimer();
+      await this.#permission.whenApplied();
     }
     await this.#shutdown();
     await this.#enforcer.dispose();
@@ -227,7 +227,7 @@ export class Renewer {
     if (handoff.leftMs !== undefined) {
       this.#deadline = clock.now() + handoff.leftMs;
       if (clock.now() < gateClosesAt(this.#deadline, enforceLeadMs)) {
-        this.#gate.adopt();
+        this.#permission.adopt();
         (this.#o.role === "run" ? logger.debug : logger.info)(
           "adopted the lease; the workload keeps running while it is confirmed",
           {
@@ -264,7 +264,7 @@ export class Renewer {
         this.#close(`lease lost: ${verdict.summary}`);
         return;
       case "unconfirmed": {
-        if (!this.#gate.isOpen) {
+        if (!this.#permission.isOpen) {
           // In the lead before the deadline: the workload is stopped already.
           logger.warn(
             "lease renewal failed; the gate is closed and the workload stays stopped until a renewal succeeds",
@@ -292,7 +292,7 @@ export class Renewer {
 
   async #reacquireOnce(shutdown: AbortSignal): Promise<void> {
     // Re-apply first: the kubelet may have restarted the container since the last tick.
-    this.#close(this.#gate.reason ?? "lease not held");
+    this.#close(this.#permission.reason ?? "lease not held");
     const grant = await this.#reacquirer.attempt(this.#token);
     if (grant === undefined) return;
     // Ours from here on, even if the volume refuses it: the next answer
@@ -339,7 +339,7 @@ export class Renewer {
     );
     this.#lost = `the ${write} file could not be written to the state volume`;
     this.#close(`lease not usable: ${this.#lost}`);
-    await this.#gate.whenApplied();
+    await this.#permission.whenApplied();
     await shutdownRelease({
       ...this.#o,
       enforcer: this.#enforcer,
@@ -347,7 +347,7 @@ export class Renewer {
       keepWhenMarkerLeft: false,
       gateOpen: false,
       token,
-      closedAt: this.#gate.closedAt,
+      closedAt: this.#permission.closedAt,
       deadline: deadlineFrom(sentAt, this.#o.ttlSeconds),
     });
     return false;
@@ -379,18 +379,18 @@ export class Renewer {
       clock.bootNow(),
       clock.wallNow(),
     );
-    if (this.#gate.open(marker)) {
+    if (this.#permission.open(marker)) {
       logger.info(what, { fencing_token: this.#token });
     } else logger.debug(what, { fencing_token: this.#token });
-    this.#armGateTimer();
+    this.#armCloseTimer();
     this.#changed();
   }
 
-  /** Closes (or re-applies the closed) gate; see {@linkcode Gate.close}. */
+  /** Closes (or re-applies the closed) gate; see {@linkcode Permission.close}. */
   #close(reason: string, shutdown = false): void {
-    if (!this.#gate.close(reason, shutdown)) return;
-    this.#cancelGateTimer?.();
-    this.#cancelGateTimer = undefined;
+    if (!this.#permission.close(reason, shutdown)) return;
+    this.#cancelCloseTimer?.();
+    this.#cancelCloseTimer = undefined;
     this.#changed();
   }
 
@@ -414,11 +414,13 @@ export class Renewer {
    * even while an RPC is in flight; called whenever the deadline moves.
    * While the gate is closed, or once `run` has ended, no timer is left.
    */
-  #armGateTimer(): void {
+  #armCloseTimer(): void {
     const { clock, enforceLeadMs } = this.#o;
-    this.#cancelGateTimer?.();
-    this.#cancelGateTimer = undefined;
-    if (!this.#running || !this.#gate.isOpen || this.#deadline === undefined) {
+    this.#cancelCloseTimer?.();
+    this.#cancelCloseTimer = undefined;
+    if (
+      !this.#running || !this.#permission.isOpen || this.#deadline === undefined
+    ) {
       return;
     }
     const wait = gateClosesAt(this.#deadline, enforceLeadMs) - clock.now();
@@ -428,7 +430,7 @@ export class Renewer {
       );
       return;
     }
-    this.#cancelGateTimer = clock.after(wait, () => this.#armGateTimer());
+    this.#cancelCloseTimer = clock.after(wait, () => this.#armCloseTimer());
   }
 
   /** Closes the gate for a release, then hands over to `shutdown.ts`. */
@@ -436,7 +438,7 @@ export class Renewer {
     const { clock, enforceLeadMs } = this.#o;
     const deadline = this.#deadline;
     if (
-      this.#gate.isOpen && deadline !== undefined &&
+      this.#permission.isOpen && deadline !== undefined &&
       clock.now() >= gateClosesAt(deadline, enforceLeadMs)
     ) {
       // The gate timer fell due while the loop was ending (a process frozen
@@ -445,7 +447,7 @@ export class Renewer {
       this.#close(
         "the lease was not confirmed in time: its local deadline is near",
       );
-      await this.#gate.whenApplied();
+      await this.#permission.whenApplied();
     }
     // A lease whose local deadline has passed is no longer ours to release
     // (another holder may have it).
@@ -456,7 +458,7 @@ export class Renewer {
       this.#token > 0 && this.#lost === undefined && !expired;
     if (held) {
       this.#close("the lease is being released at shutdown", true);
-      await this.#gate.whenApplied();
+      await this.#permission.whenApplied();
     }
     await shutdownRelease({
       ...this.#o,
@@ -468,9 +470,9 @@ export class Renewer {
             "its local deadline has passed: it is no longer ours to release",
         }
         : {}),
-      gateOpen: this.#gate.isOpen,
+      gateOpen: this.#permission.isOpen,
       token: this.#token,
-      closedAt: this.#gate.closedAt,
+      closedAt: this.#permission.closedAt,
       deadline: this.#deadline,
     });
   }

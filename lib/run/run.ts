@@ -10,7 +10,7 @@
  */
 import { selfArgv } from "../cmd/self_argv.ts";
 import { acquireLease } from "../hold/acquire_loop.ts";
-import { handoffMarker, handOver } from "../hold/handover.ts";
+import { handoffMarker, writeHandoff } from "../hold/write_handoff.ts";
 import {
   EXIT_CANNOT_EXECUTE,
   EXIT_COMMAND_NOT_FOUND,
@@ -35,7 +35,7 @@ import type { RenewerStatus } from "../hold/renewer.ts";
 import { StateDir } from "../state/state_dir.ts";
 import { prepareStateDir } from "../state/ensure_dir.ts";
 import { LeaseKeeper } from "../cmd/lease_keeper.ts";
-import { RunHandoff } from "./run_handoff.ts";
+import { MemoryRenewerStore } from "./memory_store.ts";
 import { SignalRouter, type SignalSource } from "./run_signals.ts";
 
 import {
@@ -292,7 +292,7 @@ export async function runWith(o: RunOptions): Promise<number> {
     logger.info("lease acquired", { fencing_token: lease.token });
     const dirs = state ? [fence, state] : [fence];
     for (const dir of dirs) {
-      const handed = await handOver({
+      const handed = await writeHandoff({
         state: dir,
         config,
         lease,
@@ -331,7 +331,7 @@ export async function runWith(o: RunOptions): Promise<number> {
     };
     const renewer = keeper.renewer(
       enforcer,
-      new RunHandoff(
+      new MemoryRenewerStore(
         config.holder,
         lease.token,
         handoffMarker(config, lease),

@@ -5,9 +5,9 @@ import type { Enforcer, StopEvidence } from "../../lib/enforce/enforcer.ts";
 import { createLogger, type Logger } from "../../lib/obs/log.ts";
 import type { MarkerDeadlines } from "../../lib/state/marker.ts";
 import {
-  type HandoffStore,
   Renewer,
   type RenewerOptions,
+  type RenewerStore,
 } from "../../lib/hold/renewer.ts";
 import { REJECTION_LOG_INTERVAL_MS } from "../../lib/hold/rejection_log.ts";
 import type { GrantOutcome } from "../../lib/lease/rpc.ts";
@@ -59,7 +59,7 @@ class RecordingEnforcer implements Enforcer {
   }
 }
 
-class MemoryStore implements HandoffStore {
+class MemoryStore implements RenewerStore {
   holder?: string;
   token?: number | Error;
   marker?: MarkerDeadlines;

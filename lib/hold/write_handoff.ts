@@ -1,9 +1,10 @@
 /**
- * The hand-over after an acquisition: holder, token and health marker
+ * Writing the handoff after an acquisition: holder, token and health marker
  * written to the state directory (and the probe installed) for the roles
  * that come next, the sidecar and the probe, or `run`'s own renewer. When
  * the volume cannot be written the lease is given back at once, so the
- * standby does not wait a whole TTL for a lease nobody will renew.
+ * standby does not wait a whole TTL for a lease nobody will renew. The
+ * renewer reads the handoff back with `readHandoff` (renewer_store.ts).
  *
  * @module
  */
@@ -37,8 +38,8 @@ export function handoffMarker(
   };
 }
 
-/** Options for {@linkcode handOver}. */
-export interface HandOverOptions {
+/** Options for {@linkcode writeHandoff}. */
+export interface WriteHandoffOptions {
   /** The state directory to write. */
   state: StateDir;
   /** Mode, TTL, lead (for the marker), holder and state directory (for messages). */
@@ -64,7 +65,7 @@ export interface HandOverOptions {
  * lease released at once (bounded, 5 s), so the standby does not wait a
  * whole TTL for a lease nobody will renew; returns false then.
  */
-export async function handOver(o: HandOverOptions): Promise<boolean> {
+export async function writeHandoff(o: WriteHandoffOptions): Promise<boolean> {
   const { state, config, lease, client, clock, logger } = o;
   try {
     await state.writeHolder(config.holder);

@@ -1,6 +1,6 @@
 /**
- * The renewer's side of the state volume: what the init container handed
- * over (read once at start-up) and the holder and token written whenever
+ * The renewer's store, the state volume: the handoff the init container
+ * wrote (lib/hold/write_handoff.ts; read once at start-up) and the holder and token written whenever
  * they change, so a restarted sidecar and the workload see the current
  * token. Kept apart from the renewer's timing rules because its failures are
  * of another kind: a volume that cannot be read or written.
@@ -17,7 +17,7 @@ import { adoptedDeadlineMs } from "./deadline.ts";
  * container's handoff on start-up, and the holder and token whenever they
  * change, so a restarted sidecar and the workload see the current token.
  */
-export interface HandoffStore {
+export interface RenewerStore {
   /** The `holder` file; undefined when absent. */
   readHolder(): string | undefined;
   /** The `token` file; undefined when absent; throws when it is not a positive int32. */
@@ -50,7 +50,7 @@ export type Handoff =
  * @returns What the renewer may adopt.
  */
 export function readHandoff(
-  store: HandoffStore,
+  store: RenewerStore,
   holder: string,
   clock: Clock,
   ttlSeconds: number,
@@ -115,7 +115,7 @@ export interface PersistFailure {
  * volume already holds so that only changes are written.
  */
 export class HandoffWriter {
-  #store: HandoffStore;
+  #store: RenewerStore;
   #holder: string;
   #clock: Clock;
   #savedToken = 0;
@@ -129,7 +129,7 @@ export class HandoffWriter {
    * @param holder The configured holder identity.
    * @param clock Times the retries.
    */
-  constructor(store: HandoffStore, holder: string, clock: Clock) {
+  constructor(store: RenewerStore, holder: string, clock: Clock) {
     this.#store = store;
     this.#holder = holder;
     this.#clock = clock;

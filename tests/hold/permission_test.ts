@@ -1,8 +1,8 @@
-// The gate's record and its queue: decisions change at once, are applied in
+// The workload's permission record and its queue: decisions change at once, are applied in
 // order, and only a transition is logged.
 import assert from "node:assert/strict";
 import type { Enforcer } from "../../lib/enforce/enforcer.ts";
-import { Gate } from "../../lib/hold/gate.ts";
+import { Permission } from "../../lib/hold/permission.ts";
 import { createLogger } from "../../lib/obs/log.ts";
 import type { MarkerDeadlines } from "../../lib/state/marker.ts";
 import { FakeClock, settle } from "../support/fake_clock.ts";
@@ -43,7 +43,7 @@ class HeldEnforcer implements Enforcer {
   }
 }
 
-function gate() {
+function permission() {
   const clock = new FakeClock();
   const lines: string[] = [];
   const enforcer = new HeldEnforcer();
@@ -52,20 +52,20 @@ function gate() {
     clock,
     lines,
     enforcer,
-    gate: new Gate({ enforcer, clock, logger }),
+    p: new Permission({ enforcer, clock, logger }),
   };
 }
 
-Deno.test("gate: starts closed, for the reason 'starting', closed since it was made", () => {
-  const { gate: g, clock } = gate();
+Deno.test("permission: starts closed, for the reason 'starting', closed since it was made", () => {
+  const { p: g, clock } = permission();
   assert.equal(g.isOpen, false);
   assert.equal(g.reason, "starting");
   assert.equal(g.closedAt, clock.now());
   assert.ok(g.applied, "nothing decided yet");
 });
 
-Deno.test("gate: a decision changes at once; applied only once the enforcer is done, in order", async () => {
-  const { gate: g, enforcer } = gate();
+Deno.test("permission: a decision changes at once; applied only once the enforcer is done, in order", async () => {
+  const { p: g, enforcer } = permission();
   assert.equal(g.open(MARKER), true, "it was closed");
   assert.equal(g.isOpen, true);
   assert.equal(g.reason, undefined);
@@ -84,8 +84,8 @@ Deno.test("gate: a decision changes at once; applied only once the enforcer is d
   assert.ok(g.applied);
 });
 
-Deno.test("gate: only the close from open is logged and timed; a repeated close is applied again", async () => {
-  const { gate: g, enforcer, lines, clock } = gate();
+Deno.test("permission: only the close from open is logged and timed; a repeated close is applied again", async () => {
+  const { p: g, enforcer, lines, clock } = permission();
   g.open(MARKER);
   assert.equal(g.open(MARKER), false, "already open");
   await clock.advance(1_000);
@@ -109,16 +109,16 @@ Deno.test("gate: only the close from open is logged and timed; a repeated close 
   );
 });
 
-Deno.test("gate: the close before a release at shutdown is logged as expected, not as a warning", () => {
-  const { gate: g, lines } = gate();
+Deno.test("permission: the close before a release at shutdown is logged as expected, not as a warning", () => {
+  const { p: g, lines } = permission();
   g.open(MARKER);
   g.close("the lease is being released at shutdown", true);
   assert.equal(lines.length, 1);
   assert.match(lines[0], /INFO.*gate closed for the release at shutdown/);
 });
 
-Deno.test("gate: an enforcement that fails is logged and the queue goes on", async () => {
-  const { gate: g, enforcer, lines } = gate();
+Deno.test("permission: an enforcement that fails is logged and the queue goes on", async () => {
+  const { p: g, enforcer, lines } = permission();
   enforcer.fail = true;
   g.open(MARKER);
   g.close("lease lost");
@@ -135,8 +135,8 @@ Deno.test("gate: an enforcement that fails is logged and the queue goes on", asy
   );
 });
 
-Deno.test("gate: adopting a handed-over lease opens it without a marker write", async () => {
-  const { gate: g, enforcer } = gate();
+Deno.test("permission: adopting a handed-over lease opens it without a marker write", async () => {
+  const { p: g, enforcer } = permission();
   g.adopt();
   assert.equal(g.isOpen, true);
   await settle();

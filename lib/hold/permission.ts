@@ -1,20 +1,24 @@
 /**
- * The gate: the one record of whether the workload may run, why not, and
- * since when; and the queue that applies each decision to the
- * {@linkcode Enforcer} in the order it was made. The renewer decides when
- * to open and close it; this module keeps the decision and applies it.
+ * The workload's permission to run: the one record of whether the workload
+ * may run, why not, and since when; and the queue that applies each decision
+ * to the {@linkcode Enforcer} in the order it was made. The renewer decides
+ * when to open and close it; this module keeps the decision and applies it.
+ * (The logs, the health marker's `gate_closes_*` fields and the Go helper
+ * call an open permission "the gate is open"; in the code, `gate` names the
+ * subcommand, lib/gate/, which enforces the same marker in the main
+ * container.)
  *
  * A decision changes at once, its application later (the enforcer writes
- * files and sends signals), so {@linkcode Gate.applied} tells whether a
+ * files and sends signals), so {@linkcode Permission.applied} tells whether a
  * close is still queued: a command started on an open decision while an
  * earlier close waits would be stopped by that close.
  *
  * @example
  * ```ts
- * const gate = new Gate({ enforcer, clock, logger });
- * gate.open(markerDeadlines(deadline, lead, clock.now(), boot, wall));
- * gate.close("lease lost: held by another holder");
- * await gate.whenApplied(); // the marker is gone, the workload stopped
+ * const permission = new Permission({ enforcer, clock, logger });
+ * permission.open(markerDeadlines(deadline, lead, clock.now(), boot, wall));
+ * permission.close("lease lost: held by another holder");
+ * await permission.whenApplied(); // the marker is gone, the workload stopped
  * ```
  *
  * @module
@@ -24,27 +28,27 @@ import type { Enforcer } from "../enforce/enforcer.ts";
 import type { Logger } from "../obs/log.ts";
 import type { MarkerDeadlines } from "../state/marker.ts";
 
-/** Options for {@linkcode Gate}. */
-export interface GateOptions {
+/** Options for {@linkcode Permission}. */
+export interface PermissionOptions {
   /** Applies each decision to the workload. */
   enforcer: Enforcer;
-  /** Times the closes ({@linkcode Gate.closedAt}). */
+  /** Times the closes ({@linkcode Permission.closedAt}). */
   clock: Clock;
   /** Gets the close transitions, and any enforcement that failed. */
   logger: Logger;
 }
 
 /** Whether the workload may run; starts closed, for the reason "starting". */
-export class Gate {
-  #o: GateOptions;
+export class Permission {
+  #o: PermissionOptions;
   #open = false;
   #reason = "starting";
   #closedAt: number;
   #enforcing: Promise<void> = Promise.resolve();
   #unapplied = 0;
 
-  /** @param options See {@linkcode GateOptions}. */
-  constructor(options: GateOptions) {
+  /** @param options See {@linkcode PermissionOptions}. */
+  constructor(options: PermissionOptions) {
     this.#o = options;
     this.#closedAt = options.clock.now();
   }
@@ -54,12 +58,12 @@ export class Gate {
     return this.#open;
   }
 
-  /** Why the gate is closed; undefined while it is open. */
+  /** Why the workload may not run; undefined while it may. */
   get reason(): string | undefined {
     return this.#open ? undefined : this.#reason;
   }
 
-  /** Monotonic ms when the gate last closed; start-up counts, as it starts closed. */
+  /** Monotonic ms when the permission was last withdrawn; start-up counts, as it starts closed. */
   get closedAt(): number {
     return this.#closedAt;
   }
@@ -79,7 +83,7 @@ export class Gate {
   }
 
   /**
-   * Marks the gate open without telling the enforcer: for a lease handed
+   * Marks the permission open without telling the enforcer: for a lease handed
    * over with its marker, which already lets the workload run.
    */
   adopt(): void {
@@ -87,10 +91,10 @@ export class Gate {
   }
 
   /**
-   * Opens the gate (or renews the open one) with the marker's deadlines.
+   * Opens the permission (or renews the open one) with the marker's deadlines.
    *
    * @param marker What the health marker is to say.
-   * @returns Whether the gate was closed before.
+   * @returns Whether the permission was closed before.
    */
   open(marker: MarkerDeadlines): boolean {
     const wasClosed = !this.#open;
@@ -100,7 +104,7 @@ export class Gate {
   }
 
   /**
-   * Closes the gate, or applies the closed one again (a restarted container
+   * Closes the permission, or applies the closed one again (a restarted container
    * is stopped again); logs only on the transition from open.
    *
    * @param reason Why, for the log, the probe and the status.

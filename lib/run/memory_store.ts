@@ -1,10 +1,11 @@
 /**
- * The handoff from `run`'s own acquisition to its renewer, in memory, so the
- * renewer adopts it exactly as the sidecar adopts the init container's.
+ * `run`'s renewer store: the handoff from `run`'s own acquisition to its
+ * renewer, in memory, so the renewer adopts it exactly as the sidecar adopts
+ * the init container's (lib/hold/renewer_store.ts).
  *
  * @module
  */
-import type { HandoffStore } from "../hold/renewer.ts";
+import type { RenewerStore } from "../hold/renewer.ts";
 import type { MarkerDeadlines } from "../state/marker.ts";
 import type { StateDir } from "../state/state_dir.ts";
 
@@ -14,7 +15,7 @@ import type { StateDir } from "../state/state_dir.ts";
  * to the gate's private directory and to the state directory, when one is
  * configured.
  */
-export class RunHandoff implements HandoffStore {
+export class MemoryRenewerStore implements RenewerStore {
   /** Starts from `run`'s own acquisition; writes go to every one of `dirs`. */
   constructor(
     private holder: string,

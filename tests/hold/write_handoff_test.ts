@@ -5,7 +5,7 @@
  * @module
  */
 import assert from "node:assert/strict";
-import { handoffMarker, handOver } from "../../lib/hold/handover.ts";
+import { handoffMarker, writeHandoff } from "../../lib/hold/write_handoff.ts";
 import { createLogger } from "../../lib/obs/log.ts";
 import { StateDir } from "../../lib/state/state_dir.ts";
 import { FakeClock } from "../support/fake_clock.ts";
@@ -45,7 +45,7 @@ Deno.test("handoffMarker: runtime-singleton carries the acquisition's deadline a
   );
 });
 
-Deno.test("handOver: a state volume that fails after the marker is written gets the marker removed before the lease is released", async () => {
+Deno.test("writeHandoff: a state volume that fails after the marker is written gets the marker removed before the lease is released", async () => {
   const dir = await Deno.makeTempDir({ prefix: "berth-handover-" });
   try {
     // The probe cannot be installed: a directory with content is in its place.
@@ -55,7 +55,7 @@ Deno.test("handOver: a state volume that fails after the marker is written gets 
     client.queue.push({ kind: "released" });
     const logs: string[] = [];
     const state = new StateDir(dir);
-    const ok = await handOver({
+    const ok = await writeHandoff({
       state,
       config: {
         mode: "runtime-singleton",
