@@ -11,10 +11,26 @@
  *
  * @example
  * ```ts
- * const gate = new Gate({ enforcer, clock, logger });
- * gate.open(markerDeadlines(deadline, lead, clock.now(), boot, wall));
+ * import assert from "node:assert/strict";
+ * import { markerDeadlines } from "./deadline.ts";
+ * import { discardLogger } from "../obs/log.ts";
+ * import { systemClock as clock } from "../state/clock.ts";
+ * // An enforcer that records what it is told (production: the marker writer).
+ * const told: string[] = [];
+ * const enforcer = {
+ *   open: async () => void told.push("open"),
+ *   close: async (reason: string) => void told.push(`close: ${reason}`),
+ *   workloadStopped: async () => ({ stopped: true, detail: "stopped" }),
+ *   dispose: async () => {},
+ * };
+ * const gate = new Gate({ enforcer, clock, logger: discardLogger });
+ * assert.equal(gate.reason, "starting");
+ * const deadline = clock.now() + 30_000; // the local lease deadline
+ * gate.open(markerDeadlines(deadline, 5_000, clock.now(), clock.bootNow(), clock.wallNow()));
  * gate.close("lease lost: held by another holder");
- * await gate.whenApplied(); // the marker is gone, the workload stopped
+ * assert.equal(gate.isOpen, false); // decided at once,
+ * await gate.whenApplied(); // applied in order: the marker is gone, the workload stopped
+ * assert.deepEqual(told, ["open", "close: lease lost: held by another holder"]);
  * ```
  *
  * @module
