@@ -20,8 +20,8 @@ import type { Logger } from "../obs/log.ts";
  * in nanoseconds. A server that reads its clock once per request (as the dev
  * server does) gives a fresh grant a gap of exactly 0; the tolerance covers
  * one that reads it twice (microseconds apart), and it is the window left to
- * two processes that share one holder identity (see the README's Known
- * limits): Acquires that reach the server less than 1 ms apart both succeed.
+ * two processes that share one holder identity (see docs/known-limits.md):
+ * Acquires that reach the server less than 1 ms apart both succeed.
  */
 export const EXTENSION_MIN_GAP_NS = 1_000_000n;
 
