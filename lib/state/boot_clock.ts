@@ -24,6 +24,7 @@ import { decodeSmallText } from "./nofollow.ts";
  * const dir = await Deno.makeTempDir();
  * await Deno.writeTextFile(`${dir}/uptime`, "350735.47 1389120.56\n");
  * assert.equal(readBootMillis(`${dir}/uptime`), 350_735_470);
+ * await Deno.remove(dir, { recursive: true });
  * const deadlineBootMs = readBootMillis() + 30_000; // from /proc/uptime
  * assert.ok(deadlineBootMs > 30_000);
  * ```

@@ -105,6 +105,7 @@ function timeLeft(
  * assert.ok(verdict.kind === "Absent");
  * assert.match(verdict.reason, /marker/); // the line the probe prints
  * assert.deepEqual(s.token, { ok: true, value: undefined });
+ * await Deno.remove(dir);
  * ```
  */
 export function readSnapshot(
