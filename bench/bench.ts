@@ -2,7 +2,7 @@
  * `deno task bench`: what the helper costs and how fast it fails over. Every
  * cost is printed next to a floor measured in the same run on the same
  * machine, as a ratio, with the number of runs behind it; the end of the
- * output is one markdown table ready for the README. Not pass/fail: the
+ * output is one markdown table ready for docs/benchmarks.md. Not pass/fail: the
  * issue's targets are printed beside the ratios.
  *
  * - `check` (the exec liveness probe, every 2 s in the workload's

@@ -216,7 +216,7 @@ export interface Row {
   target?: number;
 }
 
-/** Collects {@linkcode Row}s and prints them as one README-ready markdown table. */
+/** Collects {@linkcode Row}s and prints them as one markdown table ready for docs/benchmarks.md. */
 export class Report {
   readonly rows: Row[] = [];
 

@@ -42,7 +42,22 @@ export interface FullCollectionOptions {
  *
  * @example
  * ```ts
- * using _collections = startFullCollections();
+ * import assert from "node:assert/strict";
+ * let collections = 0;
+ * let tick = () => {};
+ * {
+ *   using _collections = startFullCollections({
+ *     collect: () => collections++,
+ *     every: (fn) => {
+ *       tick = fn;
+ *       return { [Symbol.dispose]: () => (tick = () => {}) };
+ *     },
+ *   });
+ *   tick();
+ *   assert.equal(collections, 1);
+ * }
+ * tick(); // disposed: no more collections
+ * assert.equal(collections, 1);
  * ```
  */
 export function startFullCollections(

@@ -81,7 +81,7 @@ export class LeaseMetrics implements EnforcementWrappers {
   #actions: Counter;
   #wasOpen = false;
 
-  /** Registers every metric; see the README for their meaning. */
+  /** Registers every metric; see docs/run-and-gate.md (Metrics) for their meaning. */
   constructor(options: LeaseMetricsOptions) {
     this.#o = options;
     const r = this.registry;

@@ -30,7 +30,7 @@ export const PERMISSION_SET = "berth-acquire";
  * helper's own JavaScript is a few calls per renewal or per probe, and the
  * compilers' work and memory were what a sidecar grew by: in the benchmark a
  * jitless sidecar used less CPU per hour and its RSS stayed close to where
- * it started (see the README's Benchmarks). WebAssembly, which needs the
+ * it started (see docs/benchmarks.md). WebAssembly, which needs the
  * compilers, is not used. `--expose-gc` gives the long-lived processes V8's
  * `gc()`, which they call once a minute (`full_collection.ts`): left to
  * itself, V8 let garbage spread over more of the heap's pages for

@@ -61,12 +61,23 @@ export interface Shutdown {
  *
  * @example
  * ```ts
- * const shutdown = shutdownSignal(logger);
+ * import assert from "node:assert/strict";
+ * import { discardLogger } from "../obs/log.ts";
+ * // A fake source (production uses `Deno`), so the example signals nothing real.
+ * const handlers = new Map<Deno.Signal, () => void>();
+ * const source = {
+ *   addSignalListener: (s: Deno.Signal, h: () => void) => handlers.set(s, h),
+ *   removeSignalListener: (s: Deno.Signal) => handlers.delete(s),
+ * };
+ * const shutdown = shutdownSignal(discardLogger, { source });
  * try {
- *   await work(shutdown.signal);
+ *   handlers.get("SIGTERM")?.();
+ *   assert.equal(shutdown.signal.aborted, true);
+ *   assert.equal(shutdown.signal.reason.message, "received SIGTERM");
  * } finally {
  *   shutdown.dispose();
  * }
+ * assert.equal(handlers.size, 0);
  * ```
  */
 export function shutdownSignal(

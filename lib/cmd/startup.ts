@@ -109,8 +109,23 @@ export interface StartOptions {
  *
  * @example
  * ```ts
- * const started = start({ name: "acquire", usage: USAGE }, args);
- * if (typeof started === "number") return started;
+ * import assert from "node:assert/strict";
+ * const errors: string[] = [];
+ * const out = { writeError: (line: string) => errors.push(line) };
+ * const spec = { name: "acquire", usage: "usage: berth-acquire acquire [flags]" };
+ * const env = {
+ *   BERTH_LEASE_NAMESPACE: "prod",
+ *   BERTH_API_SERVER: "http://127.0.0.1:8080",
+ *   BERTH_HOLDER_IDENTITY: "east/prod:pod:p1",
+ *   BERTH_TTL_SECONDS: "30",
+ * };
+ * // A configuration error is reported on stderr and ends with exit code 1.
+ * assert.equal(start(spec, [], env, out), EXIT_FAILURE);
+ * assert.match(errors[0], /^berth-acquire acquire: invalid configuration: lease name is required/);
+ * // Otherwise the subcommand gets its configuration.
+ * const started = start(spec, ["--lease-name", "checkout"], env, out);
+ * assert.ok(typeof started !== "number");
+ * assert.equal(started.config.leaseName, "checkout");
  * ```
  */
 export function start(

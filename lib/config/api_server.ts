@@ -18,7 +18,11 @@
  *
  * @example
  * ```ts
- * redactUrl("https://user:SECRET@berth.example:8443/x"); // "https://***@berth.example:8443/x"
+ * import assert from "node:assert/strict";
+ * assert.equal(
+ *   redactUrl("https://user:SECRET@berth.example:8443/x"),
+ *   "https://***@berth.example:8443/x",
+ * );
  * ```
  */
 export function redactUrl(url: string): string {

@@ -151,7 +151,17 @@ export function givenSettings(
  *
  * @example
  * ```ts
- * const config = resolveConfig(Deno.env.toObject(), { "ttl-seconds": "30" });
+ * import assert from "node:assert/strict";
+ * const env = {
+ *   BERTH_LEASE_NAME: "checkout",
+ *   BERTH_LEASE_NAMESPACE: "prod",
+ *   BERTH_API_SERVER: "https://berth-api.berth-system.svc:8443",
+ *   BERTH_HOLDER_IDENTITY: "east/prod:pod:p1",
+ * };
+ * const config = resolveConfig(env, { "ttl-seconds": "30" });
+ * assert.equal(config.ttlSeconds, 30);
+ * assert.equal(config.heartbeatMs, 10_000); // TTL/3
+ * assert.throws(() => resolveConfig({}, {}), /lease name is required/);
  * ```
  */
 export function resolveConfig(

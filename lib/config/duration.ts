@@ -168,8 +168,9 @@ function parseGoDuration(input: string): { negative: boolean; span: Span } {
  *
  * @example
  * ```ts
- * parseDurationMs("1m30s", "--max-age"); // 90000
- * parseDurationMs("1ns", "--max-age"); // 1
+ * import assert from "node:assert/strict";
+ * assert.equal(parseDurationMs("1m30s", "--max-age"), 90_000);
+ * assert.equal(parseDurationMs("1ns", "--max-age"), 1);
  * ```
  */
 export function parseDurationMs(input: string, what: string): number {

@@ -14,8 +14,13 @@
  *
  * @example
  * ```ts
- * throw new ConfigError("lease name is required");
- * // message: "invalid configuration: lease name is required"
+ * import assert from "node:assert/strict";
+ * assert.throws(
+ *   () => {
+ *     throw new ConfigError("lease name is required");
+ *   },
+ *   { message: "invalid configuration: lease name is required" },
+ * );
  * ```
  */
 export class ConfigError extends Error {

@@ -14,9 +14,10 @@
  * dashes already, none, or is a lone `-`.
  * @example
  * ```ts
- * withTwoDashes("-max-age"); // "--max-age"
- * withTwoDashes("--json"); // "--json"
- * withTwoDashes("-"); // "-"
+ * import assert from "node:assert/strict";
+ * assert.equal(withTwoDashes("-max-age"), "--max-age");
+ * assert.equal(withTwoDashes("--json"), "--json");
+ * assert.equal(withTwoDashes("-"), "-");
  * ```
  */
 export function withTwoDashes(arg: string): string {

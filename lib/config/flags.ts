@@ -64,8 +64,12 @@ export interface CommandLine {
  *
  * @example
  * ```ts
- * parseCommandLine(["--ttl-seconds", "30", "-h"], { help: { type: "boolean", short: "h" } });
- * // { flags: { "ttl-seconds": "30" }, extra: { help: true } }
+ * import assert from "node:assert/strict";
+ * const line = parseCommandLine(["--ttl-seconds", "30", "-h"], {
+ *   help: { type: "boolean", short: "h" },
+ * });
+ * assert.deepEqual(line.flags, { "ttl-seconds": "30" });
+ * assert.deepEqual(line.extra, { help: true });
  * ```
  */
 export function parseCommandLine(

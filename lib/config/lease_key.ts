@@ -41,8 +41,12 @@ export interface LeaseKeyProblem {
  *
  * @example
  * ```ts
- * leaseKeyProblem("prod", "Checkout")?.message;
- * // 'invalid name "Checkout": must be an RFC 1123 subdomain (...)'
+ * import assert from "node:assert/strict";
+ * assert.match(
+ *   leaseKeyProblem("prod", "Checkout")?.message ?? "",
+ *   /^invalid name "Checkout": must be an RFC 1123 subdomain/,
+ * );
+ * assert.equal(leaseKeyProblem("prod", "checkout"), undefined);
  * ```
  */
 export function leaseKeyProblem(

@@ -18,7 +18,8 @@ import { withTwoDashes } from "./flag_name.ts";
  *
  * @example
  * ```ts
- * editDistance("ttl-secnods", "ttl-seconds"); // 1
+ * import assert from "node:assert/strict";
+ * assert.equal(editDistance("ttl-secnods", "ttl-seconds"), 1);
  * ```
  */
 export function editDistance(a: string, b: string): number {
@@ -59,8 +60,9 @@ export function editDistance(a: string, b: string): number {
  *
  * @example
  * ```ts
- * nearest("lease-nmae", ["lease-name", "lease-namespace"]); // "lease-name"
- * nearest("colour", ["lease-name"]); // undefined
+ * import assert from "node:assert/strict";
+ * assert.equal(nearest("lease-nmae", ["lease-name", "lease-namespace"]), "lease-name");
+ * assert.equal(nearest("colour", ["lease-name"]), undefined);
  * ```
  */
 export function nearest(
@@ -94,7 +96,8 @@ export function nearest(
  *
  * @example
  * ```ts
- * flagSuggestion("--intervl", ["interval", "grace"]); // ": did you mean --interval?"
+ * import assert from "node:assert/strict";
+ * assert.equal(flagSuggestion("--intervl", ["interval", "grace"]), ": did you mean --interval?");
  * ```
  */
 export function flagSuggestion(

@@ -320,8 +320,10 @@ export interface UnknownVariable {
  *
  * @example
  * ```ts
- * unknownVariables({ BERTH_LEASE_NAEM: "x" });
- * // [{ name: "BERTH_LEASE_NAEM", suggestion: "BERTH_LEASE_NAME" }]
+ * import assert from "node:assert/strict";
+ * assert.deepEqual(unknownVariables({ BERTH_LEASE_NAEM: "x" }), [
+ *   { name: "BERTH_LEASE_NAEM", suggestion: "BERTH_LEASE_NAME" },
+ * ]);
  * ```
  */
 export function unknownVariables(

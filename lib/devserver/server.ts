@@ -81,9 +81,18 @@ export interface DevServer extends AsyncDisposable {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * await using server = await startDevServer();
+ * const health = await fetch(`${server.url}/healthz`);
+ * assert.equal(await health.text(), "ok\n");
  * server.faults.failNext(); // the next lease RPC answers 500
- * await fetch(`${server.url}/healthz`); // "ok\n"
+ * const answer = await fetch(`${server.url}/v1alpha1/namespaces/prod/leases/checkout/acquire`, {
+ *   method: "POST",
+ *   headers: { "content-type": "application/json" },
+ *   body: JSON.stringify({ holder: "east/prod:pod:p1", ttlSeconds: 30 }),
+ * });
+ * await answer.body?.cancel();
+ * assert.equal(answer.status, 500);
  * ```
  */
 export async function startDevServer(

@@ -14,7 +14,8 @@
  *
  * @example
  * ```ts
- * encodeHex(new Uint8Array([0, 15, 255])); // "000fff"
+ * import assert from "node:assert/strict";
+ * assert.equal(encodeHex(new Uint8Array([0, 15, 255])), "000fff");
  * ```
  */
 export function encodeHex(bytes: Uint8Array): string {
@@ -31,7 +32,8 @@ export function encodeHex(bytes: Uint8Array): string {
  *
  * @example
  * ```ts
- * randomHex(16); // e.g. "3f9c0b7e5a1d4c2e8f6b0a9d7c5e3f1a"
+ * import assert from "node:assert/strict";
+ * assert.match(randomHex(16), /^[0-9a-f]{32}$/); // e.g. "3f9c0b7e5a1d4c2e8f6b0a9d7c5e3f1a"
  * ```
  */
 export function randomHex(byteCount: number): string {

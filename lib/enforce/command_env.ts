@@ -28,8 +28,17 @@ export interface CommandLease {
  * @returns A new environment object.
  * @example
  * ```ts
- * const env = commandEnv(Deno.env.toObject(), { holder: "prod/a", token: 7 });
- * // env.BERTH_FENCING_TOKEN === "7"
+ * import assert from "node:assert/strict";
+ * const env = commandEnv(
+ *   { PATH: "/usr/bin", BERTH_API_KEY: "s3cret" },
+ *   { holder: "prod/a", token: 7, expiresAtMs: 1_500 },
+ * );
+ * assert.deepEqual(env, {
+ *   PATH: "/usr/bin",
+ *   BERTH_FENCING_TOKEN: "7",
+ *   BERTH_HOLDER: "prod/a",
+ *   BERTH_LEASE_EXPIRES_AT: "1970-01-01T00:00:01.500Z",
+ * });
  * ```
  */
 export function commandEnv(

@@ -10,8 +10,8 @@
  * instead, so walking the subreaper's descendants by parent PID finds every
  * process the command started, whatever group or session it moved to. A
  * process that double-forks before the subreaper was set up, or whose
- * ancestors all exited before, is the one thing this cannot see (README,
- * "Known limits").
+ * ancestors all exited before, is the one thing this cannot see
+ * (docs/known-limits.md).
  *
  * @module
  */

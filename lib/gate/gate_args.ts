@@ -16,7 +16,7 @@ export const EXIT_GATE_CANCELLED = 77;
 /** Bad arguments. */
 export const EXIT_GATE_USAGE = 78;
 
-/** How often the marker is looked at by default: measured at about 0.17 ms of CPU a look (README, "`gate`"). */
+/** How often the marker is looked at by default: measured at about 0.17 ms of CPU a look (docs/run-and-gate.md, "`gate`"). */
 export const DEFAULT_INTERVAL_MS = 200;
 
 export const GATE_USAGE =

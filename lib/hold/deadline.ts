@@ -25,7 +25,8 @@ import type { MarkerDeadlines } from "../state/marker.ts";
  * @returns The deadline in monotonic ms.
  * @example
  * ```ts
- * deadlineFrom(1_000, 10); // 11_000
+ * import assert from "node:assert/strict";
+ * assert.equal(deadlineFrom(1_000, 10), 11_000);
  * ```
  */
 export function deadlineFrom(sentAt: number, ttlSeconds: number): number {

@@ -15,10 +15,26 @@
  *
  * @example
  * ```ts
- * const permission = new Permission({ enforcer, clock, logger });
- * permission.open(markerDeadlines(deadline, lead, clock.now(), boot, wall));
+ * import assert from "node:assert/strict";
+ * import { markerDeadlines } from "./deadline.ts";
+ * import { discardLogger } from "../obs/log.ts";
+ * import { systemClock as clock } from "../state/clock.ts";
+ * // An enforcer that records what it is told (production: the marker writer).
+ * const told: string[] = [];
+ * const enforcer = {
+ *   open: async () => void told.push("open"),
+ *   close: async (reason: string) => void told.push(`close: ${reason}`),
+ *   workloadStopped: async () => ({ stopped: true, detail: "stopped" }),
+ *   dispose: async () => {},
+ * };
+ * const permission = new Permission({ enforcer, clock, logger: discardLogger });
+ * assert.equal(permission.reason, "starting");
+ * const deadline = clock.now() + 30_000; // the local lease deadline
+ * permission.open(markerDeadlines(deadline, 5_000, clock.now(), clock.bootNow(), clock.wallNow()));
  * permission.close("lease lost: held by another holder");
- * await permission.whenApplied(); // the marker is gone, the workload stopped
+ * assert.equal(permission.isOpen, false); // decided at once,
+ * await permission.whenApplied(); // applied in order: the marker is gone, the workload stopped
+ * assert.deepEqual(told, ["open", "close: lease lost: held by another holder"]);
  * ```
  *
  * @module

@@ -10,9 +10,23 @@
  *
  * @example
  * ```ts
- * const rejections = new RejectionLog(logger, clock);
- * if (isPersistentFailure(f)) rejections.report(f, retryInMs);
- * else rejections.reset();
+ * import assert from "node:assert/strict";
+ * import { isPersistentFailure } from "../lease/rpc.ts";
+ * import { createLogger } from "../obs/log.ts";
+ * import { systemClock } from "../state/clock.ts";
+ * const lines: string[] = [];
+ * const logger = createLogger({ format: "json", write: (l) => lines.push(l) });
+ * let now = 0;
+ * const rejections = new RejectionLog(logger, { ...systemClock, now: () => now });
+ * const f = { kind: "server-error" as const, status: 403, message: "forbidden" };
+ * for (const at of [0, 1_000, 2_000, 61_000]) {
+ *   now = at;
+ *   if (isPersistentFailure(f)) rejections.report(f, 1_000);
+ *   else rejections.reset();
+ * }
+ * // The first at once, the next two counted, then one line a minute later.
+ * assert.equal(lines.length, 2);
+ * assert.equal(JSON.parse(lines[1]).rejected_since_last_line, 2);
  * ```
  *
  * @module

@@ -20,8 +20,8 @@ import type { Logger } from "../obs/log.ts";
  * in nanoseconds. A server that reads its clock once per request (as the dev
  * server does) gives a fresh grant a gap of exactly 0; the tolerance covers
  * one that reads it twice (microseconds apart), and it is the window left to
- * two processes that share one holder identity (see the README's Known
- * limits): Acquires that reach the server less than 1 ms apart both succeed.
+ * two processes that share one holder identity (see docs/known-limits.md):
+ * Acquires that reach the server less than 1 ms apart both succeed.
  */
 export const EXTENSION_MIN_GAP_NS = 1_000_000n;
 
@@ -38,7 +38,8 @@ const RFC3339 =
  * @returns Nanoseconds since 1970-01-01T00:00:00Z (negative before it).
  * @example
  * ```ts
- * parseTimeNs("1970-01-01T00:00:01.5Z"); // 1_500_000_000n
+ * import assert from "node:assert/strict";
+ * assert.equal(parseTimeNs("1970-01-01T00:00:01.5Z"), 1_500_000_000n);
  * ```
  */
 export function parseTimeNs(text: string): bigint | undefined {
@@ -136,9 +137,23 @@ export function couldBeOurGrant(
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * const possible = new PossibleGrant(30);
- * possible.asked(sentAt, boundMs); // a timeout
- * possible.explains(answer.lease, sentAt, clock.now()); // ours?
+ * // An Acquire sent at 1_000 ms (monotonic) timed out; the server saw it
+ * // before 16_000 ms or never.
+ * possible.asked(1_000, 15_000);
+ * // The next answer, read at 3_000 ms, extended a grant made 1 s before its
+ * // renewal: younger than our ask, so it may be ours.
+ * const ours = {
+ *   holder: "east/prod:pod:p1",
+ *   fencingToken: 4,
+ *   acquiredAt: "2026-01-01T00:00:00Z",
+ *   expiresAt: "2026-01-01T00:00:31Z",
+ * };
+ * assert.equal(possible.explains(ours, 2_500, 3_000), true);
+ * // A grant a minute older than our ask is another process's.
+ * const older = { ...ours, acquiredAt: "2025-12-31T23:59:00Z" };
+ * assert.equal(possible.explains(older, 2_500, 3_000), false);
  * ```
  */
 export class PossibleGrant {

@@ -10,12 +10,26 @@
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
+ * import { discardLogger } from "../obs/log.ts";
+ * import type { Transport } from "./transport.ts";
+ * // The client passes its direct transport and the node one; here, stand-ins.
+ * const direct: Transport = {
+ *   send: async () => ({ error: "ca-as-leaf", detail: "CaUsedAsEndEntity" }),
+ * };
+ * let made = 0;
+ * const node: Transport = { send: async () => ({ status: 200, body: "{}" }) };
  * const transport = withCaLeafFallback(
- *   createStreamTransport(target, { caCerts }),
- *   () => createNodeTransport(target, { caCerts }),
- *   logger,
- *   target.origin,
+ *   direct,
+ *   () => (made++, node),
+ *   discardLogger,
+ *   "https://berth.example",
  * );
+ * const request = { path: "/v1alpha1/namespaces/prod/leases/checkout/renew", headers: {}, body: "{}" };
+ * const signal = new AbortController().signal;
+ * assert.deepEqual(await transport.send(request, signal), { status: 200, body: "{}" });
+ * await transport.send(request, signal);
+ * assert.equal(made, 1); // switched once, for good
  * ```
  *
  * @module

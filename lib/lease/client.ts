@@ -120,11 +120,16 @@ export interface HttpLeaseClientOptions {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
+ * import { startDevServer } from "../devserver/server.ts";
+ * await using server = await startDevServer();
  * const client = createHttpLeaseClient({
- *   apiServer: "https://berth-api.berth-system.svc:8443",
+ *   apiServer: server.url, // e.g. "https://berth-api.berth-system.svc:8443"
  *   key: { namespace: "prod", name: "checkout" },
  * });
  * const outcome = await client.acquire("east/prod:pod:p1", 30, AbortSignal.timeout(15_000));
+ * assert.equal(outcome.kind, "acquired");
+ * if (outcome.kind === "acquired") assert.equal(outcome.lease.holder, "east/prod:pod:p1");
  * ```
  */
 export function createHttpLeaseClient(

@@ -19,7 +19,11 @@
  *
  * @example
  * ```ts
- * jsonNumberLiteral('{"a":{"fencingToken":2},"fencingToken":1.0}', "fencingToken"); // "1.0"
+ * import assert from "node:assert/strict";
+ * assert.equal(
+ *   jsonNumberLiteral('{"a":{"fencingToken":2},"fencingToken":1.0}', "fencingToken"),
+ *   "1.0",
+ * );
  * ```
  */
 export function jsonNumberLiteral(

@@ -45,9 +45,14 @@ export type ProxyChoice =
  *
  * @example
  * ```ts
- * const env = (n: string) => ({ HTTPS_PROXY: "proxy.corp:3128" })[n];
- * proxyFor({ secure: true, hostname: "berth.example" }, env);
- * // { kind: "proxy", proxy: { hostname: "proxy.corp", port: 3128, ... } }
+ * import assert from "node:assert/strict";
+ * const env = (n: string) => ({ HTTPS_PROXY: "proxy.corp:3128" } as Record<string, string>)[n];
+ * const choice = proxyFor({ secure: true, hostname: "berth.example" }, env);
+ * assert.equal(choice.kind, "proxy");
+ * if (choice.kind === "proxy") {
+ *   assert.equal(choice.proxy.hostname, "proxy.corp");
+ *   assert.equal(choice.proxy.port, 3128);
+ * }
  * ```
  */
 export function proxyFor(

@@ -21,7 +21,11 @@ const REDACTED = "[redacted API key]";
  *
  * @example
  * ```ts
- * redactor(["s3cret"])("echo: Bearer s3cret"); // "echo: Bearer [redacted API key]"
+ * import assert from "node:assert/strict";
+ * assert.equal(
+ *   redactor(["s3cret"])("echo: Bearer s3cret"),
+ *   "echo: Bearer [redacted API key]",
+ * );
  * ```
  */
 export function redactor(secrets: string[]): (text: string) => string {

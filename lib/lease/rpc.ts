@@ -171,8 +171,13 @@ const PERSISTENT_STATUSES = new Set([400, 401, 403, 404]);
  *
  * @example
  * ```ts
- * describeFailure({ kind: "server-error", status: 401, message: "unauthorized" });
- * // "server answered 401: unauthorized; the API key was refused: check ..."
+ * import assert from "node:assert/strict";
+ * const line = describeFailure({
+ *   kind: "server-error",
+ *   status: 401,
+ *   message: "unauthorized",
+ * });
+ * assert.match(line, /^server answered 401: unauthorized; /);
  * ```
  */
 export function describeFailure(f: LeaseFailure): string {

@@ -5,7 +5,7 @@
  * a name other than the URL's, and `node:https` costs about 14 ms and 10 MiB
  * to load in every process that uses it; this needs neither, costs less CPU
  * per renewal than `fetch`, and keeps a long-running sidecar's memory flat
- * where `fetch`'s grows (see the README's Benchmarks). Over an
+ * where `fetch`'s grows (see docs/benchmarks.md). Over an
  * `http:` target it speaks plain HTTP/1.1 on the socket. Through a proxy
  * (`options.proxy`) it opens a `CONNECT` tunnel for an `https:` target and
  * shakes hands inside it, and sends absolute-form requests for an `http:` one.

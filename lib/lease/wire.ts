@@ -94,8 +94,11 @@ export function parseApiServer(apiServer: string): Target {
  *
  * @example
  * ```ts
- * rpcPath(parseApiServer("https://gw/berth/"), { namespace: "prod", name: "checkout" }, "renew");
- * // "/berth/v1alpha1/namespaces/prod/leases/checkout/renew"
+ * import assert from "node:assert/strict";
+ * assert.equal(
+ *   rpcPath(parseApiServer("https://gw/berth/"), { namespace: "prod", name: "checkout" }, "renew"),
+ *   "/berth/v1alpha1/namespaces/prod/leases/checkout/renew",
+ * );
  * ```
  */
 export function rpcPath(target: Target, key: LeaseKey, rpc: Rpc): string {

@@ -55,8 +55,9 @@ export class HostPortError extends RangeError {
  *
  * @example
  * ```ts
- * parseHostPort("[::1]:8080", "--listen"); // { hostname: "::1", port: 8080 }
- * parseHostPort(":0", "--listen"); // { hostname: "0.0.0.0", port: 0 }
+ * import assert from "node:assert/strict";
+ * assert.deepEqual(parseHostPort("[::1]:8080", "--listen"), { hostname: "::1", port: 8080 });
+ * assert.deepEqual(parseHostPort(":0", "--listen"), { hostname: "0.0.0.0", port: 0 });
  * ```
  */
 export function parseHostPort(value: string, source: string): HostPort {
@@ -124,10 +125,19 @@ export function listenerUrl(
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
+ * const taken = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+ * const address = { hostname: "127.0.0.1", port: taken.addr.port };
  * try {
- *   Deno.serve({ hostname, port, onListen() {} }, handler);
+ *   Deno.listen(address).close();
+ *   assert.fail("the port is taken");
  * } catch (e) {
- *   throw new ListenError({ hostname, port }, e);
+ *   if (e instanceof Deno.errors.AddrInUse) {
+ *     const error = new ListenError(address, e);
+ *     assert.match(error.message, /^cannot listen on 127\.0\.0\.1:\d+: address already in use$/);
+ *   } else throw e;
+ * } finally {
+ *   taken.close();
  * }
  * ```
  */

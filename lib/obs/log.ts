@@ -94,8 +94,20 @@ export function parseLogFormat(value: string, source: string): LogFormat {
  * @returns The logger.
  * @example
  * ```ts
- * const log = createLogger({ format: "json" });
+ * import assert from "node:assert/strict";
+ * const lines: string[] = [];
+ * const log = createLogger({
+ *   format: "json",
+ *   write: (line) => lines.push(line),
+ *   now: () => new Date(0),
+ * });
  * log.info("lease acquired", { fencing_token: 4 });
+ * assert.deepEqual(JSON.parse(lines[0]), {
+ *   time: "1970-01-01T00:00:00.000Z",
+ *   level: "INFO",
+ *   msg: "lease acquired",
+ *   fencing_token: 4,
+ * });
  * ```
  */
 export function createLogger(options: LoggerOptions = {}): Logger {

@@ -26,8 +26,9 @@ import {
  *
  * @example
  * ```ts
- * const problem = executableProblem("nosuchcmd");
- * // problem?.exitCode === 127
+ * import assert from "node:assert/strict";
+ * assert.equal(executableProblem("nosuchcmd", "/nonexistent")?.exitCode, 127);
+ * assert.equal(executableProblem("sh"), undefined); // found on PATH
  * ```
  */
 export function executableProblem(

@@ -168,10 +168,12 @@ async function whenOpen(
  * @returns The reason run logs and stops the command with.
  * @example
  * ```ts
- * gateDeathReason({ code: 137, signal: "SIGKILL" });
- * // "the command's gate died (SIGKILL)"
- * gateDeathReason({ code: 1 });
- * // "the command's gate failed (exit code 1)"
+ * import assert from "node:assert/strict";
+ * assert.equal(
+ *   gateDeathReason({ code: 137, signal: "SIGKILL" }),
+ *   "the command's gate died (SIGKILL)",
+ * );
+ * assert.equal(gateDeathReason({ code: 1 }), "the command's gate failed (exit code 1)");
  * ```
  */
 export function gateDeathReason(exit: ChildExit): string {

@@ -20,7 +20,13 @@ import { decodeSmallText } from "./nofollow.ts";
  *
  * @example
  * ```ts
- * const deadlineBootMs = readBootMillis() + 30_000;
+ * import assert from "node:assert/strict";
+ * const dir = await Deno.makeTempDir();
+ * await Deno.writeTextFile(`${dir}/uptime`, "350735.47 1389120.56\n");
+ * assert.equal(readBootMillis(`${dir}/uptime`), 350_735_470);
+ * await Deno.remove(dir, { recursive: true });
+ * const deadlineBootMs = readBootMillis() + 30_000; // from /proc/uptime
+ * assert.ok(deadlineBootMs > 30_000);
  * ```
  */
 export function readBootMillis(path = "/proc/uptime"): number {

@@ -74,8 +74,15 @@ export function aborted(signal: AbortSignal): Promise<void> {
  *
  * @example
  * ```ts
- * using call = bounded(systemClock, 5_000, shutdown);
- * await fetch(url, { signal: call.signal });
+ * import assert from "node:assert/strict";
+ * const shutdown = new AbortController();
+ * {
+ *   using call = bounded(systemClock, 5_000, shutdown.signal);
+ *   shutdown.abort(new Error("received SIGTERM"));
+ *   // e.g. await fetch(url, { signal: call.signal });
+ *   assert.equal(call.signal.aborted, true);
+ *   assert.equal(call.signal.reason.message, "received SIGTERM");
+ * }
  * ```
  */
 export function bounded(

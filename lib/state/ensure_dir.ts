@@ -23,7 +23,15 @@ const STATE_DIR_MODE = 0o755;
  *
  * @example
  * ```ts
- * await ensureStateDir("/var/lib/berth");
+ * import assert from "node:assert/strict";
+ * const root = await Deno.makeTempDir();
+ * const dir = `${root}/var/lib/berth`;
+ * await ensureStateDir(dir);
+ * await ensureStateDir(dir); // already there: nothing to do
+ * assert.equal((await Deno.stat(dir)).isDirectory, true);
+ * await Deno.writeTextFile(`${dir}/file`, "");
+ * await assert.rejects(ensureStateDir(`${dir}/file`), /cannot create the state directory/);
+ * await Deno.remove(root, { recursive: true });
  * ```
  */
 export async function ensureStateDir(dir: string): Promise<void> {

@@ -28,7 +28,8 @@ import { denoRunArgv } from "../cmd/self_argv.ts";
  * @returns `s` as one shell word.
  * @example
  * ```ts
- * shellQuote("it's"); // 'it'\''s'
+ * import assert from "node:assert/strict";
+ * assert.equal(shellQuote("it's"), `'it'\\''s'`);
  * ```
  */
 export function shellQuote(s: string): string {

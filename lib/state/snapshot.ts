@@ -98,8 +98,14 @@ function timeLeft(
  *
  * @example
  * ```ts
- * const s = readSnapshot("/berth", { maxAgeMs: 30_000 });
- * if (s.marker.verdict.kind !== "OK") console.log(s.marker.verdict.reason);
+ * import assert from "node:assert/strict";
+ * const dir = await Deno.makeTempDir(); // `/berth` in a pod; nothing written yet
+ * const s = readSnapshot(dir, { maxAgeMs: 30_000 });
+ * const verdict = s.marker.verdict;
+ * assert.ok(verdict.kind === "Absent");
+ * assert.match(verdict.reason, /marker/); // the line the probe prints
+ * assert.deepEqual(s.token, { ok: true, value: undefined });
+ * await Deno.remove(dir);
  * ```
  */
 export function readSnapshot(

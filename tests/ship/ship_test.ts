@@ -412,7 +412,7 @@ Deno.test("examples/pod-http-health.yaml probes the sidecar on an address the ku
 
 /**
  * Peak RSS in MiB measured under `deno run` over HTTPS with a CA bundle
- * (README, "Resources"): `acquire` start to exit, and the sidecar's highest
+ * (docs/install.md, "Resources for the helpers"): `acquire` start to exit, and the sidecar's highest
  * over 5000 renewals at a heartbeat of 1 s (on `fetch`, the transport that
  * grew most). The compiled binary embeds the same runtime.
  */
