@@ -6,9 +6,15 @@
  *
  * @module
  */
+import { registerAcquireSuite } from "./acquire_suite.ts";
 import { registerApiSuite } from "./api_suite.ts";
+import { registerCheckSuite } from "./check_suite.ts";
+import { registerMixedPodsSuite } from "./mixed_pods_suite.ts";
 import { peerSkipReason } from "./peers.ts";
 
 const ignore = peerSkipReason() !== undefined;
 
 registerApiSuite(ignore);
+registerAcquireSuite(ignore);
+registerCheckSuite(ignore);
+registerMixedPodsSuite(ignore);
