@@ -6,7 +6,8 @@
  * This is where the product's promise lives, so the rules are spelled out:
  * - The deadline is the send time of the last successful Renew/Acquire plus
  *   the TTL (see `deadline.ts`). The gate closes `enforceLeadMs` before it, on a
- *   timer of its own, even while an RPC is in flight.
+ *   timer of its own, even while an RPC is in flight (`permission_control.ts`:
+ *   the workload's permission, its deadline and that timer).
  * - 409 or `acquired:false` lose the lease at once; any other failure leaves
  *   the local deadline in charge.
  * - A success re-opens the gate only while its own closing time is ahead.
@@ -23,13 +24,7 @@
  */
 import { bounded, type Clock } from "../state/clock.ts";
 import { type Enforcer, reportingMarkerWrites } from "../enforce/enforcer.ts";
-import {
-  classifyRenew,
-  deadlineFrom,
-  gateClosesAt,
-  markerDeadlines,
-  renewBound,
-} from "./deadline.ts";
+import { classifyRenew, deadlineFrom, renewBound } from "./deadline.ts";
 import type { LeaseClient } from "../lease/rpc.ts";
 import type { Logger } from "../obs/log.ts";
 import {
@@ -38,7 +33,7 @@ import {
   readHandoff,
   type RenewerStore,
 } from "./renewer_store.ts";
-import { Permission } from "./permission.ts";
+import { PermissionControl } from "./permission_control.ts";
 import { Reacquirer } from "./reacquire.ts";
 import { shutdownRelease } from "./shutdown.ts";
 import type { RenewerObserver, RenewerStatus } from "./status.ts";
@@ -92,17 +87,12 @@ export class Renewer {
   /** The configured enforcer, reporting refused marker writes once per run of them. */
   #enforcer: Enforcer;
   #token = 0;
-  /** Monotonic deadline of the confirmed lease; undefined until confirmed. */
-  #deadline: number | undefined;
   /** Set when the server said the lease is gone; cleared by a successful acquire. */
   #lost: string | undefined;
-  /** Whether the workload may run, and the queue that applies each decision. */
-  #permission: Permission;
+  /** Whether the workload may run, its deadline, and the timer that closes it. */
+  #control: PermissionControl;
   /** Writes the holder and token, knowing what the volume holds. */
   #writer: HandoffWriter;
-  /** Cancels the pending gate timer; set only while {@linkcode Renewer.run} runs. */
-  #cancelCloseTimer: (() => void) | undefined;
-  #running = false;
   /** Sends the Acquires while the lease is not held. */
   #reacquirer: Reacquirer;
   /** Set when a reacquire was granted after the stop: no workload ran on it. */
@@ -118,10 +108,10 @@ export class Renewer {
         ? "if it is run's own marker (in TMPDIR), the command's gate stops the command at the last confirmed deadline, and if it is the one in --state-dir, its readers see it go stale (make the directory the error names writable: it is read-only or full)"
         : undefined,
     );
-    this.#permission = new Permission({
+    this.#control = new PermissionControl({
+      ...options,
       enforcer: this.#enforcer,
-      clock: options.clock,
-      logger: options.logger,
+      token: () => this.#token,
     });
     this.#reacquirer = new Reacquirer(options);
     this.#writer = new HandoffWriter(
@@ -138,7 +128,7 @@ export class Renewer {
    * an earlier close is still queued would be stopped by that close.
    */
   get applied(): boolean {
-    return this.#permission.applied;
+    return this.#control.applied;
   }
 
   /**
@@ -147,20 +137,12 @@ export class Renewer {
    * @returns A promise that never rejects.
    */
   whenApplied(): Promise<void> {
-    return this.#permission.whenApplied();
+    return this.#control.whenApplied();
   }
 
   /** The current state, for health checks and metrics. */
   status(): RenewerStatus {
-    return {
-      gateOpen: this.#permission.isOpen,
-      token: this.#token,
-      deadline: this.#deadline,
-      gateClosesAt: this.#deadline === undefined
-        ? undefined
-        : gateClosesAt(this.#deadline, this.#o.enforceLeadMs),
-      reason: this.#permission.reason,
-    };
+    return this.#control.status();
   }
 
   /**
@@ -173,8 +155,7 @@ export class Renewer {
   async run(shutdown: AbortSignal): Promise<void> {
     const { clock, heartbeatMs } = this.#o;
     this.#adoptHandoff();
-    this.#running = true;
-    this.#armCloseTimer();
+    this.#control.start();
     try {
       let failedBefore: string | undefined;
       while (!shutdown.aborted) {
@@ -201,9 +182,8 @@ export class Renewer {
         await clock.sleep(tickStart + heartbeatMs - clock.now(), shutdown);
       }
     } finally {
-      this.#running = false;
-      this.#armCloseTimer();
-      await this.#permission.whenApplied();
+      this.#control.stop();
+      await this.#control.whenApplied();
     }
     await this.#shutdown();
     await this.#enforcer.dispose();
@@ -212,11 +192,12 @@ export class Renewer {
   /** True while a Renew (rather than an Acquire) is the right call. */
   #renewable(): boolean {
     if (this.#token <= 0 || this.#lost !== undefined) return false;
-    return this.#deadline === undefined || this.#o.clock.now() < this.#deadline;
+    const deadline = this.#control.deadline;
+    return deadline === undefined || this.#o.clock.now() < deadline;
   }
 
   #adoptHandoff(): void {
-    const { store, holder, logger, clock, ttlSeconds, enforceLeadMs } = this.#o;
+    const { store, holder, logger, clock, ttlSeconds } = this.#o;
     const handoff = readHandoff(store, holder, clock, ttlSeconds, logger);
     if (handoff.kind === "none") {
       this.#close(handoff.reason);
@@ -225,9 +206,7 @@ export class Renewer {
     this.#token = handoff.token;
     this.#writer.adopted(handoff.token);
     if (handoff.leftMs !== undefined) {
-      this.#deadline = clock.now() + handoff.leftMs;
-      if (clock.now() < gateClosesAt(this.#deadline, enforceLeadMs)) {
-        this.#permission.adopt();
+      if (this.#control.adopt(handoff.leftMs)) {
         (this.#o.role === "run" ? logger.debug : logger.info)(
           "adopted the lease; the workload keeps running while it is confirmed",
           {
@@ -235,7 +214,7 @@ export class Renewer {
             deadline_in_ms: Math.round(handoff.leftMs),
           },
         );
-        this.#changed();
+        this.#control.changed();
         return;
       }
     }
@@ -246,17 +225,17 @@ export class Renewer {
     const { client, holder, ttlSeconds, heartbeatMs, clock, logger } = this.#o;
     const token = this.#token;
     const sentAt = clock.now();
-    const bound = renewBound(sentAt, heartbeatMs, this.#deadline);
+    const bound = renewBound(sentAt, heartbeatMs, this.#control.deadline);
     using call = bounded(clock, bound, shutdown);
     const outcome = await client.renew(holder, token, ttlSeconds, call.signal);
     const verdict = classifyRenew(outcome, token);
     switch (verdict.kind) {
       case "confirmed":
-        this.#confirm(sentAt, "renewed");
+        this.#control.confirm(sentAt, "renewed");
         return;
       case "lost":
         this.#lost = verdict.summary;
-        this.#deadline = undefined;
+        this.#control.deadline = undefined;
         logger.error("lease lost; stopping the workload", {
           reason: verdict.reason,
           fencing_token: token,
@@ -264,7 +243,7 @@ export class Renewer {
         this.#close(`lease lost: ${verdict.summary}`);
         return;
       case "unconfirmed": {
-        if (!this.#permission.isOpen) {
+        if (!this.#control.isOpen) {
           // In the lead before the deadline: the workload is stopped already.
           logger.warn(
             "lease renewal failed; the gate is closed and the workload stays stopped until a renewal succeeds",
@@ -292,7 +271,7 @@ export class Renewer {
 
   async #reacquireOnce(shutdown: AbortSignal): Promise<void> {
     // Re-apply first: the kubelet may have restarted the container since the last tick.
-    this.#close(this.#permission.reason ?? "lease not held");
+    this.#close(this.#control.reason ?? "lease not held");
     const grant = await this.#reacquirer.attempt(this.#token);
     if (grant === undefined) return;
     // Ours from here on, even if the volume refuses it: the next answer
@@ -305,7 +284,7 @@ export class Renewer {
     if (shutdown.aborted) {
       // Granted while stopping: the workload gets none of it (the gate
       // stays closed); the shutdown releases it, whatever the setting.
-      this.#deadline = deadlineFrom(grant.sentAt, this.#o.ttlSeconds);
+      this.#control.deadline = deadlineFrom(grant.sentAt, this.#o.ttlSeconds);
       this.#unusedGrant = true;
       this.#o.logger.info(
         "lease reacquired while shutting down; the workload stays stopped",
@@ -313,7 +292,7 @@ export class Renewer {
       );
       return;
     }
-    this.#confirm(grant.sentAt, "lease reacquired");
+    this.#control.confirm(grant.sentAt, "lease reacquired");
     this.#o.observer?.reacquired?.(grant.token);
   }
 
@@ -339,7 +318,7 @@ export class Renewer {
     );
     this.#lost = `the ${write} file could not be written to the state volume`;
     this.#close(`lease not usable: ${this.#lost}`);
-    await this.#permission.whenApplied();
+    await this.#control.whenApplied();
     await shutdownRelease({
       ...this.#o,
       enforcer: this.#enforcer,
@@ -347,108 +326,23 @@ export class Renewer {
       keepWhenMarkerLeft: false,
       gateOpen: false,
       token,
-      closedAt: this.#permission.closedAt,
+      closedAt: this.#control.closedAt,
       deadline: deadlineFrom(sentAt, this.#o.ttlSeconds),
     });
     return false;
   }
 
-  /** Records a success sent at `sentAt`; re-opens the gate only if that leaves time. */
-  #confirm(sentAt: number, what: string): void {
-    const { clock, ttlSeconds, enforceLeadMs, logger } = this.#o;
-    const deadline = deadlineFrom(sentAt, ttlSeconds);
-    const now = clock.now();
-    this.#deadline = deadline;
-    if (now >= gateClosesAt(deadline, enforceLeadMs)) {
-      logger.warn(
-        "the server confirmed the lease too late to let the workload run",
-        {
-          fencing_token: this.#token,
-          late_by_ms: Math.round(now - gateClosesAt(deadline, enforceLeadMs)),
-        },
-      );
-      this.#close("the last confirmation arrived after its own deadline");
-      return;
-    }
-    // Everything that can fail (the boot-time clock is a file read) comes
-    // before the gate's state changes: a throw leaves the gate as it was.
-    const marker = markerDeadlines(
-      deadline,
-      enforceLeadMs,
-      now,
-      clock.bootNow(),
-      clock.wallNow(),
-    );
-    if (this.#permission.open(marker)) {
-      logger.info(what, { fencing_token: this.#token });
-    } else logger.debug(what, { fencing_token: this.#token });
-    this.#armCloseTimer();
-    this.#changed();
-  }
-
-  /** Closes (or re-applies the closed) gate; see {@linkcode Permission.close}. */
+  /** Closes (or re-applies the closed) gate; see {@linkcode PermissionControl.close}. */
   #close(reason: string, shutdown = false): void {
-    if (!this.#permission.close(reason, shutdown)) return;
-    this.#cancelCloseTimer?.();
-    this.#cancelCloseTimer = undefined;
-    this.#changed();
-  }
-
-  /**
-   * Tells the observer (metrics, the health endpoint, `run`). Its failure is
-   * logged and goes no further: it must never keep a closing gate from being
-   * enforced, nor end the sidecar from inside the gate timer.
-   */
-  #changed(): void {
-    try {
-      this.#o.observer?.changed?.(this.status());
-    } catch (e) {
-      this.#o.logger.error("a lease status observer failed", {
-        error: e instanceof Error ? e.message : String(e),
-      });
-    }
-  }
-
-  /**
-   * (Re-)arms the one timer that closes the gate at deadline minus lead,
-   * even while an RPC is in flight; called whenever the deadline moves.
-   * While the gate is closed, or once `run` has ended, no timer is left.
-   */
-  #armCloseTimer(): void {
-    const { clock, enforceLeadMs } = this.#o;
-    this.#cancelCloseTimer?.();
-    this.#cancelCloseTimer = undefined;
-    if (
-      !this.#running || !this.#permission.isOpen || this.#deadline === undefined
-    ) {
-      return;
-    }
-    const wait = gateClosesAt(this.#deadline, enforceLeadMs) - clock.now();
-    if (wait <= 0) {
-      this.#close(
-        "the lease was not confirmed in time: its local deadline is near",
-      );
-      return;
-    }
-    this.#cancelCloseTimer = clock.after(wait, () => this.#armCloseTimer());
+    this.#control.close(reason, shutdown);
   }
 
   /** Closes the gate for a release, then hands over to `shutdown.ts`. */
   async #shutdown(): Promise<void> {
-    const { clock, enforceLeadMs } = this.#o;
-    const deadline = this.#deadline;
-    if (
-      this.#permission.isOpen && deadline !== undefined &&
-      clock.now() >= gateClosesAt(deadline, enforceLeadMs)
-    ) {
-      // The gate timer fell due while the loop was ending (a process frozen
-      // past it wakes with the stop pending) and was cancelled with it: do
-      // what it would have done.
-      this.#close(
-        "the lease was not confirmed in time: its local deadline is near",
-      );
-      await this.#permission.whenApplied();
-    }
+    const { clock } = this.#o;
+    // The gate timer may have fallen due while the loop was ending.
+    await this.#control.closeIfDue();
+    const deadline = this.#control.deadline;
     // A lease whose local deadline has passed is no longer ours to release
     // (another holder may have it).
     const expired = deadline !== undefined && clock.now() >= deadline;
@@ -458,7 +352,7 @@ export class Renewer {
       this.#token > 0 && this.#lost === undefined && !expired;
     if (held) {
       this.#close("the lease is being released at shutdown", true);
-      await this.#permission.whenApplied();
+      await this.#control.whenApplied();
     }
     await shutdownRelease({
       ...this.#o,
@@ -470,10 +364,10 @@ export class Renewer {
             "its local deadline has passed: it is no longer ours to release",
         }
         : {}),
-      gateOpen: this.#permission.isOpen,
+      gateOpen: this.#control.isOpen,
       token: this.#token,
-      closedAt: this.#permission.closedAt,
-      deadline: this.#deadline,
+      closedAt: this.#control.closedAt,
+      deadline: this.#control.deadline,
     });
   }
 }

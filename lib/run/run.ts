@@ -8,7 +8,6 @@
  *
  * @module
  */
-import { selfArgv } from "../cmd/self_argv.ts";
 import { acquireLease } from "../hold/acquire_loop.ts";
 import { handoffMarker, writeHandoff } from "../hold/write_handoff.ts";
 import {
@@ -17,7 +16,6 @@ import {
 } from "../enforce/process_group.ts";
 import { ChildEnforcer } from "./child_enforcer.ts";
 import { executableProblem } from "./executable.ts";
-import { becomeSubreaper } from "../enforce/process_tree.ts";
 import { type Clock, systemClock } from "../state/clock.ts";
 import { RUN_ROLE, start } from "../cmd/startup.ts";
 import type { Config } from "../config/config.ts";
@@ -37,6 +35,7 @@ import { prepareStateDir } from "../state/ensure_dir.ts";
 import { LeaseKeeper } from "../cmd/lease_keeper.ts";
 import { MemoryRenewerStore } from "./memory_store.ts";
 import { SignalRouter, type SignalSource } from "./run_signals.ts";
+import { type CommandLauncher, gatedLauncher } from "./launcher.ts";
 
 import {
   EXIT_ACQUIRE_TIMEOUT,
@@ -212,16 +211,10 @@ export interface RunOptions {
   /** The lease RPCs; default: the client the configuration describes. */
   client?: LeaseClient;
   /**
-   * Start the command directly, without its gate: only for in-process tests,
-   * whose fake clock a separate gate process cannot share. Default false.
+   * Starts each run of the command; default {@linkcode gatedLauncher}`()`,
+   * this program's `gate` around the command.
    */
-  unfenced?: boolean;
-  /**
-   * Builds the gate's command line from its arguments; default: this
-   * program's `gate` ({@linkcode selfArgv}). Only tests substitute it, to
-   * stand in a gate that fails.
-   */
-  gateArgv?: (args: string[]) => string[];
+  launcher?: CommandLauncher;
   /** Where the stop signals come from; default `Deno` (the process's own). */
   signalSource?: SignalSource;
 }
@@ -253,7 +246,8 @@ export async function runWith(o: RunOptions): Promise<number> {
   }
   // Should the gate itself die (OOM killer), its command is reparented to
   // run, which then still sees it and stops it before releasing.
-  const notSubreaper = o.unfenced ? undefined : becomeSubreaper();
+  const launcher = o.launcher ?? gatedLauncher();
+  const notSubreaper = launcher.prepare();
   if (notSubreaper !== undefined) {
     logger.warn(
       "cannot become a child subreaper; a command whose gate was killed is not tracked",
@@ -362,8 +356,7 @@ export async function runWith(o: RunOptions): Promise<number> {
         signals,
         renewerFailed: renewerFailed.signal,
         fence,
-        unfenced: o.unfenced ?? false,
-        gateArgv: o.gateArgv ?? selfArgv,
+        launcher,
         nextChange: () => change.signal,
         takeLateClose: () => {
           const late = lateMs;

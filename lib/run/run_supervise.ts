@@ -9,12 +9,11 @@
  */
 import {
   type ChildExit,
-  ProcessGroup,
+  type ProcessGroup,
   SpawnError,
 } from "../enforce/process_group.ts";
 import type { ChildEnforcer } from "./child_enforcer.ts";
 import { reapOrphans } from "../enforce/process_tree.ts";
-import { commandEnv } from "../enforce/command_env.ts";
 import { aborted, type Clock } from "../state/clock.ts";
 import type { Config } from "../config/config.ts";
 import type { Logger } from "../obs/log.ts";
@@ -23,6 +22,7 @@ import type { StateDir } from "../state/state_dir.ts";
 import { EXIT_GATE_CLOSED } from "../gate/gate_args.ts";
 import type { LeaseKeeper } from "../cmd/lease_keeper.ts";
 import type { SignalRouter } from "./run_signals.ts";
+import type { CommandLauncher } from "./launcher.ts";
 
 /**
  * The command was stopped because the lease was lost (or could not be
@@ -86,10 +86,8 @@ export interface Supervision {
   renewerFailed: AbortSignal;
   /** The private state directory the command's gate watches. */
   fence: StateDir;
-  /** See {@linkcode RunOptions.unfenced}. */
-  unfenced: boolean;
-  /** The gate's command line from its arguments (see `RunOptions.gateArgv`). */
-  gateArgv: (args: string[]) => string[];
+  /** Starts each run of the command (see `RunOptions.launcher`). */
+  launcher: CommandLauncher;
   /** Aborts at the renewer's next gate or token change. */
   nextChange(): AbortSignal;
   /**
@@ -98,15 +96,6 @@ export interface Supervision {
    */
   takeLateClose(): number | undefined;
 }
-
-/**
- * The gate's stop has the same grace as run's own; run sends SIGKILL to
- * everything left this much later, so it only ever acts when the gate
- * itself could not.
- */
-const GATE_MARGIN_MS = 500;
-/** How often the command's gate looks at run's marker (and at run itself). */
-const GATE_INTERVAL = "100ms";
 
 /**
  * Waits until the renewer's gate is open: it decides alone (the enforcer
@@ -159,75 +148,6 @@ async function whenOpen(
 }
 
 /**
- * Why the command's gate ended with its command still running. The gate
- * never exits before its command on its own (it stops the command first
- * when it closes), so one that did was killed or failed; its own status is
- * then no status of the command's.
- *
- * @param exit The gate's exit, with processes left behind.
- * @returns The reason run logs and stops the command with.
- * @example
- * ```ts
- * import assert from "node:assert/strict";
- * assert.equal(
- *   gateDeathReason({ code: 137, signal: "SIGKILL" }),
- *   "the command's gate died (SIGKILL)",
- * );
- * assert.equal(gateDeathReason({ code: 1 }), "the command's gate failed (exit code 1)");
- * ```
- */
-export function gateDeathReason(exit: ChildExit): string {
-  return exit.signal === undefined
-    ? `the command's gate failed (exit code ${exit.code})`
-    : `the command's gate died (${exit.signal})`;
-}
-
-/** Starts the command under `gate`, watching run's private marker and run itself. */
-function spawnGated(s: Supervision, base: Record<string, string>) {
-  const { config, clock, logger, keeper } = s;
-  if (s.unfenced) {
-    const st = s.renewer.status();
-    return ProcessGroup.spawn({
-      argv: s.command,
-      env: commandEnv(base, {
-        holder: config.holder,
-        token: st.token,
-        expiresAtMs: clock.wallNow() + ((st.deadline ?? 0) - clock.now()),
-      }),
-      graceMs: config.enforceGraceSeconds * 1000,
-      clock,
-      logger,
-    });
-  }
-  return ProcessGroup.spawn({
-    argv: s.gateArgv([
-      "gate",
-      "--state-dir",
-      s.fence.dir,
-      "--grace",
-      `${config.enforceGraceSeconds}s`,
-      "--interval",
-      GATE_INTERVAL,
-      "--exit-on-close",
-      "--parent-pid",
-      String(Deno.pid),
-      "--",
-      ...s.command,
-    ]),
-    env: base,
-    graceMs: config.enforceGraceSeconds * 1000 + GATE_MARGIN_MS,
-    clock,
-    logger,
-    // The gate passes SIGTERM on itself; run's SIGKILL reaches everything.
-    descendants: "kill",
-    onStopSignal: (sig) =>
-      keeper.metrics.countEnforcement(
-        sig === "SIGTERM" ? "sigterm" : "sigkill",
-      ),
-  });
-}
-
-/**
  * Runs the command while the gate is open, again after each reacquire with
  * `--restart-on-reacquire`, and returns `run`'s exit status. Returns only
  * once no process of the command is left.
@@ -241,7 +161,7 @@ export async function supervise(s: Supervision): Promise<number> {
     if (stop !== undefined) return stop;
     let child: ProcessGroup;
     try {
-      child = spawnGated(s, base);
+      child = s.launcher.start({ ...s, env: base });
     } catch (e) {
       if (!(e instanceof SpawnError)) throw e;
       logger.error("cannot run the command's gate", { error: e.message });
@@ -255,10 +175,12 @@ export async function supervise(s: Supervision): Promise<number> {
     });
     signals.forwardTo(child);
     let exit: ChildExit;
+    let gateDied = false;
     try {
       exit = await child.finished((e) => {
-        if (s.unfenced) return undefined;
-        const reason = gateDeathReason(e);
+        const reason = s.launcher.deathReason(e);
+        if (reason === undefined) return undefined;
+        gateDied = true;
         logger.error(`${reason}; stopping the command it left`, {
           gate_pid: child.pid,
           ...(e.signal === undefined ? { code: e.code } : { signal: e.signal }),
@@ -270,7 +192,7 @@ export async function supervise(s: Supervision): Promise<number> {
       enforcer.detach(child);
       reapOrphans(() => false);
     }
-    if (!s.unfenced && exit.leftBehind && exit.stopReason === undefined) {
+    if (gateDied && exit.leftBehind && exit.stopReason === undefined) {
       return EXIT_GATE_DIED;
     }
     const byFence = exit.stopReason === undefined &&

@@ -36,7 +36,8 @@ import {
   runWith,
   type SignalSource,
 } from "../../lib/run/run.ts";
-import { gateDeathReason } from "../../lib/run/run_supervise.ts";
+import { gateDeathReason } from "../../lib/run/launcher.ts";
+import { directLauncher } from "../support/direct_launcher.ts";
 import { StateDir } from "../../lib/state/state_dir.ts";
 import { runCli } from "../support/cli.ts";
 import { FakeClock } from "../support/fake_clock.ts";
@@ -680,7 +681,7 @@ function startInProcess(
     client,
     signalSource: signals,
     // A separate gate process cannot share the fake clock.
-    unfenced: true,
+    launcher: directLauncher,
   });
   return r;
 }

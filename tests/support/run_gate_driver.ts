@@ -9,6 +9,7 @@
  * @module
  */
 import { runWith } from "../../lib/run/run.ts";
+import { gatedLauncher } from "../../lib/run/launcher.ts";
 import { resolveConfig } from "../../lib/config/config.ts";
 import { createLogger } from "../../lib/obs/log.ts";
 import { systemClock } from "../../lib/state/clock.ts";
@@ -23,7 +24,7 @@ const code = await runWith({
   state: undefined,
   logger: createLogger({}),
   clock: systemClock,
-  gateArgv: (args) => ["sh", "-c", gateScript, "gate", ...args],
+  launcher: gatedLauncher((args) => ["sh", "-c", gateScript, "gate", ...args]),
 });
 // Pending timers (bounds of waits that ended) would keep the process alive.
 Deno.exit(code);
