@@ -1,18 +1,14 @@
 /**
- * The test tiers in deno.json: `test` runs every file; `test:unit` and
- * `test:proc` split them so that each file is in exactly one, and the unit
- * tier, which runs as many files at once as there are CPUs, holds no file
- * that starts the CLI, a pod simulator or a PID namespace (those are the
- * timing-sensitive ones, run two at a time in `test:proc`).
+ * The test tiers in deno.json are chosen by file name: `*_process_test.ts`
+ * files are process-level (`test:proc`, two at a time), every other
+ * `*_test.ts` file is a unit test (`test:unit`, as many at once as there are
+ * CPUs). A unit file must start no CLI, pod simulator or PID namespace:
+ * those are the timing-sensitive ones.
  *
  * @module
  */
 import assert from "node:assert/strict";
 import { REPO_ROOT } from "./support/cli.ts";
-
-const tasks: Record<string, string> = JSON.parse(
-  await Deno.readTextFile(`${REPO_ROOT}/deno.json`),
-).tasks;
 
 /** The test files under `dir` (relative to the checkout), recursively, sorted. */
 function testFiles(dir: string): string[] {
@@ -25,37 +21,34 @@ function testFiles(dir: string): string[] {
   return out.sort();
 }
 
-/** The test files a `deno test ... PATHS` task runs: its path arguments, directories expanded. */
-function taskFiles(name: string): string[] {
-  const task = tasks[name];
-  assert.ok(task, `deno.json has no task ${name}`);
-  const paths = task.split(/\s+/).filter((w) => w.startsWith("tests/"));
-  return [
-    ...new Set(paths.flatMap((p) => p.endsWith(".ts") ? [p] : testFiles(p))),
-  ].sort();
-}
+const PROCESS_TEST = /_process_test\.ts$/;
 
-Deno.test("`deno task test` runs every test file", () => {
-  assert.deepEqual(taskFiles("test"), testFiles("tests"));
-});
-
-Deno.test("every test file is in exactly one of test:unit and test:proc", () => {
-  const unit = taskFiles("test:unit");
-  const proc = taskFiles("test:proc");
-  assert.deepEqual(unit.filter((f) => proc.includes(f)), [], "in both tiers");
-  assert.deepEqual(
-    testFiles("tests").filter((f) => !unit.includes(f) && !proc.includes(f)),
-    [],
-    "in neither tier: add each to test:unit or test:proc in deno.json",
+Deno.test("the tiers select by the _process_test.ts suffix, not by lists", async () => {
+  const tasks: Record<string, string> = JSON.parse(
+    await Deno.readTextFile(`${REPO_ROOT}/deno.json`),
+  ).tasks;
+  assert.match(
+    tasks["test:unit"],
+    /--ignore='tests\/\*\*\/\*_process_test\.ts' tests\//,
   );
+  assert.match(tasks["test:proc"], /'tests\/\*\*\/\*_process_test\.ts'/);
+  assert.match(tasks["test"], / tests\/$/);
 });
 
-Deno.test("test:unit starts no CLI, pod simulator or PID namespace", async () => {
+Deno.test("a unit test file starts no CLI, pod simulator or PID namespace", async () => {
   const spawns =
     /\b(runCli|spawnCli|runExecutable|cliArgv|berthArgv|denoRunArgv|Lab\.start|unshare)\b/;
   const self = "tests/tiers_test.ts"; // names them to look for them
-  for (const f of taskFiles("test:unit").filter((f) => f !== self)) {
+  const unit = testFiles("tests").filter((f) =>
+    !PROCESS_TEST.test(f) && f !== self
+  );
+  assert.ok(unit.length > 10, "found the unit files");
+  for (const f of unit) {
     const text = await Deno.readTextFile(`${REPO_ROOT}/${f}`);
-    assert.doesNotMatch(text, spawns, `${f} belongs in test:proc`);
+    assert.doesNotMatch(
+      text,
+      spawns,
+      `${f} starts a process: name it *_process_test.ts`,
+    );
   }
 });

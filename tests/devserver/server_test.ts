@@ -2,7 +2,7 @@
  * The development lease server against the wire contract in berth-api.md:
  * exact bytes, statuses, messages and check order, lease semantics with an
  * injected clock, request ids, routing, faults and TLS. The `dev-server`
- * subcommand is tested in tests/cmd/dev_server_test.ts.
+ * subcommand is tested in tests/cmd/dev_server_process_test.ts.
  */
 import assert from "node:assert/strict";
 import {

@@ -1,7 +1,7 @@
 /**
  * `gate`'s watch of its command, the pure part: how far a stop's grace is
  * cut so that the command is gone before the lease deadline. The watch
- * itself runs in `tests/gate/gate_loop_test.ts`, with a real command.
+ * itself runs in `tests/gate/gate_loop_process_test.ts`, with a real command.
  *
  * @module
  */

@@ -1,7 +1,7 @@
 /**
  * Whether a process can read a file of a volume the kubelet laid out, by the
  * permission bits alone: the static half of the examples' readability check,
- * which runs everywhere; tests/ship/kubelet_test.ts confirms it on real
+ * which runs everywhere; tests/ship/kubelet_process_test.ts confirms it on real
  * files as root.
  *
  * @module

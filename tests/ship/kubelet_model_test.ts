@@ -3,7 +3,7 @@
  * groups and file modes derived as the kubelet derives them, and each
  * example checked by the permission bits alone (can each helper read its
  * API key and CA bundle; does any workload container mount the key).
- * tests/ship/kubelet_test.ts confirms the same on real files as root.
+ * tests/ship/kubelet_process_test.ts confirms the same on real files as root.
  *
  * @module
  */

@@ -1,7 +1,7 @@
 /**
  * Writes the marker, the token and the holder three times each, and installs
  * the probe once, through a real {@linkcode StateDir}, so
- * `state_dir_test.ts` can count, under strace, the syscalls a state write
+ * `state_dir_process_test.ts` can count, under strace, the syscalls a state write
  * costs.
  *
  * @module

@@ -1,6 +1,6 @@
 /**
  * Runs `gate`'s loop (lib/gate/gate_loop.ts `runGate`) in a process of its own
- * for `tests/gate/gate_loop_test.ts`: the gate is a child subreaper that signals
+ * for `tests/gate/gate_loop_process_test.ts`: the gate is a child subreaper that signals
  * and reaps every descendant of its process, so it must not share the test
  * runner's. The first argument is the options as JSON (`badClock: true`
  * gives it a boot clock that throws); every log record is printed as one

@@ -1,6 +1,6 @@
 /**
  * Runs `run` (lib/run/run.ts `runWith`) in a process of its own with a
- * stand-in for its command's gate, for `tests/run/run_test.ts`: `run` makes
+ * stand-in for its command's gate, for `tests/run/run_process_test.ts`: `run` makes
  * itself a child subreaper, which must not be the test runner. The first
  * argument is the configuration's environment as JSON, the second the stand-in
  * gate's shell script (it gets `run`'s gate arguments as `$@`); records go to

@@ -1,6 +1,6 @@
 /**
  * Runs real signal enforcement against real processes, inside a private PID
- * namespace made by `tests/enforce/signal_ns_test.ts` (`unshare --pid --fork
+ * namespace made by `tests/enforce/signal_ns_process_test.ts` (`unshare --pid --fork
  * --mount-proc`), where this script is PID 1 and nothing else on the machine
  * can be signalled by mistake. It prints one JSON report on stdout that the
  * test asserts on.
