@@ -194,13 +194,18 @@ export class PermissionControl {
       return;
     }
     // Everything that can fail (the boot-time clock is a file read) comes
-    // before the permission changes: a throw leaves it as it was.
+    // before the permission changes: a throw leaves it as it was. The other
+    // clocks are read first and the monotonic one after them, so time spent
+    // reading them (a loaded node) moves the marker's deadlines earlier, never
+    // later than the local deadline.
+    const bootNow = clock.bootNow();
+    const wallNow = clock.wallNow();
     const marker = markerDeadlines(
       deadline,
       enforceLeadMs,
-      now,
-      clock.bootNow(),
-      clock.wallNow(),
+      clock.now(),
+      bootNow,
+      wallNow,
     );
     if (this.#permission.open(marker)) {
       logger.info(what, { fencing_token: this.#o.token() });
