@@ -92,8 +92,19 @@ Deno.test("cleanStaleTemps removes only our temp files", async () => {
       ".healthy.tmp-0123456789abcdef",
       ".token.tmp-fedcba9876543210",
       ".check.tmp-00000000ffffffff",
+      // The probe's loader and libraries, written beside check.
+      ".ld.so.tmp-0123456789abcdef",
+      ".c.tmp-0123456789abcdef",
+      ".gcc_s.tmp-0123456789abcdef",
+      ".pthread.tmp-0123456789abcdef",
     ];
-    const theirs = [".healthy.tmp-xyz", "notes.tmp-0123456789abcdef", "holder"];
+    const theirs = [
+      ".healthy.tmp-xyz",
+      "notes.tmp-0123456789abcdef",
+      ".my.notes.tmp-0123456789abcdef",
+      "holder",
+      "c",
+    ];
     for (const n of [...ours, ...theirs]) {
       Deno.writeTextFileSync(`${dir}/${n}`, "x");
     }
