@@ -18,6 +18,7 @@ import { createLogger } from "../../lib/obs/log.ts";
 import { StateDir } from "../../lib/state/state_dir.ts";
 import { REPO_ROOT, runCli, runExecutable } from "../support/cli.ts";
 import { cliArgv } from "../support/cli.ts";
+import { shortTempDir } from "../support/short_dir.ts";
 
 const DENO = Deno.execPath();
 const LIBS = ["c", "dl", "gcc_s", "ld.so", "m", "pthread", "rt"];
@@ -77,27 +78,8 @@ function assertRewrittenCopy(source: string, copy: string, dir: string) {
   for (const n of after.needed) match(n.value, new RegExp(`^${dir}/`));
 }
 
-/**
- * A fresh directory whose path is at most 7 bytes (`/tmp/` and two
- * characters), as the rewrite needs, or undefined when none is free.
- */
-function shortDir(): string | undefined {
-  const chars = "abcdefghijklmnopqrstuvwxyz0123456789";
-  for (let i = 0; i < 200; i++) {
-    const pick = () => chars[Math.floor(Math.random() * chars.length)];
-    const dir = `/tmp/${pick()}${pick()}`;
-    try {
-      Deno.mkdirSync(dir);
-      return dir;
-    } catch (e) {
-      if (!(e instanceof Deno.errors.AlreadyExists)) throw e;
-    }
-  }
-  return undefined;
-}
-
 Deno.test("acquire's install, compiled: the rewritten copy and its loader and libraries, which run", async () => {
-  const dir = shortDir();
+  const dir = shortTempDir();
   if (!dir) return console.log("skipped: no free /tmp/XX directory");
   try {
     const logs: string[] = [];
