@@ -32,7 +32,6 @@ import {
 } from "../../lib/cmd/run.ts";
 import {
   checkoutArgv,
-  denoRunArgv,
   PERMISSION_SET,
   V8_FLAGS,
   V8_FLAGS_ARG,
@@ -125,7 +124,7 @@ Deno.test("the binary and every deno run of the CLI get the same V8 flags", () =
   assert.deepEqual(v8(compile), [V8_FLAGS_ARG]);
   assert.deepEqual(v8(checkoutArgv("/src", ["renew"])), [V8_FLAGS_ARG]);
   const wrapper = shellWords(
-    checkWrapperScript(denoRunArgv("/src", "/src/main.ts", [], "/opt/deno"))
+    checkWrapperScript(checkoutArgv("/src", []))
       .split("\n")[2],
   );
   assert.deepEqual(v8(wrapper), [V8_FLAGS_ARG]);
