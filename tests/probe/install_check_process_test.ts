@@ -273,8 +273,19 @@ Deno.test({
       deepEqual(names(`${work}/vol`), ["check", ...LIBS].sort());
       assertRewrittenCopy(DENO, `${work}/vol/check`, "/berth");
 
-      // The root holds nothing that could stand in for glibc.
+      // The root holds nothing that could stand in for glibc: a plain copy
+      // cannot even be executed there (its interpreter is missing).
       deepEqual(names(`${work}/root`), ["berth", "dev", "proc", "src"]);
+      await Deno.copyFile(DENO, `${work}/vol/plain`);
+      const plain = await inMountNamespace(CHROOT_SCRIPT, [
+        work,
+        "root",
+        "/berth/plain",
+        "--version",
+      ]);
+      equal(plain.code, 127, plain.stdout + plain.stderr);
+      match(plain.stderr, /No such file or directory/);
+      await Deno.remove(`${work}/vol/plain`);
       const run = (args: string[]) =>
         inMountNamespace(CHROOT_SCRIPT, [
           work,
