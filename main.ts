@@ -34,6 +34,7 @@ export const COMMANDS: Readonly<Record<string, string>> = {
   status: "./lib/cmd/status.ts",
   gate: "./lib/gate/gate.ts",
   "dev-server": "./lib/cmd/dev_server.ts",
+  "install-check": "./lib/cmd/install_check.ts",
 };
 
 /** The module `--version` loads (it exports `VERSION`). */
@@ -63,6 +64,8 @@ Usage:
   berth-acquire status [STATE_DIR] [--json]  read-only view: holder, token, verdict, time left
   berth-acquire gate [flags] -- CMD [ARGS]   main container: run CMD only while the marker passes
   berth-acquire dev-server [flags]           a DEVELOPMENT lease server (in memory, not for production)
+  berth-acquire install-check [--from FILE] [STATE_DIR]
+                                             install the probe so it runs in any main image
   berth-acquire --version | --help
 
 Run "berth-acquire <subcommand> --help" for the flags of one subcommand.

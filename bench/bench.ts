@@ -29,6 +29,7 @@ import { benchFailover } from "./failover.ts";
 import { writeFloors } from "./floors.ts";
 import { Report } from "./measure.ts";
 import { benchAcquire, benchCheck, benchHealth } from "./probes.ts";
+import { benchProbeCopy } from "./probe_copy.ts";
 import { benchSidecars, benchSoak } from "./sidecar.ts";
 import { Servers } from "./setup.ts";
 
@@ -95,6 +96,8 @@ if (import.meta.main) {
     } else {
       console.log("## check (exec probe)");
       await benchCheck(dir, floors.empty, args.quick ? 8 : 30, report);
+      console.log("## the probe's copy for any main image");
+      await benchProbeCopy(args.quick ? 8 : 30, report);
       console.log("## httpGet /healthz");
       await benchHealth(
         dir,

@@ -10,6 +10,8 @@
 import type { DevServer } from "../lib/devserver/server.ts";
 import { readBootMillis } from "../lib/state/boot_clock.ts";
 import { StateDir } from "../lib/state/state_dir.ts";
+import { installProbe } from "../lib/cmd/install_check.ts";
+import { discardLogger } from "../lib/obs/log.ts";
 import { baseEnv, berthArgv, denoRunArgv, REPO_ROOT } from "../sim/cli.ts";
 import {
   cpuPerExec,
@@ -58,7 +60,7 @@ export async function benchCheck(
     });
   };
   await freshMarker();
-  await state.installCheck();
+  await installProbe(state, discardLogger);
   const wrapper = await Deno.readTextFile(`${state.dir}/check`);
   const floorWrapper = `${dir}/empty-wrapper`;
   const floorText = wrapper.replace(`${REPO_ROOT}/main.ts`, emptyScript);

@@ -15,13 +15,16 @@ import { writeHandoff } from "../hold/write_handoff.ts";
 import type { LeaseClient } from "../lease/rpc.ts";
 import { StateDir } from "../state/state_dir.ts";
 import { prepareStateDir } from "../state/ensure_dir.ts";
+import { installProbe } from "./install_check.ts";
 
 const USAGE = `Usage: berth-acquire acquire [flags]
 
 Init container: blocks until the lease is acquired (retrying errors and
 waiting while another holder has it), then writes holder, token and the
 health marker to the state directory (created with mode 0755 when it is
-missing), installs the probe there as "check", and exits 0. Exits 1 on a
+missing), installs the probe there as "check" (with its loader and libraries,
+so it runs in any main image; see "berth-acquire install-check --help"), and
+exits 0. Exits 1 on a
 configuration error, on --acquire-timeout, or when stopped by SIGTERM, SIGINT,
 SIGHUP or SIGQUIT before the lease was acquired.
 `;
@@ -84,7 +87,7 @@ export async function main(args: string[]): Promise<number> {
         client,
         clock,
         logger,
-        installCheck: true,
+        installCheck: () => installProbe(state, logger),
       })
     ) {
       return EXIT_FAILURE;

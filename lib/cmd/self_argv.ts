@@ -3,7 +3,7 @@
  * `gate`), and how the simulator, the benchmarks and the tests start it: the
  * compiled binary runs itself; under `deno run` the same `deno`, with a
  * checkout's `main.ts`, `deno.json`, the binary's permission set and its V8
- * flags, and so does the probe wrapper (lib/state/install_check.ts). One
+ * flags, and so does the probe wrapper (lib/cmd/install_check.ts). One
  * builder, so every place that starts the CLI starts it the same way, and
  * the compile script takes the permission set and the flags from here.
  *
@@ -11,7 +11,7 @@
  */
 
 /** The checkout this module belongs to (the directory holding deno.json and main.ts). */
-const CHECKOUT_ROOT: string = decodeURIComponent(
+export const CHECKOUT_ROOT: string = decodeURIComponent(
   new URL("../..", import.meta.url).pathname,
 ).replace(/\/+$/, "");
 

@@ -55,8 +55,11 @@ export interface WriteHandoffOptions {
   clock: Clock;
   /** Reports a failure. */
   logger: Logger;
-  /** Also copy the probe to `<state>/check` (the init container does; `run` does not). */
-  installCheck: boolean;
+  /**
+   * Also install the probe `<state>/check`, last (the init container does,
+   * with this function; `run` does not: false).
+   */
+  installCheck: false | (() => Promise<void>);
 }
 
 /**
@@ -71,7 +74,7 @@ export async function writeHandoff(o: WriteHandoffOptions): Promise<boolean> {
     await state.writeHolder(config.holder);
     await state.writeToken(lease.token);
     await state.writeMarker(handoffMarker(config, lease));
-    if (o.installCheck) await state.installCheck();
+    if (o.installCheck) await o.installCheck();
     return true;
   } catch (e) {
     logger.error("cannot write the state volume; releasing the lease", {

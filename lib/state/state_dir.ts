@@ -8,6 +8,7 @@
  * | `token` | decimal fencing token, no newline | 0644 |
  * | `healthy` | health marker (`marker.ts`); its mtime is what the probe checks | 0644 |
  * | `check` | the probe executable | 0755 |
+ * | `ld.so`, `c`, `m`, ... | the probe's loader and libraries (`probe_libraries.ts`), when installed | 0755 |
  *
  * Writes are atomic, and no more: a temp file named `.<name>.tmp-<16 hex>`
  * in the same directory is created with the file's mode, written, closed and
@@ -49,7 +50,8 @@ import {
   readSmallFileNoFollow,
   StateFileError,
 } from "./nofollow.ts";
-import { checkSource, type InstallCheckOptions } from "./install_check.ts";
+import type { CheckSource } from "./install_check.ts";
+import { LIBRARY_FILE_PATTERN, LOADER_FILE } from "./probe_libraries.ts";
 import { randomHex } from "../encoding/hex.ts";
 
 /** The file names in the state directory; fixed by the webhook and the probe argv. */
@@ -69,7 +71,24 @@ const TOKEN_MAX_BYTES = 32;
 /** The largest fencing token: the API's tokens are positive int32 values. */
 export const TOKEN_MAX = 2147483647;
 
-const TEMP_RE = /^\.(holder|token|healthy|check)\.tmp-[0-9a-f]{16}$/;
+/**
+ * Our temp files: `.<name>.tmp-<16 hex>` for a state file or one of the
+ * probe's libraries (whose names the library pattern covers, the state
+ * files' among them).
+ */
+const TEMP_RE = new RegExp(
+  `^\\.(${
+    LOADER_FILE.replace(".", "\\.")
+  }|${LIBRARY_FILE_PATTERN})\\.tmp-[0-9a-f]{16}$`,
+);
+
+/** One file of a set written by {@linkcode StateDir.installFiles}. */
+export interface InstallFile {
+  /** Its name in the state directory. */
+  name: string;
+  /** Creates the temp file at `tmp` with its content and mode. */
+  fill(tmp: string): Promise<void>;
+}
 
 /**
  * Parses a token file's content. Strict on purpose: berth-acquire (and the
@@ -246,11 +265,12 @@ export class StateDir {
 
   /**
    * Installs the probe executable `<dir>/check` (mode 0755) that the
-   * webhook's probe argv runs: a copy of this binary when compiled, a shell
-   * wrapper under `deno run` (see the module doc for the difference).
+   * webhook's probe argv runs: a copy of an executable, or a script (the
+   * wrapper `deno run` installs; see `install_check.ts`).
+   *
+   * @param source What to install.
    */
-  async installCheck(options: InstallCheckOptions = {}): Promise<void> {
-    const source = checkSource(options);
+  async installCheck(source: CheckSource): Promise<void> {
     if ("copyOf" in source) {
       await this.#replaceAtomic(STATE_FILES.check, async (tmp) => {
         await Deno.copyFile(source.copyOf, tmp);
@@ -260,6 +280,39 @@ export class StateDir {
       return;
     }
     await this.#writeAtomic(STATE_FILES.check, source.script, 0o755);
+  }
+
+  /**
+   * Writes a set of files so that none is seen half-written: every temp
+   * file is created and filled first, then each is renamed over its target
+   * in the order given (so `check` goes last, after the libraries it
+   * names). When creating or filling one fails, every temp file is removed
+   * and no target has changed.
+   *
+   * @param files The files, in the order they are renamed into place.
+   * @throws {StateFileError} Naming the file that could not be written.
+   */
+  async installFiles(files: readonly InstallFile[]): Promise<void> {
+    const tmps: string[] = [];
+    let renamed = 0;
+    let current = files[0]?.name ?? "";
+    try {
+      for (const f of files) {
+        current = f.name;
+        const tmp = this.path(`.${f.name}.tmp-${randomHex(8)}`);
+        tmps.push(tmp);
+        await f.fill(tmp);
+      }
+      for (; renamed < files.length; renamed++) {
+        current = files[renamed].name;
+        await Deno.rename(tmps[renamed], this.path(current));
+      }
+    } catch (e) {
+      for (const tmp of tmps.slice(renamed)) {
+        await Deno.remove(tmp).catch(() => {});
+      }
+      throw this.#writeError(this.path(current), e);
+    }
   }
 
   /**
@@ -329,16 +382,20 @@ export class StateDir {
       await Deno.rename(tmp, target);
     } catch (e) {
       await Deno.remove(tmp).catch(() => {});
-      if (e instanceof Deno.errors.NotFound) {
-        throw this.#dirError("write into", e);
-      }
-      throw new StateFileError(
-        target,
-        `cannot write it (via ${tmp}): ${
-          (e as Error).message
-        }; check that the state volume is mounted read-write and has space`,
-      );
+      throw this.#writeError(target, e, tmp);
     }
+  }
+
+  #writeError(target: string, e: unknown, tmp?: string): Error {
+    if (e instanceof Deno.errors.NotFound) {
+      return this.#dirError("write into", e);
+    }
+    return new StateFileError(
+      target,
+      `cannot write it${tmp ? ` (via ${tmp})` : ""}: ${
+        (e as Error).message
+      }; check that the state volume is mounted read-write and has space`,
+    );
   }
 
   /**

@@ -1,10 +1,12 @@
 /**
  * The probe as the kubelet runs it: the real CLI in a child process, and the
- * `<state>/check` executable installed by `StateDir.installCheck`, with the
+ * `<state>/check` executable installed by `installProbe` (as `acquire` does), with the
  * webhook's exact argv and an environment with nothing but PATH.
  */
 import { deepEqual, equal, match, ok } from "node:assert/strict";
 import { StateDir } from "../../lib/state/state_dir.ts";
+import { installProbe } from "../../lib/cmd/install_check.ts";
+import { discardLogger } from "../../lib/obs/log.ts";
 import { type CliResult, runCli, runExecutable } from "../support/cli.ts";
 
 /** Far in the future on the boot-time clock: the gate deadline in the marker has not passed. */
@@ -15,7 +17,7 @@ async function withInstalled(fn: (dir: string, s: StateDir) => Promise<void>) {
   const dir = await Deno.makeTempDir({ prefix: "berth-check-" });
   try {
     const s = new StateDir(dir);
-    await s.installCheck();
+    await installProbe(s, discardLogger);
     await fn(dir, s);
   } finally {
     await Deno.remove(dir, { recursive: true });

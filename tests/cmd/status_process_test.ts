@@ -254,7 +254,6 @@ Deno.test("status loads only the state modules it reads with: no configuration, 
     specifier: string;
   }[]).map((m) => m.specifier.replace(`file://${REPO_ROOT}/`, "")).sort();
   assert.deepEqual(modules, [
-    "lib/cmd/self_argv.ts",
     "lib/cmd/status.ts",
     "lib/config/defaults.ts",
     "lib/config/duration.ts",
@@ -265,6 +264,7 @@ Deno.test("status loads only the state modules it reads with: no configuration, 
     "lib/state/install_check.ts",
     "lib/state/marker.ts",
     "lib/state/nofollow.ts",
+    "lib/state/probe_libraries.ts",
     "lib/state/snapshot.ts",
     "lib/state/state_dir.ts",
   ]);

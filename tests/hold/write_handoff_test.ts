@@ -68,7 +68,8 @@ Deno.test("writeHandoff: a state volume that fails after the marker is written g
       client,
       clock,
       logger: createLogger({ format: "json", write: (l) => logs.push(l) }),
-      installCheck: true,
+      installCheck: () =>
+        state.installCheck({ script: new TextEncoder().encode("#!/bin/sh\n") }),
     });
     assert.equal(ok, false);
     assert.equal(state.readMarkerDeadlines(), undefined, "no marker left");

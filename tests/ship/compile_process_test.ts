@@ -21,6 +21,7 @@ import {
 } from "../../scripts/compile.ts";
 import { VERSION } from "../../lib/version.ts";
 import { ON_DEMAND_MODULES } from "../../main.ts";
+import { shortTempDir } from "../support/short_dir.ts";
 
 const ROOT = decodeURIComponent(new URL("../..", import.meta.url).pathname)
   .replace(/\/+$/, "");
@@ -190,6 +191,7 @@ Deno.test({
   ignore: unavailable !== undefined,
   async fn() {
     const out = await Deno.makeTempDir({ prefix: "compile-out-" });
+    const cleanups: (() => Promise<void>)[] = [];
     try {
       const built = await run([
         Deno.execPath(),
@@ -224,12 +226,14 @@ Deno.test({
       assert.equal(version.code, 0, version.stderr);
       assert.equal(version.stdout.trim(), `berth-acquire ${VERSION}`);
 
-      // The probe runs as a copy named `check` in the state volume, as
-      // `acquire` installs it, with none of the helpers' configuration.
-      const state = `${out}/state`;
-      await Deno.mkdir(state);
-      await Deno.copyFile(bin, `${state}/check`);
-      await Deno.chmod(`${state}/check`, 0o755);
+      // The probe runs as `acquire` installs it in the state volume (the
+      // copy rewritten to load its loader and libraries from there), with
+      // none of the helpers' configuration: the webhook's argv.
+      const state = shortTempDir();
+      assert.ok(state, "no free /tmp/XX directory");
+      cleanups.push(() => Deno.remove(state, { recursive: true }));
+      const installed = await run([bin, "install-check", state]);
+      assert.equal(installed.code, 0, installed.stderr);
       const probe = [
         `${state}/check`,
         "check",
@@ -251,6 +255,7 @@ Deno.test({
       assert.equal(fresh.code, 0, fresh.stdout + fresh.stderr);
       assert.equal(fresh.stdout, "");
     } finally {
+      for (const c of cleanups) await c();
       await Deno.remove(out, { recursive: true });
     }
   },

@@ -124,7 +124,8 @@ Deno.test("the binary and every deno run of the CLI get the same V8 flags", () =
   assert.deepEqual(v8(compile), [V8_FLAGS_ARG]);
   assert.deepEqual(v8(checkoutArgv("/src", ["renew"])), [V8_FLAGS_ARG]);
   const wrapper = shellWords(
-    checkWrapperScript("/opt/deno", "/src").split("\n")[2],
+    checkWrapperScript(checkoutArgv("/src", []))
+      .split("\n")[2],
   );
   assert.deepEqual(v8(wrapper), [V8_FLAGS_ARG]);
   // The tasks a user runs the CLI with from a checkout.

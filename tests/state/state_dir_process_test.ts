@@ -14,6 +14,9 @@ import {
 } from "../../lib/state/install_check.ts";
 import { parseToken, StateDir, TOKEN_MAX } from "../../lib/state/state_dir.ts";
 import { runExecutable } from "../support/cli.ts";
+import { installProbe } from "../../lib/cmd/install_check.ts";
+import { denoRunArgv } from "../../lib/cmd/self_argv.ts";
+import { discardLogger } from "../../lib/obs/log.ts";
 
 /** Runs `fn` with a fresh state directory that is removed afterwards. */
 async function withState(
@@ -89,8 +92,19 @@ Deno.test("cleanStaleTemps removes only our temp files", async () => {
       ".healthy.tmp-0123456789abcdef",
       ".token.tmp-fedcba9876543210",
       ".check.tmp-00000000ffffffff",
+      // The probe's loader and libraries, written beside check.
+      ".ld.so.tmp-0123456789abcdef",
+      ".c.tmp-0123456789abcdef",
+      ".gcc_s.tmp-0123456789abcdef",
+      ".pthread.tmp-0123456789abcdef",
     ];
-    const theirs = [".healthy.tmp-xyz", "notes.tmp-0123456789abcdef", "holder"];
+    const theirs = [
+      ".healthy.tmp-xyz",
+      "notes.tmp-0123456789abcdef",
+      ".my.notes.tmp-0123456789abcdef",
+      "holder",
+      "c",
+    ];
     for (const n of [...ours, ...theirs]) {
       Deno.writeTextFileSync(`${dir}/${n}`, "x");
     }
@@ -217,7 +231,7 @@ Deno.test("shellQuote survives quotes, spaces and dollars", async () => {
 
 Deno.test("installCheck under deno run: an executable 0755 wrapper that behaves like `berth-acquire check`", async () => {
   await withState(async (s, dir) => {
-    await s.installCheck();
+    await installProbe(s, discardLogger);
     equal(mode(`${dir}/check`), 0o755);
     deepEqual(names(dir), ["check"]);
     const text = Deno.readTextFileSync(`${dir}/check`);
@@ -247,7 +261,14 @@ Deno.test("installCheck under deno run: an executable 0755 wrapper that behaves 
 });
 
 Deno.test("installCheck wrapper quotes paths with spaces and quotes", () => {
-  const script = checkWrapperScript("/opt/my deno/deno", "/src/it's here/");
+  const script = checkWrapperScript(
+    denoRunArgv(
+      "/src/it's here",
+      "/src/it's here/main.ts",
+      [],
+      "/opt/my deno/deno",
+    ),
+  );
   match(script, /^#!\/bin\/sh\n/);
   ok(
     script.includes(
@@ -267,13 +288,13 @@ Deno.test("installCheck when compiled: copies the executable byte for byte with 
     try {
       const bytes = new Uint8Array(200_000).map((_, i) => (i * 7919) % 251);
       Deno.writeFileSync(src, bytes, { mode: 0o600 });
-      await s.installCheck({ standalone: true, execPath: src });
+      await s.installCheck({ copyOf: src });
       equal(mode(`${dir}/check`), 0o755);
       deepEqual(Deno.readFileSync(`${dir}/check`), bytes);
       deepEqual(names(dir), ["check"]);
       // Reinstalling replaces it.
       Deno.writeFileSync(src, new Uint8Array([1, 2, 3]));
-      await s.installCheck({ standalone: true, execPath: src });
+      await s.installCheck({ copyOf: src });
       deepEqual(Deno.readFileSync(`${dir}/check`), new Uint8Array([1, 2, 3]));
     } finally {
       await Deno.remove(src);

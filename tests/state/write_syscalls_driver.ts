@@ -7,6 +7,8 @@
  * @module
  */
 import { StateDir } from "../../lib/state/state_dir.ts";
+import { installProbe } from "../../lib/cmd/install_check.ts";
+import { discardLogger } from "../../lib/obs/log.ts";
 
 const s = new StateDir(Deno.args[0]);
 for (let i = 1; i <= 3; i++) {
@@ -14,4 +16,4 @@ for (let i = 1; i <= 3; i++) {
   await s.writeToken(i);
   await s.writeHolder("prod/pod:web-0:uid:1");
 }
-await s.installCheck();
+await installProbe(s, discardLogger);

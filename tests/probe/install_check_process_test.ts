@@ -1,0 +1,332 @@
+/**
+ * The probe as it runs in a main image without glibc: `install-check` (and
+ * `acquire`'s install) with the `deno` executable standing in for the
+ * compiled binary (it is linked the same way), the installed copy compared
+ * byte for byte with its source, and run under `chroot` in a root holding
+ * nothing but the state volume at `/berth`, `/proc`, `/dev` and a copy of the
+ * sources (`/berth/check run -A /src/main.ts check ...`: plain
+ * `/berth/check check` would be deno's type checker). The refusals of
+ * `install-check` leave nothing behind, on a full or read-only volume too.
+ *
+ * The chroot and volume tests need root and a mount namespace
+ * (`unshare --mount`); they are skipped with the reason elsewhere.
+ */
+import { deepEqual, equal, match, ok } from "node:assert/strict";
+import { installProbe } from "../../lib/cmd/install_check.ts";
+import { bytesSource, type ElfInfo, readElf } from "../../lib/probe/elf.ts";
+import { createLogger } from "../../lib/obs/log.ts";
+import { StateDir } from "../../lib/state/state_dir.ts";
+import { REPO_ROOT, runCli, runExecutable } from "../support/cli.ts";
+import { cliArgv } from "../support/cli.ts";
+import { shortTempDir } from "../support/short_dir.ts";
+
+const DENO = Deno.execPath();
+const LIBS = ["c", "dl", "gcc_s", "ld.so", "m", "pthread", "rt"];
+const FAR = { gateClosesBootMs: 1e15, leaseDeadlineBootMs: 1e15 };
+
+/** Why the root-only tests cannot run here, or undefined. */
+function rootUnavailable(): string | undefined {
+  if (Deno.uid() !== 0) return "needs root (mount namespace, chroot, tmpfs)";
+  const out = new Deno.Command("unshare", {
+    args: ["--mount", "--propagation", "private", "true"],
+    stderr: "piped",
+  }).outputSync();
+  if (!out.success) {
+    return `needs a working unshare --mount: ${
+      new TextDecoder().decode(out.stderr).trim()
+    }`;
+  }
+  return undefined;
+}
+const skipRoot = rootUnavailable();
+if (skipRoot) console.log(`skipping the chroot and volume tests: ${skipRoot}`);
+
+/** Names in a directory, sorted. */
+function names(dir: string): string[] {
+  return [...Deno.readDirSync(dir)].map((e) => e.name).sort();
+}
+
+/** The headers of a file, read whole (a test may). */
+function headers(path: string): ElfInfo {
+  return readElf(bytesSource(Deno.readFileSync(path)), path);
+}
+
+/**
+ * Checks that `copy` is `source` with only its interpreter and needed names
+ * rewritten: same size, same trailing bytes, every other byte equal, and
+ * the names now under `dir`.
+ */
+function assertRewrittenCopy(source: string, copy: string, dir: string) {
+  const a = Deno.readFileSync(source);
+  const b = Deno.readFileSync(copy);
+  equal(b.length, a.length, "same size");
+  deepEqual(b.subarray(b.length - 4096), a.subarray(a.length - 4096));
+  const info = headers(source);
+  const strings = [info.interp!, ...info.needed];
+  let differing = 0;
+  for (let i = 0; i < a.length; i++) {
+    if (a[i] === b[i]) continue;
+    differing++;
+    ok(
+      strings.some((s) => i >= s.offset && i < s.offset + s.capacity),
+      `byte ${i} differs outside the rewritten names`,
+    );
+  }
+  ok(differing > 0);
+  const after = headers(copy);
+  equal(after.interp?.value, `${dir}/ld.so`);
+  for (const n of after.needed) match(n.value, new RegExp(`^${dir}/`));
+}
+
+Deno.test("acquire's install, compiled: the rewritten copy and its loader and libraries, which run", async () => {
+  const dir = shortTempDir();
+  if (!dir) return console.log("skipped: no free /tmp/XX directory");
+  try {
+    const logs: string[] = [];
+    await installProbe(
+      new StateDir(dir),
+      createLogger({ write: (l) => logs.push(l) }),
+      { standalone: true, execPath: DENO },
+    );
+    deepEqual(logs, [], "no WARN: the rewrite fits");
+    deepEqual(names(dir), ["check", ...LIBS].sort());
+    for (const n of names(dir)) {
+      equal(Deno.statSync(`${dir}/${n}`).mode! & 0o777, 0o755, n);
+    }
+    assertRewrittenCopy(DENO, `${dir}/check`, dir);
+    const r = await runExecutable([`${dir}/check`, "--version"]);
+    equal(r.code, 0, r.stderr);
+    match(r.stdout, /^deno /);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("acquire's install, compiled, with a state directory path too long: the plain copy and one WARN line", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "berth-long-state-" });
+  try {
+    const logs: string[] = [];
+    await installProbe(
+      new StateDir(dir),
+      createLogger({ format: "json", write: (l) => logs.push(l) }),
+      { standalone: true, execPath: DENO },
+    );
+    equal(logs.length, 1, logs.join("\n"));
+    const rec = JSON.parse(logs[0]);
+    equal(rec.level, "WARN");
+    match(rec.msg, /needs glibc in the main image/);
+    match(rec.reason, /at most 7 bytes/);
+    deepEqual(names(dir), ["check"]);
+    const cmp = await new Deno.Command("cmp", {
+      args: ["-s", DENO, `${dir}/check`],
+    }).output();
+    ok(cmp.success, "the plain copy is byte for byte the executable");
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("install-check refuses a non-ELF, a truncated executable, a long path and deno run without --from, leaving nothing", async () => {
+  const work = await Deno.makeTempDir({ prefix: "berth-install-check-" });
+  try {
+    const script = `${work}/script`;
+    Deno.writeTextFileSync(script, "#!/bin/sh\nexit 0\n", { mode: 0o755 });
+    const cut = `${work}/cut`;
+    const f = await Deno.open(DENO);
+    const head = new Uint8Array(1 << 20);
+    await f.read(head);
+    f.close();
+    Deno.writeFileSync(cut, head, { mode: 0o755 });
+    const state = `${work}/s`;
+    const cases: [string[], RegExp][] = [
+      [["--from", script, state], /script: not an ELF file/],
+      [["--from", cut, state], /cut: truncated: .* beyond the end of the file/],
+      [["--from", `${work}/none`, state], /cannot open .*none/],
+      [["--from", DENO, state], /is \d+ bytes; .* at most 7 bytes/],
+      [[state], /pass --from with a compiled berth-acquire/],
+      [["--frm", DENO], /unknown flag "--frm"/],
+    ];
+    for (const [args, want] of cases) {
+      const r = await runCli(["install-check", ...args]);
+      equal(r.code, 1, args.join(" "));
+      equal(r.stdout, "");
+      match(r.stderr, /^berth-acquire install-check: [^\n]*\n$/);
+      match(r.stderr, want);
+      let left: string[] = [];
+      try {
+        left = names(state);
+      } catch { /* not created */ }
+      deepEqual(left, [], `${args.join(" ")} left files`);
+    }
+  } finally {
+    await Deno.remove(work, { recursive: true });
+  }
+});
+
+/** Runs `script` with `args` in a private mount namespace as root. */
+async function inMountNamespace(script: string, args: string[]) {
+  const out = await new Deno.Command("unshare", {
+    args: [
+      "--mount",
+      "--propagation",
+      "private",
+      "/bin/sh",
+      "-c",
+      script,
+      "sh",
+      ...args,
+    ],
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  return {
+    code: out.code,
+    stdout: new TextDecoder().decode(out.stdout),
+    stderr: new TextDecoder().decode(out.stderr),
+  };
+}
+
+Deno.test({
+  name:
+    "install-check on a full or read-only volume: one line, exit 1, no file left",
+  ignore: skipRoot !== undefined,
+  async fn() {
+    // The volume at /mnt inside the namespace: 8 MiB hold the libraries, not check.
+    const script = `set -u
+mount -t tmpfs -o "$1" tmpfs /mnt || exit 99
+shift
+"$@"
+echo "exit=$?"
+echo "left=$(ls -A /mnt | tr '\\n' ' ')"`;
+    for (const opts of ["size=8m", "size=64m,ro"]) {
+      const r = await inMountNamespace(script, [
+        opts,
+        ...cliArgv(["install-check", "--from", DENO, "/mnt"]),
+      ]);
+      const lines = r.stdout.trim().split("\n");
+      deepEqual(lines.slice(-2), ["exit=1", "left="], r.stdout + r.stderr);
+      match(r.stderr, /^berth-acquire install-check: [^\n]*\n$/);
+      match(
+        r.stderr,
+        opts === "size=8m" ? /No space left|space/ : /Read-only file system/,
+      );
+    }
+  },
+});
+
+/**
+ * Sets up, in the namespace, `$W/host`: the host's top-level entries bound
+ * in plus an empty `/berth` (the volume `$W/vol`), so the installer sees the
+ * volume at `/berth`; and `$W/root`: the volume at `/berth`, `/proc`, `/dev`
+ * and the sources at `/src`, nothing else. Then runs `chroot DIR CMD...`,
+ * bounded by `timeout`.
+ */
+const CHROOT_SCRIPT = `set -eu
+W=$1; shift
+H=$W/host
+mkdir -p "$H" "$W/root/berth" "$W/root/proc" "$W/root/dev"
+mount -t tmpfs -o size=1m tmpfs "$H"
+for e in /*; do
+  b=\${e#/}
+  if [ -L "$e" ]; then cp -P "$e" "$H/$b"
+  elif [ -d "$e" ]; then mkdir "$H/$b"; mount --rbind "$e" "$H/$b"
+  fi
+done
+mkdir "$H/berth"
+mount --bind "$W/vol" "$H/berth"
+mount --bind "$W/vol" "$W/root/berth"
+mount -t proc proc "$W/root/proc"
+mount --rbind /dev "$W/root/dev"
+set +e
+timeout 120 chroot "$W/$@"
+`;
+
+Deno.test({
+  name:
+    "the installed check runs the probe, status and gate in a root holding only /berth, /proc and /dev",
+  ignore: skipRoot !== undefined,
+  async fn() {
+    const work = await Deno.makeTempDir({ prefix: "berth-chroot-" });
+    try {
+      Deno.mkdirSync(`${work}/vol`);
+      Deno.mkdirSync(`${work}/root/src`, { recursive: true });
+      const cp = await new Deno.Command("cp", {
+        args: [
+          "-r",
+          `${REPO_ROOT}/main.ts`,
+          `${REPO_ROOT}/deno.json`,
+          `${REPO_ROOT}/lib`,
+          `${work}/root/src/`,
+        ],
+      }).output();
+      ok(cp.success);
+      const install = await inMountNamespace(CHROOT_SCRIPT, [
+        work,
+        "host",
+        ...cliArgv(["install-check", "--from", DENO, "/berth"]),
+      ]);
+      equal(install.code, 0, install.stdout + install.stderr);
+      match(
+        install.stdout,
+        /^installed \/berth\/check from .* with its loader and 6 libraries/,
+      );
+      deepEqual(names(`${work}/vol`), ["check", ...LIBS].sort());
+      assertRewrittenCopy(DENO, `${work}/vol/check`, "/berth");
+
+      // The root holds nothing that could stand in for glibc: a plain copy
+      // cannot even be executed there (its interpreter is missing).
+      deepEqual(names(`${work}/root`), ["berth", "dev", "proc", "src"]);
+      await Deno.copyFile(DENO, `${work}/vol/plain`);
+      const plain = await inMountNamespace(CHROOT_SCRIPT, [
+        work,
+        "root",
+        "/berth/plain",
+        "--version",
+      ]);
+      equal(plain.code, 127, plain.stdout + plain.stderr);
+      match(plain.stderr, /No such file or directory/);
+      await Deno.remove(`${work}/vol/plain`);
+      const run = (args: string[]) =>
+        inMountNamespace(CHROOT_SCRIPT, [
+          work,
+          "root",
+          "/berth/check",
+          "run",
+          "-A",
+          "--quiet",
+          "/src/main.ts",
+          ...args,
+        ]);
+      const checkArgv = ["check", "/berth/healthy", "--max-age", "30s"];
+      const absent = await run(checkArgv);
+      deepEqual(
+        [absent.code, absent.stdout],
+        [1, "health marker absent: /berth/healthy\n"],
+        absent.stderr,
+      );
+      const state = new StateDir(`${work}/vol`);
+      await state.writeMarker(FAR);
+      await state.writeHolder("prod/pod:web-0:uid:1");
+      await state.writeToken(7);
+      const fresh = await run(checkArgv);
+      deepEqual([fresh.code, fresh.stdout, fresh.stderr], [0, "", ""]);
+      const status = await run(["status", "/berth"]);
+      equal(status.code, 0, status.stderr);
+      match(status.stdout, /^state directory +\/berth\n/);
+      match(status.stdout, /\nmarker +OK/);
+      // gate runs its command while the marker passes: here the probe itself.
+      const gate = await run([
+        "gate",
+        "--state-dir",
+        "/berth",
+        "--",
+        "/berth/check",
+        "--version",
+      ]);
+      equal(gate.code, 0, gate.stdout + gate.stderr);
+      match(gate.stdout, /^deno \d/);
+    } finally {
+      await Deno.remove(work, { recursive: true });
+    }
+  },
+});
