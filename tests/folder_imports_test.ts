@@ -23,20 +23,6 @@ export interface FileImport {
   to: string;
 }
 
-/**
- * Imports that close a folder circle today and are known to be on their way
- * out. Each entry must still exist (the test fails when it no longer does, so
- * the entry is removed with the import) and no other import may close a
- * circle.
- *
- * - `lib/state/install_check.ts` takes the development run's argv from
- *   `lib/cmd/self_argv.ts`; install_check.ts is being rewritten (issue 22)
- *   without it.
- */
-const LEAVING: readonly FileImport[] = [
-  { from: "lib/state/install_check.ts", to: "lib/cmd/self_argv.ts" },
-];
-
 /** The relative specifiers a module's source imports (static, re-exported, literal dynamic). */
 export function relativeSpecifiers(source: string): string[] {
   const out: string[] = [];
@@ -136,18 +122,8 @@ function aCircle(
   }
 }
 
-const same = (a: FileImport, b: FileImport) =>
-  a.from === b.from && a.to === b.to;
-
 Deno.test("lib/ folders import each other in one direction only: no circle of folders", () => {
-  const all = libImports();
-  const leaving = LEAVING.filter((l) => all.some((i) => same(i, l)));
-  assert.deepEqual(
-    leaving,
-    LEAVING,
-    "an import listed as leaving is gone: remove it from LEAVING",
-  );
-  const g = folderGraph(all.filter((i) => !LEAVING.some((l) => same(i, l))));
+  const g = folderGraph(libImports());
   const { order, stuck } = layers(g);
   assert.deepEqual(
     stuck,
