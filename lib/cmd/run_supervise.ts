@@ -180,6 +180,24 @@ export function gateDeathReason(exit: ChildExit): string {
     : `the command's gate died (${exit.signal})`;
 }
 
+/**
+ * The logger of run's process group around the gate: its gate logs the
+ * stop of the command itself (with the grace it really uses), so run's own
+ * stop lines of that group go at DEBUG; errors stay errors.
+ *
+ * @param logger run's logger.
+ * @returns A logger that writes INFO and WARN at DEBUG.
+ */
+export function gateGroupLogger(logger: Logger): Logger {
+  return {
+    debug: logger.debug,
+    info: logger.debug,
+    warn: logger.debug,
+    error: logger.error,
+    with: (f) => gateGroupLogger(logger.with(f)),
+  };
+}
+
 /** Starts the command under `gate`, watching run's private marker and run itself. */
 function spawnGated(s: Supervision, base: Record<string, string>) {
   const { config, clock, logger, keeper } = s;
@@ -209,13 +227,20 @@ function spawnGated(s: Supervision, base: Record<string, string>) {
       "--exit-on-close",
       "--parent-pid",
       String(Deno.pid),
+      "--log-level",
+      config.logLevel.toLowerCase(),
       "--",
       ...s.command,
     ]),
-    env: base,
+    // The gate's lines carry the lease like run's own.
+    env: {
+      ...base,
+      BERTH_LEASE_NAME: config.leaseName,
+      BERTH_LEASE_NAMESPACE: config.leaseNamespace,
+    },
     graceMs: config.enforceGraceSeconds * 1000 + GATE_MARGIN_MS,
     clock,
-    logger,
+    logger: gateGroupLogger(logger),
     // The gate passes SIGTERM on itself; run's SIGKILL reaches everything.
     descendants: "kill",
     onStopSignal: (sig) =>

@@ -19,7 +19,11 @@ import {
   PossibleGrant,
   sharedHolderQuietMs,
 } from "./shared_holder.ts";
-import { isPersistentFailure, type LeaseClient } from "../lease/rpc.ts";
+import {
+  configFix,
+  isPersistentFailure,
+  type LeaseClient,
+} from "../lease/rpc.ts";
 import type { Logger } from "../obs/log.ts";
 import { RejectionLog } from "./rejection_log.ts";
 
@@ -96,6 +100,18 @@ export class Reacquirer {
     if (verdict.kind === "failed" && mayHaveBeenGranted(verdict.failure)) {
       this.#possible.asked(sentAt, heartbeatMs);
     } else if (verdict.kind === "held") this.#possible.clear();
+    const fix = verdict.kind === "failed"
+      ? configFix(verdict.failure)
+      : undefined;
+    if (verdict.kind === "failed" && fix !== undefined) {
+      // The retry line as always, with the fix; the ERROR once a minute.
+      logger.warn("lease acquire failed; retrying", {
+        error: verdict.reason,
+        fix,
+      });
+      this.#rejections.report(verdict.failure, heartbeatMs);
+      return undefined;
+    }
     if (verdict.kind === "failed" && isPersistentFailure(verdict.failure)) {
       this.#rejections.report(verdict.failure, heartbeatMs);
       return undefined;

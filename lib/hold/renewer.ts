@@ -30,7 +30,12 @@ import {
   markerDeadlines,
   renewBound,
 } from "./deadline.ts";
-import type { LeaseClient } from "../lease/rpc.ts";
+import {
+  configFix,
+  type LeaseClient,
+  type LeaseFailure,
+} from "../lease/rpc.ts";
+import { RejectionLog } from "./rejection_log.ts";
 import type { Logger } from "../obs/log.ts";
 import {
   type HandoffStore,
@@ -107,6 +112,8 @@ export class Renewer {
   #reacquirer: Reacquirer;
   /** Set when a reacquire was granted after the stop: no workload ran on it. */
   #unusedGrant = false;
+  /** Says a renewal failure that names its fix at ERROR, once a minute. */
+  #fixes: RejectionLog;
 
   /** Validates nothing: the config module already did; see {@linkcode RenewerOptions}. */
   constructor(options: RenewerOptions) {
@@ -124,6 +131,7 @@ export class Renewer {
       logger: options.logger,
     });
     this.#reacquirer = new Reacquirer(options);
+    this.#fixes = new RejectionLog(options.logger, options.clock);
     this.#writer = new HandoffWriter(
       options.store,
       options.holder,
@@ -252,6 +260,7 @@ export class Renewer {
     const verdict = classifyRenew(outcome, token);
     switch (verdict.kind) {
       case "confirmed":
+        this.#fixes.reset();
         this.#confirm(sentAt, "renewed");
         return;
       case "lost":
@@ -264,11 +273,15 @@ export class Renewer {
         this.#close(`lease lost: ${verdict.summary}`);
         return;
       case "unconfirmed": {
+        // Every answer but a grant or a loss is a failure here.
+        const failure = outcome as LeaseFailure;
+        const fix = configFix(failure);
+        if (fix !== undefined) this.#fixes.report(failure, heartbeatMs);
         if (!this.#gate.isOpen) {
           // In the lead before the deadline: the workload is stopped already.
           logger.warn(
             "lease renewal failed; the gate is closed and the workload stays stopped until a renewal succeeds",
-            { error: verdict.reason, fencing_token: token },
+            { error: verdict.reason, fencing_token: token, fix },
           );
           return;
         }
@@ -281,6 +294,7 @@ export class Renewer {
             gate_closes_in_ms: closes === undefined
               ? undefined
               : Math.max(0, Math.round(closes - clock.now())),
+            fix,
           },
         );
         return;
