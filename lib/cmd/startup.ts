@@ -84,7 +84,12 @@ export interface CommandSpec {
    * line that says so (and `why`); their env variables, which a shared
    * environment may well set, are ignored with an INFO line.
    */
-  unused?: { settings: readonly ConfigFlagName[]; why: string };
+  unused?: {
+    settings: readonly ConfigFlagName[];
+    why: string;
+    /** Of those, the ones whose env variable is still read (and checked). */
+    envRead?: readonly ConfigFlagName[];
+  };
   /** Name every missing required setting in the one message, not the first alone. */
   listMissing?: boolean;
 }
@@ -120,6 +125,8 @@ export const RUN_ROLE: Pick<
     settings: ["mode", "enforce", "signal-target"],
     why:
       "run keeps the lease while its command runs and stops the command's own process group itself",
+    // BERTH_MODE=startup-gate asks for what run does not do: refused (78).
+    envRead: ["mode"],
   },
   listMissing: true,
 };
@@ -219,7 +226,9 @@ export function start(
   }
   warnUnknownVariables(base, env);
   // Settings the subcommand does not use are not read (nor validated).
-  const ignored = (spec.unused?.settings ?? []).map((f) => settingOf(f)!.env)
+  const ignored = (spec.unused?.settings ?? [])
+    .filter((f) => !spec.unused?.envRead?.includes(f))
+    .map((f) => settingOf(f)!.env)
     .filter((v) => env[v] !== undefined && env[v] !== "");
   const used = { ...env };
   for (const v of ignored) delete used[v];
