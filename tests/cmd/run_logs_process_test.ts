@@ -169,3 +169,32 @@ Deno.test("run: one SIGTERM is said once, the command's exit once; every line, t
   assert.equal(gate.length, 1, debug.log);
   assert.match(gate[0], / lease=once-debug namespace=dev holder=\S+/);
 });
+
+Deno.test("the API key is called the API key, never a token, in what a user reads", async () => {
+  const { runCli } = await import("../support/cli.ts");
+  const help = await runCli(["dev-server", "--help"], {
+    signal: AbortSignal.timeout(BOUND_MS),
+  });
+  assert.equal(help.code, 0);
+  assert.match(help.stdout, /Bearer <API key>/);
+  // The fencing token keeps its name.
+  assert.doesNotMatch(help.stdout, /(?<!fencing )token/i);
+  const { parseApiKeys } = await import("../../lib/devserver/api_keys.ts");
+  assert.throws(
+    () => parseApiKeys(["nocolon"], "--api-key"),
+    (e: Error) => !/token/i.test(e.message) && /API key/.test(e.message),
+  );
+  await using dir = await tempDir();
+  const missing = await runCli(["acquire"], {
+    env: {
+      ...hostEnv("http://127.0.0.1:9", "k"),
+      BERTH_HOLDER_IDENTITY: "me",
+      BERTH_TTL_SECONDS: "30",
+      BERTH_STATE_DIR: dir.path,
+      BERTH_API_KEY_FILE: `${dir.path}/no-such-key`,
+    },
+    signal: AbortSignal.timeout(BOUND_MS),
+  });
+  assert.match(missing.stderr, /the file holding the API key/);
+  assert.doesNotMatch(missing.stderr, /holding the token/);
+});
