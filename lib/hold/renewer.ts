@@ -130,7 +130,10 @@ export class Renewer {
       clock: options.clock,
       logger: options.logger,
     });
-    this.#reacquirer = new Reacquirer(options);
+    this.#reacquirer = new Reacquirer({
+      ...options,
+      quiet: options.role === "run",
+    });
     this.#fixes = new RejectionLog(options.logger, options.clock);
     this.#writer = new HandoffWriter(
       options.store,
