@@ -16,11 +16,10 @@ import type { Clock } from "../state/clock.ts";
 import {
   type Config,
   givenSettings,
-  type MissingSetting,
-  missingSettings,
   resolveConfig,
   type ResolveOptions,
 } from "../config/config.ts";
+import { type MissingSetting, missingSettings } from "../config/missing.ts";
 import { ConfigError } from "../config/error.ts";
 import { type ExtraFlag, parseCommandLine } from "../config/flags.ts";
 import { configFlagsHelp, formatExtraFlagsHelp } from "../config/help.ts";
