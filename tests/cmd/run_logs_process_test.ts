@@ -198,3 +198,33 @@ Deno.test("the API key is called the API key, never a token, in what a user read
   assert.match(missing.stderr, /the file holding the API key/);
   assert.doesNotMatch(missing.stderr, /holding the token/);
 });
+
+Deno.test("--log-level and BERTH_LOG_LEVEL: gate and dev-server take it too; a wrong value is a clear error", async () => {
+  const { runCli } = await import("../support/cli.ts");
+  const signal = () => AbortSignal.timeout(BOUND_MS);
+  const gate = await runCli(["gate", "--log-level=loud", "--", "true"], {
+    signal: signal(),
+  });
+  assert.equal(gate.code, 78);
+  assert.match(
+    gate.stderr,
+    /--log-level="loud": want "debug", "info", "warn" or "error"/,
+  );
+  const server = await runCli(["dev-server"], {
+    env: { BERTH_LOG_LEVEL: "verbose" },
+    signal: signal(),
+  });
+  assert.equal(server.code, 1);
+  assert.match(server.stderr, /BERTH_LOG_LEVEL="verbose": want "debug"/);
+  const { parseGateArgs } = await import("../../lib/cmd/gate_args.ts");
+  assert.equal(
+    parseGateArgs(["--", "true"], { BERTH_LOG_LEVEL: "debug" }).logLevel,
+    "DEBUG",
+  );
+  assert.equal(
+    parseGateArgs(["--log-level", "error", "--", "true"], {
+      BERTH_LOG_LEVEL: "debug",
+    }).logLevel,
+    "ERROR",
+  );
+});
