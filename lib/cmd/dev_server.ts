@@ -12,7 +12,7 @@ import { parseApiKeys } from "../devserver/api_keys.ts";
 import { type DevServer, startDevServer } from "../devserver/server.ts";
 import { type HostPort, ListenError, parseHostPort } from "../net/addr.ts";
 import { aborted } from "../state/clock.ts";
-import { createLogger } from "../obs/log.ts";
+import { createLogger, type LogLevel, parseLogLevel } from "../obs/log.ts";
 import { shutdownSignal } from "./signals.ts";
 import { unknownFlagMessage } from "../config/flags.ts";
 
@@ -30,10 +30,12 @@ Flags:
                            port 0 picks a free port)
   --tls-cert-file PATH     serve HTTPS with this PEM certificate (needs --tls-key-file)
   --tls-key-file PATH      PEM private key for --tls-cert-file
-  --api-key KEY_ID:SHA256  require "Authorization: Bearer <token>" whose SHA-256
+  --api-key KEY_ID:SHA256  require "Authorization: Bearer <API key>" whose SHA-256
                            (hex) is SHA256; KEY_ID is the caller's tenant, and
                            holders must be KEY_ID or start with KEY_ID/.
-                           Repeatable. Hash a token with: printf %s TOKEN | sha256sum
+                           Repeatable. Hash an API key with: printf %s KEY | sha256sum
+  --log-level LEVEL        lowest level logged: debug, info, warn or error
+                           (env BERTH_LOG_LEVEL; default info)
   --help, -h               show this help
 
 Flags are written --name=value or --name value (one dash works too).
@@ -52,6 +54,7 @@ const VALUE_FLAGS = {
   "tls-cert-file": "a PEM certificate file",
   "tls-key-file": "a PEM private key file",
   "api-key": "KEY_ID:SHA256",
+  "log-level": "debug, info, warn or error",
 } as const;
 
 type ValueFlag = keyof typeof VALUE_FLAGS;
@@ -67,6 +70,8 @@ interface DevServerFlags {
   tls?: { certFile: string; keyFile: string };
   /** The `--api-key` specs, validated. */
   apiKeys: string[];
+  /** The lowest level logged. */
+  logLevel: LogLevel;
 }
 
 /**
@@ -79,7 +84,10 @@ interface DevServerFlags {
  * @returns `"help"`, or the validated settings.
  * @throws {UsageError} Naming the flag and what it wants.
  */
-function parseFlags(args: string[]): DevServerFlags | "help" {
+function parseFlags(
+  args: string[],
+  env: Record<string, string | undefined>,
+): DevServerFlags | "help" {
   const given: Partial<Record<ValueFlag, string[]>> = {};
   let help = false;
   for (let i = 0; i < args.length; i++) {
@@ -144,6 +152,13 @@ function parseFlags(args: string[]): DevServerFlags | "help" {
   const apiKeys = given["api-key"] ?? [];
   try {
     parseApiKeys(apiKeys, "--api-key");
+    const levelFlag = given["log-level"]?.at(-1);
+    const levelEnv = env.BERTH_LOG_LEVEL || undefined;
+    const logLevel = levelFlag !== undefined
+      ? parseLogLevel(levelFlag, "--log-level")
+      : levelEnv !== undefined
+      ? parseLogLevel(levelEnv, "BERTH_LOG_LEVEL")
+      : "INFO";
     return {
       listen: parseHostPort(
         given.listen?.at(-1) ?? "127.0.0.1:8080",
@@ -151,6 +166,7 @@ function parseFlags(args: string[]): DevServerFlags | "help" {
       ),
       tls: certFile && keyFile ? { certFile, keyFile } : undefined,
       apiKeys,
+      logLevel,
     };
   } catch (e) {
     throw new UsageError((e as Error).message);
@@ -170,7 +186,7 @@ function parseFlags(args: string[]): DevServerFlags | "help" {
 export async function main(args: string[]): Promise<number> {
   let flags: DevServerFlags | "help";
   try {
-    flags = parseFlags(args);
+    flags = parseFlags(args, Deno.env.toObject());
   } catch (e) {
     if (!(e instanceof UsageError)) throw e;
     console.error(`berth-acquire dev-server: ${e.message}`);
@@ -180,7 +196,7 @@ export async function main(args: string[]): Promise<number> {
     console.log(HELP);
     return 0;
   }
-  const logger = createLogger();
+  const logger = createLogger({ level: flags.logLevel });
   let server: DevServer;
   try {
     server = await startDevServer({

@@ -87,6 +87,11 @@ export class LeaseKeeper {
       status: () => ref.keeper?.status(),
       clock: o.clock,
       isStopping: () => ref.keeper?.isStopping ?? false,
+      lease: {
+        lease: o.config.leaseName,
+        namespace: o.config.leaseNamespace,
+        holder: o.config.holder,
+      },
     });
     const client = metrics.instrumentClient(
       o.client ?? await clientFor(o.config, o.logger, o.clock),

@@ -61,6 +61,11 @@ export interface LeaseMetricsOptions {
    * release, not a loss, and is not counted in `lease_losses_total`.
    */
   isStopping?: () => boolean;
+  /**
+   * The lease these metrics are about, shown by `berth_acquire_lease_info`;
+   * undefined: no info metric.
+   */
+  lease?: { lease: string; namespace: string; holder: string };
 }
 
 /**
@@ -85,6 +90,13 @@ export class LeaseMetrics implements EnforcementWrappers {
   constructor(options: LeaseMetricsOptions) {
     this.#o = options;
     const r = this.registry;
+    if (options.lease) {
+      r.info(
+        "berth_acquire_lease_info",
+        "Always 1; its labels name the lease (lease, namespace) and this process's holder identity.",
+        options.lease,
+      );
+    }
     r.gauge(
       "berth_acquire_lease_held",
       "1 while the lease is confirmed and the workload may run (the gate is open), else 0.",
@@ -101,7 +113,8 @@ export class LeaseMetrics implements EnforcementWrappers {
       () => {
         const deadline = this.#o.status()?.deadline;
         if (deadline === undefined) return 0;
-        return (deadline - this.#o.clock.now()) / 1000;
+        // To the millisecond: the clock's fractions are noise here.
+        return Math.round(deadline - this.#o.clock.now()) / 1000;
       },
     );
     this.#renewDuration = r.histogram(

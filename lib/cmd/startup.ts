@@ -13,12 +13,21 @@
 import { apiKeySourceFromConfig } from "../lease/api_key.ts";
 import { createHttpLeaseClient } from "../lease/client.ts";
 import type { Clock } from "../state/clock.ts";
-import { type Config, givenSettings, resolveConfig } from "../config/config.ts";
+import {
+  type Config,
+  givenSettings,
+  resolveConfig,
+  type ResolveOptions,
+} from "../config/config.ts";
+import { type MissingSetting, missingSettings } from "../config/missing.ts";
 import { ConfigError } from "../config/error.ts";
 import { type ExtraFlag, parseCommandLine } from "../config/flags.ts";
 import { configFlagsHelp, formatExtraFlagsHelp } from "../config/help.ts";
 import {
+  type GraceRoom,
   type LeadDefault,
+  RUN_GRACE_DEFAULT_TEXT,
+  runGraceDefaultSeconds,
   SIGNAL_SENDER_LEAD_DEFAULT,
 } from "../config/lead.ts";
 import {
@@ -65,6 +74,23 @@ export interface CommandSpec {
   helpDefaults?: Partial<Record<ConfigFlagName, string>>;
   /** Appended to every configuration error, e.g. how the command line is shaped. */
   problemHint?: string;
+  /** The grace when none is configured (see `ResolveOptions.graceDefault`). */
+  graceDefault?: (room: GraceRoom) => number;
+  /** Derive a holder from the host when no holder and no pod fact is given. */
+  hostHolder?: boolean;
+  /**
+   * Settings the subcommand does not use: their flags are refused with a
+   * line that says so (and `why`); their env variables, which a shared
+   * environment may well set, are ignored with an INFO line.
+   */
+  unused?: {
+    settings: readonly ConfigFlagName[];
+    why: string;
+    /** Of those, the ones whose env variable is still read (and checked). */
+    envRead?: readonly ConfigFlagName[];
+  };
+  /** Name every missing required setting in the one message, not the first alone. */
+  listMissing?: boolean;
 }
 
 /**
@@ -74,15 +100,34 @@ export interface CommandSpec {
  */
 export const RUN_ROLE: Pick<
   CommandSpec,
-  "leadDefault" | "hiddenSettings" | "helpDefaults"
+  | "leadDefault"
+  | "hiddenSettings"
+  | "helpDefaults"
+  | "graceDefault"
+  | "hostHolder"
+  | "unused"
+  | "listMissing"
 > = {
   leadDefault: SIGNAL_SENDER_LEAD_DEFAULT,
-  hiddenSettings: ["mode"],
+  hiddenSettings: ["mode", "enforce", "signal-target"],
   helpDefaults: {
     "release-on-shutdown": "true",
     // Without it run keeps its state private and writes nothing shared.
     "state-dir": "none (nothing is written)",
+    "enforce-grace-seconds": RUN_GRACE_DEFAULT_TEXT,
+    "holder-identity":
+      "from the pod when POD_* is set, else from the host: HOST/pid:PID:uid:RANDOM, new for every start",
   },
+  graceDefault: runGraceDefaultSeconds,
+  hostHolder: true,
+  unused: {
+    settings: ["mode", "enforce", "signal-target"],
+    why:
+      "run keeps the lease while its command runs and stops the command's own process group itself",
+    // BERTH_MODE=startup-gate asks for what run does not do: refused (78).
+    envRead: ["mode"],
+  },
+  listMissing: true,
 };
 
 /** Exit status for a configuration error (the same as any failure, as upstream). */
@@ -141,13 +186,22 @@ export function start(
   const format = earlyLogFormat(env, args);
   const writeError = options.writeError;
   const base = createLogger({ format, write: writeError });
-  const configProblem = (problem: string) => {
+  const configProblem = (problem: string, missing: MissingSetting[] = []) => {
     const message = `invalid configuration: ${problem}${
       spec.problemHint === undefined ? "" : `; ${spec.problemHint}`
     }`;
-    if (format === "json") base.error(message, { subcommand: spec.name });
-    else {
-      const line = `berth-acquire ${spec.name}: ${message}\n`;
+    const all = missing.length > 1
+      ? `missing settings: ${missing.map(missingText).join(", ")}`
+      : undefined;
+    if (format === "json") {
+      base.error(message, {
+        subcommand: spec.name,
+        ...(all ? { missing: missing.map((m) => m.env).join(",") } : {}),
+      });
+    } else {
+      const line = `berth-acquire ${spec.name}: ${message}\n${
+        all ? `  ${all}\n` : ""
+      }`;
       if (writeError) writeError(line);
       else console.error(line.slice(0, -1));
     }
@@ -159,6 +213,17 @@ export function start(
     if (!(e instanceof ConfigError)) throw e;
     warnUnknownVariables(base, env);
     configProblem(e.problem);
+    return EXIT_FAILURE;
+  }
+  const refused = spec.unused?.settings.find((f) =>
+    line.flags[f] !== undefined
+  );
+  if (refused !== undefined) {
+    configProblem(
+      `${spec.name} does not use --${refused}: ${
+        spec.unused!.why
+      }; remove the flag`,
+    );
     return EXIT_FAILURE;
   }
   if (line.extra.help === true) {
@@ -174,20 +239,50 @@ export function start(
     return 0;
   }
   warnUnknownVariables(base, env);
+  // Settings the subcommand does not use are not read (nor validated).
+  const ignored = (spec.unused?.settings ?? [])
+    .filter((f) => !spec.unused?.envRead?.includes(f))
+    .map((f) => settingOf(f)!.env)
+    .filter((v) => env[v] !== undefined && env[v] !== "");
+  const used = { ...env };
+  for (const v of ignored) delete used[v];
+  const resolveOptions: ResolveOptions = {
+    leadDefault: spec.leadDefault,
+    graceDefault: spec.graceDefault,
+    hostHolder: spec.hostHolder
+      ? {
+        hostname: Deno.hostname(),
+        pid: Deno.pid,
+        instance: crypto.randomUUID(),
+      }
+      : undefined,
+  };
   let config: Config;
   try {
-    config = resolveConfig(env, line.flags, { leadDefault: spec.leadDefault });
+    config = resolveConfig(used, line.flags, resolveOptions);
   } catch (e) {
     if (!(e instanceof ConfigError)) throw e;
-    configProblem(e.problem);
+    configProblem(
+      e.problem,
+      spec.listMissing ? missingSettings(used, line.flags, resolveOptions) : [],
+    );
     return EXIT_FAILURE;
   }
-  const logger = createLogger({ format: config.logFormat, write: writeError })
+  const logger = createLogger({
+    format: config.logFormat,
+    level: config.logLevel,
+    write: writeError,
+  })
     .with({
       lease: config.leaseName,
       namespace: config.leaseNamespace,
       holder: config.holder,
     });
+  for (const v of ignored) {
+    logger.info(`${v} is set, but ${spec.name} does not use it`, {
+      variable: v,
+    });
+  }
   return {
     config,
     extra: line.extra,
@@ -195,6 +290,11 @@ export function start(
     logger,
     configProblem,
   };
+}
+
+/** One missing setting as the message names it. */
+function missingText(m: MissingSetting): string {
+  return `${m.env} (or --${m.flag}${m.or ? ` or ${m.or}` : ""})`;
 }
 
 function warnUnknownVariables(

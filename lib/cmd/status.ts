@@ -99,11 +99,36 @@ function parseStatusArgs(args: string[]): StatusArgs {
 }
 
 /** `in 13.2s` or `passed 1.2s ago`, in Go duration syntax. */
+/**
+ * A duration as status shows every one of them: to a tenth of a second
+ * (`4.2s`, `300ms`, `1m5.1s`), whatever it measures.
+ */
+export function shownDuration(ms: number): string {
+  return formatDurationMs(Math.round(Math.abs(ms) / 100) * 100);
+}
+
+/** Milliseconds in JSON: whole ones, as every field gives them. */
+function wholeMs(ms: number | undefined): number | null {
+  return ms === undefined ? null : Math.round(ms);
+}
+
+/**
+ * Why the state directory cannot hold a lease, when it cannot: it does not
+ * exist, or is not a directory. Undefined when it is a directory (or cannot
+ * be looked at: the reads below say why).
+ */
+function dirProblem(dir: string): string | undefined {
+  try {
+    return Deno.statSync(dir).isDirectory ? undefined : "not a directory";
+  } catch (e) {
+    return e instanceof Deno.errors.NotFound ? "does not exist" : undefined;
+  }
+}
+
 function inOrAgo(ms: number): string {
-  const t = Math.trunc(ms);
-  return t >= 0
-    ? `in ${formatDurationMs(t)}`
-    : `passed ${formatDurationMs(-t)} ago`;
+  return ms >= 0
+    ? `in ${shownDuration(ms)}`
+    : `passed ${shownDuration(ms)} ago`;
 }
 
 function describeLeft(left: TimeLeft | undefined, s: StateSnapshot): string {
@@ -138,13 +163,16 @@ export function formatStatusText(s: StateSnapshot): string {
   const v = s.marker.verdict;
   const age = s.marker.ageMs === undefined
     ? ""
-    : ` (written ${
-      formatDurationMs(Math.max(0, Math.trunc(s.marker.ageMs)))
-    } ago)`;
+    : ` (written ${shownDuration(Math.max(0, s.marker.ageMs))} ago)`;
+  const missing = dirProblem(s.dir);
+  const none = (file: string) =>
+    missing === undefined
+      ? `none (no ${file} file)`
+      : `none (the state directory ${missing})`;
   const rows: [string, string][] = [
-    ["state directory", s.dir],
-    ["holder", describeRead(s.holder, "none (no holder file)")],
-    ["fencing token", describeRead(s.token, "none (no token file)")],
+    ["state directory", missing ? `${s.dir} (${missing})` : s.dir],
+    ["holder", describeRead(s.holder, none("holder"))],
+    ["fencing token", describeRead(s.token, none("token"))],
     ["marker", v.kind === "OK" ? `OK${age}` : `${v.kind}: ${v.reason}${age}`],
     ["gate closes", describeLeft(s.gateCloses, s)],
     ["lease deadline", describeLeft(s.leaseDeadline, s)],
@@ -168,13 +196,15 @@ function statusJson(s: StateSnapshot): Record<string, unknown> {
   const v = s.marker.verdict;
   const d = s.marker.deadlines;
   const left = (t: TimeLeft | undefined) => ({
-    boottime: t?.bootMs ?? null,
-    wall: t?.wallMs ?? null,
+    boottime: wholeMs(t?.bootMs),
+    wall: wholeMs(t?.wallMs),
   });
   const problems: string[] = [];
   if (!s.holder.ok) problems.push(s.holder.problem);
   if (!s.token.ok) problems.push(s.token.problem);
   if (s.clocks.bootProblem) problems.push(s.clocks.bootProblem);
+  const missing = dirProblem(s.dir);
+  if (missing) problems.push(`the state directory ${s.dir} ${missing}`);
   return {
     stateDir: s.dir,
     holder: readJson(s.holder),
@@ -183,7 +213,7 @@ function statusJson(s: StateSnapshot): Record<string, unknown> {
       path: s.marker.path,
       verdict: v.kind,
       reason: v.kind === "OK" ? null : v.reason,
-      ageMs: s.marker.ageMs ?? null,
+      ageMs: wholeMs(s.marker.ageMs),
     },
     gateClosesInMs: left(s.gateCloses),
     leaseDeadlineInMs: left(s.leaseDeadline),
@@ -195,7 +225,10 @@ function statusJson(s: StateSnapshot): Record<string, unknown> {
         leaseDeadlineWallMs: d.leaseDeadlineWallMs ?? null,
       }
       : null,
-    clocks: { boottimeMs: s.clocks.bootMs ?? null, wallMs: s.clocks.wallMs },
+    clocks: {
+      boottimeMs: wholeMs(s.clocks.bootMs),
+      wallMs: s.clocks.wallMs,
+    },
     problems,
   };
 }

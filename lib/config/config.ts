@@ -33,10 +33,13 @@ import { parseCommandLine } from "./flags.ts";
 import {
   holderIdentity,
   holderProblem,
+  type HostFacts,
+  hostHolderIdentity,
   runtimeHolderProblem,
 } from "./holder.ts";
 import {
   ENFORCER_LEAD_DEFAULT,
+  type GraceRoom,
   type LeadDefault,
   roomProblem,
 } from "./lead.ts";
@@ -50,7 +53,7 @@ import {
   whereToSet,
 } from "./settings.ts";
 import { type ParsedValue, parseValue } from "./values.ts";
-import { type LogFormat, Secret } from "../obs/log.ts";
+import { type LogFormat, type LogLevel, Secret } from "../obs/log.ts";
 
 export type { EnforceMode, Mode };
 
@@ -102,6 +105,8 @@ export interface Config {
   acquireTimeoutMs?: number;
   /** Log output shape. */
   logFormat: LogFormat;
+  /** The lowest level written. */
+  logLevel: LogLevel;
 }
 
 /** Options for {@linkcode resolveConfig}: what differs between the roles. */
@@ -112,6 +117,18 @@ export interface ResolveOptions {
    * `run` passes `SIGNAL_SENDER_LEAD_DEFAULT`.
    */
   leadDefault?: LeadDefault;
+  /**
+   * The SIGTERM -> SIGKILL grace when none is configured, from the TTL,
+   * heartbeat and lead as configured; default 0 (the spec's). `run` passes
+   * `runGraceDefaultSeconds`.
+   */
+  graceDefault?: (room: GraceRoom) => number;
+  /**
+   * The host a holder is derived from when no holder is given and no pod
+   * fact (`POD_UID`, `POD_NAME`, `POD_NAMESPACE`) is set: `run` on a plain
+   * machine. Undefined: the pod rules alone (the spec's).
+   */
+  hostHolder?: HostFacts;
 }
 
 /**
@@ -201,7 +218,6 @@ export function resolveConfig(
   const signalTarget = str("signal-target") ?? "";
   const ttlSeconds = int("ttl-seconds");
   const heartbeatSeconds = int("heartbeat-seconds");
-  const enforceGraceSeconds = int("enforce-grace-seconds") ?? 0;
   const leadSeconds = int("enforce-lead-seconds");
   const apiServer = str("api-server") ?? "";
   const apiKey = str("api-key") ?? "";
@@ -217,6 +233,10 @@ export function resolveConfig(
     podName: str("pod-name") ?? "",
     podUid: str("pod-uid") ?? "",
   };
+  const onHost = options.hostHolder !== undefined &&
+    mode === "runtime-singleton" &&
+    holderInput.explicit === "" && holderInput.podUid === "" &&
+    holderInput.podName === "" && podNamespace === "";
 
   const fail = (problem: string): never => {
     throw new ConfigError(problem);
@@ -255,7 +275,7 @@ export function resolveConfig(
         "or executable basename, e.g. nginx",
     );
   }
-  const holderIssue = runtimeHolderProblem(holderInput);
+  const holderIssue = onHost ? undefined : runtimeHolderProblem(holderInput);
   if (holderIssue !== undefined) fail(holderIssue);
   if (
     ttlSeconds === undefined || ttlSeconds < 1 || ttlSeconds > MAX_TTL_SECONDS
@@ -268,6 +288,14 @@ export function resolveConfig(
     );
   }
   const ttl = ttlSeconds as number;
+  const enforceGraceSeconds = int("enforce-grace-seconds") ??
+    options.graceDefault?.({
+      ttl,
+      heartbeatSeconds: heartbeatSeconds !== undefined && heartbeatSeconds > 0
+        ? heartbeatSeconds
+        : undefined,
+      leadSeconds,
+    }) ?? 0;
   if (
     heartbeatSeconds !== undefined &&
     (heartbeatSeconds <= 0 || heartbeatSeconds >= ttl)
@@ -301,7 +329,9 @@ export function resolveConfig(
       }`,
     );
   }
-  const holder = holderIdentity(holderInput);
+  const holder = onHost
+    ? hostHolderIdentity(holderInput.clusterId, options.hostHolder!)
+    : holderIdentity(holderInput);
   const finalHolderIssue = holderProblem(holder);
   if (finalHolderIssue !== undefined) fail(finalHolderIssue);
   if (stateDir === "") {
@@ -358,6 +388,7 @@ export function resolveConfig(
     insecureSkipTlsVerify: bool("insecure-skip-tls-verify") ?? false,
     ...(acquireTimeoutMs !== undefined ? { acquireTimeoutMs } : {}),
     logFormat: (get("log-format") as LogFormat | undefined) ?? "text",
+    logLevel: (get("log-level") as LogLevel | undefined) ?? "INFO",
   };
 }
 

@@ -146,3 +146,43 @@ function lengthProblem(holder: string, what: string): string | undefined {
       ? "(shorten BERTH_CLUSTER_ID or the workload names, or set a shorter BERTH_HOLDER_IDENTITY)"
       : "(set a shorter BERTH_HOLDER_IDENTITY, or shorten the values it is derived from)");
 }
+
+/** What a holder on a plain machine (`run` outside a pod) is derived from. */
+export interface HostFacts {
+  /** The host name (`Deno.hostname()`). */
+  hostname: string;
+  /** This process's PID: tells two live `run`s on the host apart at a glance. */
+  pid: number;
+  /**
+   * Random, new for every process start (a UUID): no two `run`s, on one host
+   * or across restarts and reboots, ever share a holder, even when a PID is
+   * reused.
+   */
+  instance: string;
+}
+
+/**
+ * The holder of `run` on a plain machine: `[cluster id/]host` then
+ * `pid:PID:uid:INSTANCE`, joined as the pod holders are (the first part is
+ * the tenant root). A restarted `run` gets a new holder, so it never adopts
+ * a lease its predecessor (perhaps frozen, not dead) still holds: it waits
+ * for that lease to be released or to expire.
+ *
+ * @param clusterId `BERTH_CLUSTER_ID` ("" when unset).
+ * @param host The host facts.
+ * @returns The holder identity.
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * const host = { hostname: "vm1", pid: 42, instance: "1b9d" };
+ * assert.equal(hostHolderIdentity("", host), "vm1/pid:42:uid:1b9d");
+ * assert.equal(hostHolderIdentity("east", host), "east/vm1:pid:42:uid:1b9d");
+ * ```
+ */
+export function hostHolderIdentity(clusterId: string, host: HostFacts): string {
+  // A host name never holds "/" or ":"; a strange one must not blur the shape.
+  const name = host.hostname.replace(/[\/:\s]/gu, "-") || "localhost";
+  const parts = [clusterId, name, "pid", String(host.pid), "uid", host.instance]
+    .filter((p) => p !== "");
+  return parts[0] + "/" + parts.slice(1).join(":");
+}

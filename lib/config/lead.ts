@@ -158,3 +158,58 @@ export function roomProblem(r: RoomInput): string | undefined {
     ", or lower BERTH_ENFORCE_LEAD_SECONDS" +
     (graceHelps ? " or BERTH_ENFORCE_GRACE_SECONDS" : "");
 }
+
+/** The longest default grace `run` gives its command, in seconds (as `consul lock` does). */
+export const RUN_GRACE_CAP_SECONDS = 5;
+
+/** What {@linkcode runGraceDefaultSeconds} fits the grace into. */
+export interface GraceRoom {
+  /** The TTL, whole seconds. */
+  ttl: number;
+  /** The configured heartbeat; undefined: the default TTL/3. */
+  heartbeatSeconds: number | undefined;
+  /** The configured enforce lead; undefined: `run`'s default, grace + 1. */
+  leadSeconds: number | undefined;
+}
+
+/**
+ * `run`'s default SIGTERM -> SIGKILL grace: the smaller of
+ * {@linkcode RUN_GRACE_CAP_SECONDS} and the longest grace whose lead still
+ * leaves room to renew (heartbeat + lead < TTL, the lead being grace + 1 s
+ * unless it is configured; a configured lead holds the grace and its 1 s
+ * margin). Never below 0; a TTL with no room at all is then refused by
+ * {@linkcode roomProblem} as before.
+ *
+ * @param r The TTL, heartbeat and lead as configured.
+ * @returns The grace in whole seconds.
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * const free = { heartbeatSeconds: undefined, leadSeconds: undefined };
+ * assert.equal(runGraceDefaultSeconds({ ttl: 30, ...free }), 5);
+ * assert.equal(runGraceDefaultSeconds({ ttl: 8, ...free }), 4); // lead 5 < 8 - 8/3
+ * assert.equal(runGraceDefaultSeconds({ ttl: 3, ...free }), 0);
+ * assert.equal(
+ *   runGraceDefaultSeconds({ ttl: 10, heartbeatSeconds: 6, leadSeconds: undefined }),
+ *   2,
+ * );
+ * ```
+ */
+export function runGraceDefaultSeconds(r: GraceRoom): number {
+  const margin = SIGNAL_ENFORCE_LEAD_MARGIN_SECONDS;
+  let room: number;
+  if (r.leadSeconds !== undefined) {
+    room = r.leadSeconds - margin;
+  } else if (r.heartbeatSeconds === undefined) {
+    // The largest g with 3 * (g + margin) < 2 * ttl (see roomProblem).
+    room = Math.floor((2 * r.ttl - 1) / 3) - margin;
+  } else {
+    // heartbeat + g + margin < ttl.
+    room = r.ttl - r.heartbeatSeconds - margin - 1;
+  }
+  return Math.max(0, Math.min(RUN_GRACE_CAP_SECONDS, room));
+}
+
+/** {@linkcode runGraceDefaultSeconds} in words, for `run --help` and the docs. */
+export const RUN_GRACE_DEFAULT_TEXT =
+  `the smaller of ${RUN_GRACE_CAP_SECONDS} and what the TTL leaves after the heartbeat and the lead (grace + ${SIGNAL_ENFORCE_LEAD_MARGIN_SECONDS}): TTL 10 -> 5, TTL 6 -> 2, TTL 3 -> 0`;

@@ -220,6 +220,14 @@ export const CONFIG_SETTINGS = [
     help: "log output: text or json",
   },
   {
+    flag: "log-level",
+    env: "BERTH_LOG_LEVEL",
+    kind: "log-level",
+    value: "LEVEL",
+    default: "info",
+    help: "lowest level logged: debug, info, warn or error",
+  },
+  {
     flag: "pod-namespace",
     env: "POD_NAMESPACE",
     kind: "string",

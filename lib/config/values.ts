@@ -8,7 +8,12 @@
  */
 import { parseDurationMs } from "./duration.ts";
 import { ConfigError } from "./error.ts";
-import { type LogFormat, parseLogFormat } from "../obs/log.ts";
+import {
+  type LogFormat,
+  type LogLevel,
+  parseLogFormat,
+  parseLogLevel,
+} from "../obs/log.ts";
 
 /** How a setting's text is parsed. */
 export type ValueKind =
@@ -16,10 +21,17 @@ export type ValueKind =
   | "integer"
   | "boolean"
   | "duration"
-  | "log-format";
+  | "log-format"
+  | "log-level";
 
 /** A parsed value; `undefined` for a duration of 0 ("none"). */
-export type ParsedValue = string | number | boolean | LogFormat | undefined;
+export type ParsedValue =
+  | string
+  | number
+  | boolean
+  | LogFormat
+  | LogLevel
+  | undefined;
 
 const TRUE = new Set(["1", "t", "T", "TRUE", "true", "True"]);
 const FALSE = new Set(["0", "f", "F", "FALSE", "false", "False"]);
@@ -94,6 +106,8 @@ export function parseValue(
       }
       case "log-format":
         return parseLogFormat(value, source);
+      case "log-level":
+        return parseLogLevel(value, source);
     }
   } catch (e) {
     if (e instanceof ConfigError) throw e;

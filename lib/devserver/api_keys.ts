@@ -40,7 +40,7 @@ export function parseApiKeys(
       throw new Error(
         `${source} #${
           index + 1
-        } is not "key-id:sha256hex": give a non-empty key id (the caller's tenant), a colon, and the 64 hex digits of the SHA-256 of the bearer token (e.g. printf %s "$TOKEN" | sha256sum)`,
+        } is not "key-id:sha256hex": give a non-empty key id (the caller's tenant), a colon, and the 64 hex digits of the SHA-256 of the API key (e.g. printf %s "$API_KEY" | sha256sum)`,
       );
     }
     return { keyId, sha256: hex.toLowerCase() };

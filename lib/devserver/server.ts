@@ -40,7 +40,7 @@ export interface DevServerOptions {
   };
   /**
    * Static API keys as `key-id:sha256hex` (hex SHA-256 of the bearer
-   * token). When given, lease RPCs require `Authorization: Bearer <token>`
+   * token). When given, lease RPCs require `Authorization: Bearer <API key>`
    * and a holder equal to the key id or starting with `<key-id>/`. Empty or
    * absent: no authentication.
    */

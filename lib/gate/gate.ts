@@ -46,12 +46,13 @@ export async function main(args: string[]): Promise<number> {
   let logger: Logger;
   let parsed: GateArgs;
   try {
+    parsed = parseGateArgs(args, env);
     logger = createLogger({
       format: env.BERTH_LOG_FORMAT
         ? parseLogFormat(env.BERTH_LOG_FORMAT, "BERTH_LOG_FORMAT")
         : "text",
-    });
-    parsed = parseGateArgs(args, env);
+      level: parsed.logLevel,
+    }).with(leaseFields(env));
   } catch (e) {
     console.error(
       `berth-acquire gate: ${
@@ -76,4 +77,30 @@ export async function main(args: string[]): Promise<number> {
   });
   using _collections = startFullCollections();
   return await runGate({ ...parsed, logger });
+}
+
+/**
+ * The lease fields of the gate's lines, from the environment the sidecar (or
+ * `run`) shares with it: `lease` and `namespace` when set; the holder is
+ * added by the loop once it reads the state volume.
+ *
+ * @param env The environment.
+ * @returns The fields to put on every line.
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * assert.deepEqual(
+ *   leaseFields({ BERTH_LEASE_NAME: "db", POD_NAMESPACE: "prod" }),
+ *   { lease: "db", namespace: "prod" },
+ * );
+ * ```
+ */
+export function leaseFields(
+  env: Record<string, string | undefined>,
+): Record<string, string> {
+  const out: Record<string, string> = {};
+  if (env.BERTH_LEASE_NAME) out.lease = env.BERTH_LEASE_NAME;
+  const ns = env.BERTH_LEASE_NAMESPACE || env.POD_NAMESPACE;
+  if (ns) out.namespace = ns;
+  return out;
 }

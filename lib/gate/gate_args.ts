@@ -8,6 +8,7 @@
 import { parseDurationMs } from "../config/duration.ts";
 import { withTwoDashes } from "../config/flag_name.ts";
 import { flagSuggestion } from "../config/nearest.ts";
+import { type LogLevel, parseLogLevel } from "../obs/log.ts";
 
 /** `--exit-on-close`: COMMAND was stopped because the verdict failed. The same code as `run`'s lease loss. */
 export const EXIT_GATE_CLOSED = 75;
@@ -34,6 +35,7 @@ COMMAND again when the marker passes again.
   --max-age D          largest accepted marker age, as check's; default 0 (none)
   --exit-on-close      exit 75 after a stop instead of waiting
   --parent-pid PID     stop COMMAND and exit 75 as soon as PID is no longer the parent
+  --log-level LEVEL    debug, info, warn or error; env BERTH_LOG_LEVEL; default info
   --help               show this help
 
 Exit status: COMMAND's own (128+N when signal N ended it); 75 stopped with
@@ -56,6 +58,8 @@ export interface GateArgs {
   exitOnClose: boolean;
   /** Stop at once when this is no longer the parent's PID. */
   parentPid?: number;
+  /** The lowest level logged. */
+  logLevel: LogLevel;
   /** COMMAND and its arguments. */
   command: string[];
 }
@@ -66,6 +70,7 @@ const VALUED = [
   "--grace",
   "--max-age",
   "--parent-pid",
+  "--log-level",
 ];
 
 /** Every flag `gate` takes, for the nearest one to a misspelling. */
@@ -95,6 +100,9 @@ export function parseGateArgs(
       : 0,
     maxAgeMs: 0,
     exitOnClose: false,
+    logLevel: env.BERTH_LOG_LEVEL
+      ? parseLogLevel(env.BERTH_LOG_LEVEL, "BERTH_LOG_LEVEL")
+      : "INFO",
     command: [],
   };
   for (let i = 0; i < args.length; i++) {
@@ -140,6 +148,8 @@ export function parseGateArgs(
       }
     } else if (name === "--grace") {
       out.graceMs = parseDurationMs(value, "--grace");
+    } else if (name === "--log-level") {
+      out.logLevel = parseLogLevel(value, "--log-level");
     } else if (name === "--max-age") {
       out.maxAgeMs = parseDurationMs(value, "--max-age");
     } else {

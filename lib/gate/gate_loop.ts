@@ -81,11 +81,32 @@ function unevaluable(e: unknown): string {
  * {@linkcode SpawnError}.
  */
 export async function runGate(o: GateOptions): Promise<number> {
-  const { logger } = o;
+  let logger = o.logger;
   const clock = o.clock ?? systemClock;
   const state = new StateDir(o.stateDir);
   const markerPath = state.markerPath;
   const base = o.baseEnv ?? Deno.env.toObject();
+  /** The holder on every line, once the state volume names it. */
+  let holder: string | undefined;
+  const withHolder = (h: string | undefined) => {
+    if (h === undefined || h === holder) return;
+    holder = h;
+    logger = o.logger.with({ holder: h });
+  };
+  try {
+    withHolder(state.readHolder());
+  } catch {
+    // Not there yet: added once it is.
+  }
+  /**
+   * `run`'s own gate (`--parent-pid`): run logs the command's start, the
+   * signals it forwards and the exit, so the gate says them at DEBUG; what
+   * only the gate knows (its stops) it says at its own level.
+   */
+  const routine = (msg: string, fields?: Record<string, unknown>) =>
+    o.parentPid !== undefined
+      ? logger.debug(msg, fields)
+      : logger.info(msg, fields);
   const notSubreaper = becomeSubreaper();
   if (notSubreaper !== undefined) {
     logger.warn(
@@ -172,7 +193,7 @@ export async function runGate(o: GateOptions): Promise<number> {
       return;
     }
     if (STOPPING.has(name)) stopAsked = true;
-    logger.info("signal received; forwarding it to the command", {
+    routine("signal received; forwarding it to the command", {
       signal: name,
       pgid: child.pid,
     });
@@ -236,6 +257,7 @@ export async function runGate(o: GateOptions): Promise<number> {
         await sleepOrWake(o.intervalMs * 5, (w) => wake = w);
         continue;
       }
+      withHolder(lease.holder);
       if (handoffProblem !== undefined) {
         handoffProblem = undefined;
         logger.info("the state volume has the lease's holder and token again");
@@ -267,7 +289,7 @@ export async function runGate(o: GateOptions): Promise<number> {
         logger.error("cannot run the command", { error: e.message });
         return e.exitCode;
       }
-      logger.info("lease confirmed; running the command", {
+      routine("lease confirmed; running the command", {
         command: o.command[0],
         pid: child.pid,
         fencing_token: lease.token,
@@ -288,17 +310,21 @@ export async function runGate(o: GateOptions): Promise<number> {
       child = undefined;
       orphans();
       if (exit.stopReason === undefined) {
-        logger.info("the command exited", {
+        routine("the command exited", {
           code: exit.code,
           ...(exit.signal ? { signal: exit.signal } : {}),
         });
         return exit.code;
       }
       if (stopAsked) return exit.code;
-      logger.warn("the command was stopped: the lease is not confirmed", {
-        reason: exit.stopReason,
-        code: exit.code,
-      });
+      // run says the stop in its own words (its gate exits on it).
+      (o.parentPid !== undefined ? logger.debug : logger.warn)(
+        "the command was stopped: the lease is not confirmed",
+        {
+          reason: exit.stopReason,
+          code: exit.code,
+        },
+      );
       if (o.exitOnClose || parentGone()) return EXIT_GATE_CLOSED;
       logger.info("waiting for the lease to run the command again");
     }

@@ -16,12 +16,33 @@ import {
   sharedHolderQuietMs,
 } from "./shared_holder.ts";
 import {
+  configFix,
   DEFAULT_REQUEST_TIMEOUT_MS,
   isPersistentFailure,
   type LeaseClient,
 } from "../lease/rpc.ts";
 import type { Logger } from "../obs/log.ts";
-import { RejectionLog } from "./rejection_log.ts";
+import { formatDurationMs } from "../config/duration.ts";
+import { REJECTION_LOG_INTERVAL_MS, RejectionLog } from "./rejection_log.ts";
+
+/** The ERROR line, once a minute, of a server that has not answered usably for over a minute. */
+export const OUTAGE_MESSAGE =
+  "the API server has not answered usably for over a minute; still retrying";
+
+/**
+ * A failure no wait can heal, met with {@linkcode AcquireLeaseOptions.endOnFix}:
+ * the wait ends at once and the caller says the fix.
+ */
+export class UnusableServerError extends Error {
+  /**
+   * @param fix The one-line fix (`configFix`).
+   * @param detail The failure as {@linkcode describeFailure} says it.
+   */
+  constructor(readonly fix: string, readonly detail: string) {
+    super(`${detail}; ${fix}`);
+    this.name = "UnusableServerError";
+  }
+}
 
 /** Options for {@linkcode acquireLease}. */
 export interface AcquireLeaseOptions {
@@ -57,6 +78,21 @@ export interface AcquireLeaseOptions {
   logger: Logger;
   /** Jitter source in [0, 1); injectable so tests are exact. Default `Math.random`. */
   random?: () => number;
+  /**
+   * End at once, throwing {@linkcode UnusableServerError}, on a failure that
+   * names its fix (see `configFix`) instead of retrying it (`run`). Default
+   * false: the failure is retried as the Go helper does, its retry line
+   * carries `fix`, and an ERROR line names the fix once a minute.
+   */
+  endOnFix?: boolean;
+  /**
+   * Say "lease held by another holder; waiting" once per holder and token
+   * (a new holder, or the lease taken again once it expired) instead of at
+   * every poll, and say at ERROR once a minute that the server has not
+   * answered usably once failures have gone on for over a minute (`run`).
+   * Default false: every poll is logged, as the Go helper does.
+   */
+  quiet?: boolean;
 }
 
 /** A lease the caller now holds. */
@@ -94,6 +130,11 @@ export async function acquireLease(
   // an answer we did not use): an extension of such a grant is our own.
   const possible = new PossibleGrant(ttlSeconds);
   const rejections = new RejectionLog(logger, clock);
+  /** The holder and token the last "held" line named (quiet mode). */
+  let saidHeld: string | undefined;
+  /** When the current run of failures began; undefined while none. */
+  let failingSince: number | undefined;
+  let outageSaidAt: number | undefined;
   while (!signal.aborted) {
     const sentAt = clock.now();
     const sentAtBoot = clock.bootNow();
@@ -134,32 +175,70 @@ export async function acquireLease(
         continue;
       case "cancelled":
         return undefined;
-      case "held":
+      case "held": {
         // Another holder has it: no earlier attempt of ours was granted.
         possible.clear();
         rejections.reset();
+        failingSince = outageSaidAt = undefined;
         backoff = Math.min(500, heartbeatMs);
-        logger.info("lease held by another holder; waiting", {
+        const who = `${verdict.holder}\u0000${verdict.token}`;
+        const fields = {
           current_holder: verdict.holder,
           current_fencing_token: verdict.token,
-        });
+          ...(o.quiet && outcome.kind === "not-acquired"
+            ? { expires_at: outcome.lease.expiresAt }
+            : {}),
+        };
+        if (o.quiet && who === saidHeld) {
+          logger.debug("lease held by another holder; waiting", fields);
+        } else {
+          logger.info("lease held by another holder; waiting", fields);
+        }
+        saidHeld = who;
         break;
-      case "failed":
+      }
+      case "failed": {
         if (mayHaveBeenGranted(verdict.failure)) {
           possible.asked(sentAt, requestTimeoutMs);
         }
         wait = backoff * (0.5 + random() / 2);
         backoff = Math.min(backoff * 2, heartbeatMs);
+        failingSince ??= sentAt;
+        const fix = configFix(verdict.failure);
+        if (fix !== undefined) {
+          if (o.endOnFix) throw new UnusableServerError(fix, verdict.reason);
+          logger.warn("lease acquire failed; retrying", {
+            error: verdict.reason,
+            retry_in_ms: Math.round(wait),
+            fix,
+          });
+          rejections.report(verdict.failure, Math.round(wait));
+          break;
+        }
         if (isPersistentFailure(verdict.failure)) {
           rejections.report(verdict.failure, Math.round(wait));
           break;
         }
         rejections.reset();
+        const failingMs = clock.now() - failingSince;
         logger.warn("lease acquire failed; retrying", {
           error: verdict.reason,
           retry_in_ms: Math.round(wait),
+          ...(o.quiet ? { failing_for: formatDurationMs(failingMs) } : {}),
         });
+        if (
+          o.quiet && failingMs >= REJECTION_LOG_INTERVAL_MS &&
+          (outageSaidAt === undefined ||
+            clock.now() - outageSaidAt >= REJECTION_LOG_INTERVAL_MS)
+        ) {
+          outageSaidAt = clock.now();
+          logger.error(OUTAGE_MESSAGE, {
+            error: verdict.reason,
+            failing_for: formatDurationMs(failingMs),
+          });
+        }
         break;
+      }
     }
     await clock.sleep(sentAt + wait - clock.now(), signal);
   }

@@ -19,7 +19,11 @@ import {
   PossibleGrant,
   sharedHolderQuietMs,
 } from "./shared_holder.ts";
-import { isPersistentFailure, type LeaseClient } from "../lease/rpc.ts";
+import {
+  configFix,
+  isPersistentFailure,
+  type LeaseClient,
+} from "../lease/rpc.ts";
 import type { Logger } from "../obs/log.ts";
 import { RejectionLog } from "./rejection_log.ts";
 
@@ -37,6 +41,11 @@ export interface ReacquirerOptions {
   clock: Clock;
   /** Where the answers are said. */
   logger: Logger;
+  /**
+   * Say "lease held by another holder; waiting" once per holder and token,
+   * the rest at DEBUG (`run`); default false: at every attempt.
+   */
+  quiet?: boolean;
 }
 
 /** A grant this process may use: its token, and when its Acquire was sent. */
@@ -64,6 +73,8 @@ export class Reacquirer {
   #possible: PossibleGrant;
   /** Says a reacquire the server keeps rejecting (401, say) at ERROR, once a minute. */
   #rejections: RejectionLog;
+  /** The holder and token the last "held" line named (quiet mode). */
+  #saidHeld: string | undefined;
 
   /** @param options See {@linkcode ReacquirerOptions}. */
   constructor(options: ReacquirerOptions) {
@@ -96,6 +107,18 @@ export class Reacquirer {
     if (verdict.kind === "failed" && mayHaveBeenGranted(verdict.failure)) {
       this.#possible.asked(sentAt, heartbeatMs);
     } else if (verdict.kind === "held") this.#possible.clear();
+    const fix = verdict.kind === "failed"
+      ? configFix(verdict.failure)
+      : undefined;
+    if (verdict.kind === "failed" && fix !== undefined) {
+      // The retry line as always, with the fix; the ERROR once a minute.
+      logger.warn("lease acquire failed; retrying", {
+        error: verdict.reason,
+        fix,
+      });
+      this.#rejections.report(verdict.failure, heartbeatMs);
+      return undefined;
+    }
     if (verdict.kind === "failed" && isPersistentFailure(verdict.failure)) {
       this.#rejections.report(verdict.failure, heartbeatMs);
       return undefined;
@@ -113,12 +136,19 @@ export class Reacquirer {
         this.#possible.clear();
         return { token: verdict.token, sentAt };
       }
-      case "held":
-        logger.info("lease held by another holder; waiting", {
-          current_holder: verdict.holder,
-          current_fencing_token: verdict.token,
-        });
+      case "held": {
+        const who = `${verdict.holder}\u0000${verdict.token}`;
+        const quiet = this.#o.quiet && who === this.#saidHeld;
+        this.#saidHeld = who;
+        (quiet ? logger.debug : logger.info)(
+          "lease held by another holder; waiting",
+          {
+            current_holder: verdict.holder,
+            current_fencing_token: verdict.token,
+          },
+        );
         return undefined;
+      }
       case "failed":
         logger.warn("lease acquire failed; retrying", {
           error: verdict.reason,

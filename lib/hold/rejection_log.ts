@@ -32,7 +32,7 @@
  * @module
  */
 import type { Clock } from "../state/clock.ts";
-import { describeFailure, type LeaseFailure } from "../lease/rpc.ts";
+import { configFix, describeFailure, type LeaseFailure } from "../lease/rpc.ts";
 import type { Logger } from "../obs/log.ts";
 
 /** How often a rejection that goes on is logged again at ERROR, ms. */
@@ -41,6 +41,15 @@ export const REJECTION_LOG_INTERVAL_MS = 60_000;
 /** The one ERROR line of a rejection, whichever command meets it. */
 export const REJECTION_MESSAGE =
   "the API server rejects the acquire request; retrying, but this does not heal by waiting: fix what the error names";
+
+/**
+ * The ERROR line of a failure that names its fix (a URL scheme that does not
+ * match the server, an untrusted certificate, a server that is not a Berth
+ * API server), beside the retry line each attempt logs; `fix` says what to
+ * change.
+ */
+export const UNUSABLE_SERVER_MESSAGE =
+  "the API server cannot be used as configured; retrying, but this does not heal by waiting: apply the fix";
 
 /** Logs the rejections of one retry loop; see the module doc. */
 export class RejectionLog {
@@ -76,8 +85,10 @@ export class RejectionLog {
       this.#unlogged++;
       return;
     }
-    this.#logger.error(REJECTION_MESSAGE, {
+    const fix = configFix(failure);
+    this.#logger.error(fix ? UNUSABLE_SERVER_MESSAGE : REJECTION_MESSAGE, {
       error: describeFailure(failure),
+      ...(fix ? { fix } : {}),
       retry_in_ms: retryInMs,
       ...(this.#unlogged > 0
         ? { rejected_since_last_line: this.#unlogged }

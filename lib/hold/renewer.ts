@@ -25,7 +25,12 @@
 import { bounded, type Clock } from "../state/clock.ts";
 import { type Enforcer, reportingMarkerWrites } from "../enforce/enforcer.ts";
 import { classifyRenew, deadlineFrom, renewBound } from "./deadline.ts";
-import type { LeaseClient } from "../lease/rpc.ts";
+import {
+  configFix,
+  type LeaseClient,
+  type LeaseFailure,
+} from "../lease/rpc.ts";
+import { RejectionLog } from "./rejection_log.ts";
 import type { Logger } from "../obs/log.ts";
 import {
   HandoffWriter,
@@ -97,6 +102,8 @@ export class Renewer {
   #reacquirer: Reacquirer;
   /** Set when a reacquire was granted after the stop: no workload ran on it. */
   #unusedGrant = false;
+  /** Says a renewal failure that names its fix at ERROR, once a minute. */
+  #fixes: RejectionLog;
 
   /** Validates nothing: the config module already did; see {@linkcode RenewerOptions}. */
   constructor(options: RenewerOptions) {
@@ -113,7 +120,11 @@ export class Renewer {
       enforcer: this.#enforcer,
       token: () => this.#token,
     });
-    this.#reacquirer = new Reacquirer(options);
+    this.#reacquirer = new Reacquirer({
+      ...options,
+      quiet: options.role === "run",
+    });
+    this.#fixes = new RejectionLog(options.logger, options.clock);
     this.#writer = new HandoffWriter(
       options.store,
       options.holder,
@@ -231,6 +242,7 @@ export class Renewer {
     const verdict = classifyRenew(outcome, token);
     switch (verdict.kind) {
       case "confirmed":
+        this.#fixes.reset();
         this.#control.confirm(sentAt, "renewed");
         return;
       case "lost":
@@ -243,11 +255,15 @@ export class Renewer {
         this.#close(`lease lost: ${verdict.summary}`);
         return;
       case "unconfirmed": {
+        // Every answer but a grant or a loss is a failure here.
+        const failure = outcome as LeaseFailure;
+        const fix = configFix(failure);
+        if (fix !== undefined) this.#fixes.report(failure, heartbeatMs);
         if (!this.#control.isOpen) {
           // In the lead before the deadline: the workload is stopped already.
           logger.warn(
             "lease renewal failed; the gate is closed and the workload stays stopped until a renewal succeeds",
-            { error: verdict.reason, fencing_token: token },
+            { error: verdict.reason, fencing_token: token, fix },
           );
           return;
         }
@@ -260,6 +276,7 @@ export class Renewer {
             gate_closes_in_ms: closes === undefined
               ? undefined
               : Math.max(0, Math.round(closes - clock.now())),
+            fix,
           },
         );
         return;

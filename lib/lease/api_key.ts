@@ -77,7 +77,7 @@ export class ApiKeySource {
     const problem = keyProblem(secret.reveal());
     if (problem) {
       throw new Error(
-        `the API key ${problem}; set --api-key / BERTH_API_KEY to the token the Berth API server issued`,
+        `the API key ${problem}; set --api-key / BERTH_API_KEY to the API key the Berth API server issued`,
       );
     }
     return new ApiKeySource(

@@ -14,7 +14,7 @@ const MAX_KEY_FILE_BYTES = 16 * 1024;
 export type KeyFileRead = { key: string } | { problem: string; fix: string };
 
 const FIX_PATH =
-  "point --api-key-file / BERTH_API_KEY_FILE at the file holding the token";
+  "point --api-key-file / BERTH_API_KEY_FILE at the file holding the API key";
 const FIX_MODE =
   "make it readable by that uid (in a pod: the Secret volume's defaultMode, or the pod's fsGroup)";
 

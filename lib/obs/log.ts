@@ -85,6 +85,34 @@ export function parseLogFormat(value: string, source: string): LogFormat {
   throw new Error(`${source}=${JSON.stringify(value)}: want "text" or "json"`);
 }
 
+/** The values `--log-level` / `BERTH_LOG_LEVEL` take, lowest first. */
+export const LOG_LEVELS: readonly string[] = ["debug", "info", "warn", "error"];
+
+/**
+ * Parses a `--log-level` / `BERTH_LOG_LEVEL` value (any case), so that a
+ * typo is a start-up error instead of silently logging at INFO.
+ *
+ * @param value The value as given.
+ * @param source Where it came from, for the message.
+ * @returns The lowest level written.
+ * @throws {Error} For anything but debug, info, warn or error.
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * assert.equal(parseLogLevel("warn", "--log-level"), "WARN");
+ * assert.throws(() => parseLogLevel("verbose", "BERTH_LOG_LEVEL"));
+ * ```
+ */
+export function parseLogLevel(value: string, source: string): LogLevel {
+  const lower = value.toLowerCase();
+  if (LOG_LEVELS.includes(lower)) return lower.toUpperCase() as LogLevel;
+  throw new Error(
+    `${source}=${
+      JSON.stringify(value)
+    }: want "debug", "info", "warn" or "error"`,
+  );
+}
+
 /**
  * Builds a logger. Values that are `Error`s log their message; values with a
  * `toJSON` (such as a redacted secret) log what that returns, so a secret

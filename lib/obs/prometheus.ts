@@ -168,7 +168,10 @@ export class Histogram {
       `${name}_bucket{le="${formatSampleValue(b)}"} ${this.#counts[i]}`
     );
     out.push(`${name}_bucket{le="+Inf"} ${this.#count}`);
-    out.push(`${name}_sum ${formatSampleValue(this.#sum)}`);
+    // To the microsecond: a sum of seconds gathers float noise otherwise.
+    out.push(
+      `${name}_sum ${formatSampleValue(Math.round(this.#sum * 1e6) / 1e6)}`,
+    );
     out.push(`${name}_count ${this.#count}`);
     return out;
   }
@@ -204,6 +207,26 @@ export class Registry {
       type: "gauge",
       lines: () => [`${name} ${formatSampleValue(read())}`],
     });
+  }
+
+  /**
+   * Registers an info metric: one series, value 1, whose labels name what
+   * the other metrics are about (`berth_acquire_lease_info{lease=...} 1`),
+   * to join on in queries.
+   *
+   * @param name The metric name; by convention it ends in `_info`.
+   * @param help The help line.
+   * @param labels The labels and their values.
+   */
+  info(name: string, help: string, labels: Labels): void {
+    const names = Object.keys(labels);
+    for (const l of names) {
+      if (!LABEL_NAME.test(l) || l.startsWith("__")) {
+        throw new Error(`invalid label name ${JSON.stringify(l)}`);
+      }
+    }
+    const line = `${name}${formatLabels(names, names.map((n) => labels[n]))} 1`;
+    this.#add({ name, help, type: "gauge", lines: () => [line] });
   }
 
   /** Registers a histogram with these bucket upper bounds. */

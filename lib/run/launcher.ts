@@ -103,6 +103,24 @@ export function gateDeathReason(exit: ChildExit): string {
 }
 
 /**
+ * The logger of run's process group around the gate: its gate logs the
+ * stop of the command itself (with the grace it really uses), so run's own
+ * stop lines of that group go at DEBUG; errors stay errors.
+ *
+ * @param logger run's logger.
+ * @returns A logger that writes INFO and WARN at DEBUG.
+ */
+export function gateGroupLogger(logger: Logger): Logger {
+  return {
+    debug: logger.debug,
+    info: logger.debug,
+    warn: logger.debug,
+    error: logger.error,
+    with: (f) => gateGroupLogger(logger.with(f)),
+  };
+}
+
+/**
  * Starts the command under `gate`, watching run's private marker and run
  * itself; prepares by making this process a child subreaper, so that should
  * the gate itself die (OOM killer), its command is reparented to run, which
@@ -140,13 +158,20 @@ export function gatedLauncher(
           "--exit-on-close",
           "--parent-pid",
           String(Deno.pid),
+          "--log-level",
+          c.config.logLevel.toLowerCase(),
           "--",
           ...c.command,
         ]),
-        env: c.env,
+        // The gate's lines carry the lease like run's own.
+        env: {
+          ...c.env,
+          BERTH_LEASE_NAME: c.config.leaseName,
+          BERTH_LEASE_NAMESPACE: c.config.leaseNamespace,
+        },
         graceMs: c.config.enforceGraceSeconds * 1000 + GATE_MARGIN_MS,
         clock: c.clock,
-        logger: c.logger,
+        logger: gateGroupLogger(c.logger),
         // The gate passes SIGTERM on itself; run's SIGKILL reaches everything.
         descendants: "kill",
         onStopSignal: (sig) =>

@@ -8,7 +8,11 @@
  *
  * @module
  */
-import { acquireLease } from "../hold/acquire_loop.ts";
+import {
+  type AcquiredLease,
+  acquireLease,
+  UnusableServerError,
+} from "../hold/acquire_loop.ts";
 import { handoffMarker, writeHandoff } from "../hold/write_handoff.ts";
 import {
   EXIT_CANNOT_EXECUTE,
@@ -81,9 +85,20 @@ environment, and renews the lease against a local deadline while it runs.
 When the lease is lost, or cannot be confirmed in time, the whole process
 group gets SIGTERM and, after --enforce-grace-seconds, SIGKILL, before the
 local deadline (the enforce lead defaults to the grace + 1s); only then is
-the lease given up. SIGTERM/SIGINT/SIGHUP/SIGQUIT are forwarded to the
-command while it runs; the lease is released after it has exited.
-BERTH_STATE_DIR / --state-dir is optional: without it nothing is written.
+the lease given up. The grace defaults to the smaller of 5s and what the TTL
+leaves after the heartbeat and the lead (TTL 10 -> 5s, TTL 6 -> 2s), so a
+command that traps SIGTERM gets to clean up. SIGTERM/SIGINT/SIGHUP/SIGQUIT
+are forwarded to the command while it runs; the lease is released after it
+has exited. BERTH_STATE_DIR / --state-dir is optional: without it nothing is
+written.
+
+Holder: BERTH_HOLDER_IDENTITY when set; in a pod (POD_* set) the pod's, as
+acquire derives it; else the host's, HOST/pid:PID:uid:RANDOM (after
+BERTH_CLUSTER_ID/ when set), new for every start: two runs never share one,
+and a restarted run waits for its predecessor's lease to be released or to
+expire. An API server no wait can fix (https:// on a plain-HTTP port or the
+reverse, an untrusted certificate, not a Berth API server) ends run at once
+with 78 and the fix; one that does not answer is retried.
 
 The command runs under "berth-acquire gate" with a marker of run's own, so it
 is stopped by the last confirmed deadline even when run is killed or frozen,
@@ -91,10 +106,11 @@ and workers it moves to a new session (setsid) are stopped with it.
 
 Exit status: the command's own (128+N when signal N ended it); 75 lease lost
 (command stopped); 76 --acquire-timeout reached; 77 cancelled by a signal
-while waiting for the lease; 78 configuration or start-up error; 79 the lease
-was confirmed again, too late: the command had been stopped; 70 the command's
-gate was killed (run stopped the command it left); 126 command cannot be
-executed; 127 command not found.
+while waiting for the lease; 78 configuration or start-up error, or an API
+server that cannot be used as configured; 79 the lease was confirmed again,
+too late: the command had been stopped; 70 the command's gate was killed (run
+stopped the command it left); 126 command cannot be executed; 127 command not
+found.
 `;
 
 const RUN_FLAGS: Record<string, ExtraFlag> = {
@@ -170,11 +186,6 @@ export async function main(args: string[]): Promise<number> {
   } catch (e) {
     if (!(e instanceof ConfigError)) throw e;
     return problem(e.problem);
-  }
-  if (config.enforce === "signal") {
-    logger.info(
-      "run stops its own command's process group; the signal target setting is not used",
-    );
   }
   const stateDirGiven = started.given.has("state-dir");
   return await runWith({
@@ -263,16 +274,29 @@ export async function runWith(o: RunOptions): Promise<number> {
       enforce_grace_seconds: config.enforceGraceSeconds,
     });
     const bound = waitBound(config, clock, signals.cancelled);
-    const lease = await acquireLease({
-      client,
-      holder: config.holder,
-      ttlSeconds: config.ttlSeconds,
-      heartbeatMs: config.heartbeatMs,
-      enforceLeadMs: config.enforceLeadMs,
-      signal: bound,
-      clock,
-      logger,
-    });
+    let lease: AcquiredLease | undefined;
+    try {
+      lease = await acquireLease({
+        client,
+        holder: config.holder,
+        ttlSeconds: config.ttlSeconds,
+        heartbeatMs: config.heartbeatMs,
+        enforceLeadMs: config.enforceLeadMs,
+        signal: bound,
+        clock,
+        logger,
+        endOnFix: true,
+        quiet: true,
+      });
+    } catch (e) {
+      if (!(e instanceof UnusableServerError)) throw e;
+      // No wait heals it: one line with the fix, and the configuration exit.
+      logger.error(`the API server cannot be used as configured: ${e.fix}`, {
+        error: e.detail,
+        fix: e.fix,
+      });
+      return EXIT_CONFIG;
+    }
     if (!lease) {
       if (isTimeout(bound)) {
         logger.error(
@@ -280,7 +304,12 @@ export async function runWith(o: RunOptions): Promise<number> {
         );
         return EXIT_ACQUIRE_TIMEOUT;
       }
-      logger.error("stopped before the lease was acquired");
+      // A standby stopped on purpose (systemctl stop): no failure.
+      logger.info("stopped before the lease was acquired", {
+        reason: bound.reason instanceof Error
+          ? bound.reason.message
+          : String(bound.reason),
+      });
       return EXIT_CANCELLED;
     }
     logger.info("lease acquired", { fencing_token: lease.token });

@@ -308,3 +308,24 @@ Deno.test("enforcement wrappers count what was done, not what was attempted", as
   assert.equal(s("sigterm"), "1");
   assert.equal(s("sigkill"), "1");
 });
+
+Deno.test("berth_acquire_lease_info names the lease, namespace and holder; the deadline has no float noise", () => {
+  const clock = { now: () => 1_000.000_123 };
+  const m = new LeaseMetrics({
+    status: () => ({
+      gateOpen: true,
+      token: 3,
+      deadline: 8_043.313_159,
+      gateClosesAt: 4_000,
+    }),
+    clock,
+    lease: { lease: "db", namespace: "prod", holder: 'vm1/pid:7:uid:"x"' },
+  });
+  const text = m.render();
+  assert.match(
+    text,
+    /^berth_acquire_lease_info\{lease="db",namespace="prod",holder="vm1\/pid:7:uid:\\"x\\""\} 1$/m,
+  );
+  assert.match(text, /^# TYPE berth_acquire_lease_info gauge$/m);
+  assert.match(text, /^berth_acquire_lease_deadline_seconds 7\.043$/m);
+});

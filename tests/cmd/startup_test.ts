@@ -116,9 +116,10 @@ Deno.test("start: run's lead default is a parameter, and its help states it and 
     (run([], BASE, SPEC).result as Started).config.enforceLeadMs,
     4000,
   );
+  // run's default grace (5 s at TTL 30) and its lead, grace + 1.
   assert.equal(
     (run([], BASE, spec).result as Started).config.enforceLeadMs,
-    1000,
+    6000,
   );
   const help = run(["--help"], {}, spec);
   assert.equal(help.result, 0);
@@ -143,5 +144,123 @@ Deno.test("start: a problem the subcommand finds later is reported the same way"
   assert.equal(
     text.err.at(-1),
     "berth-acquire acquire: invalid configuration: no command to run\n",
+  );
+});
+
+const RUN_SPEC: CommandSpec = {
+  name: "run",
+  usage: "Usage: run\n",
+  ...RUN_ROLE,
+};
+
+Deno.test("start run: the default grace lets the command exit cleanly, bounded by the room the TTL leaves; the rule is in --help", () => {
+  const grace = (
+    env: Record<string, string | undefined>,
+    args: string[] = [],
+  ) =>
+    (run(args, { ...BASE, ...env }, RUN_SPEC).result as Started).config
+      .enforceGraceSeconds;
+  assert.equal(grace({}), 5, "TTL 30: the 5 s cap");
+  assert.equal(grace({ BERTH_TTL_SECONDS: "8" }), 4, "TTL 8: lead 5 < 8 - 8/3");
+  assert.equal(grace({ BERTH_TTL_SECONDS: "3" }), 0);
+  assert.equal(
+    grace({ BERTH_TTL_SECONDS: "10", BERTH_HEARTBEAT_SECONDS: "6" }),
+    2,
+    "heartbeat 6 + lead 3 < 10",
+  );
+  assert.equal(grace({}, ["--enforce-grace-seconds=1"]), 1, "given: kept");
+  // acquire and renew keep the spec's 0.
+  assert.equal(
+    (run([], BASE).result as Started).config.enforceGraceSeconds,
+    0,
+  );
+  assert.match(
+    run(["--help"], {}, RUN_SPEC).out,
+    /BERTH_ENFORCE_GRACE_SECONDS; default: the smaller of 5 and what the TTL leaves/,
+  );
+});
+
+Deno.test("start run: with no holder and no POD_*, the holder is the host's, new for every start; POD_* keep the pod rules", () => {
+  const env = {
+    ...BASE,
+    POD_NAMESPACE: undefined,
+    POD_UID: undefined,
+    BERTH_LEASE_NAMESPACE: "dev",
+  };
+  const a = (run([], env, RUN_SPEC).result as Started).config.holder;
+  const b = (run([], env, RUN_SPEC).result as Started).config.holder;
+  const host = Deno.hostname();
+  assert.match(a, new RegExp(`^${host}/pid:${Deno.pid}:uid:[0-9a-f-]{36}$`));
+  assert.notEqual(a, b, "two starts never share a holder");
+  assert.match(
+    (run([], { ...env, BERTH_CLUSTER_ID: "east" }, RUN_SPEC).result as Started)
+      .config.holder,
+    new RegExp(`^east/${host}:pid:`),
+  );
+  // In a pod (POD_* set) the pod rules hold: POD_UID is required.
+  const pod = run([], { ...env, POD_NAME: "web-0" }, RUN_SPEC);
+  assert.equal(pod.result, 1);
+  assert.match(pod.err.join(""), /POD_UID is required/);
+  // acquire keeps the spec's rule.
+  assert.equal(run([], env).result, 1);
+});
+
+Deno.test("start run: --help shows only the flags run uses; the others are refused with a line that says run does not use them", () => {
+  const help = run(["--help"], {}, RUN_SPEC).out;
+  assert.doesNotMatch(help, /--enforce |--signal-target|--mode/);
+  assert.match(help, /--enforce-grace-seconds/);
+  for (
+    const flag of [
+      "--enforce=signal",
+      "--signal-target=nginx",
+      "--mode=runtime-singleton",
+    ]
+  ) {
+    const r = run([flag], BASE, RUN_SPEC);
+    assert.equal(r.result, 1);
+    assert.equal(r.err.length, 1);
+    assert.match(
+      r.err[0],
+      new RegExp(
+        `^berth-acquire run: invalid configuration: run does not use ${
+          flag.split("=")[0]
+        }: .*; remove the flag\n$`,
+      ),
+    );
+  }
+  // The same settings in the environment (a shared env file) are not read:
+  // a value run would have refused is ignored, with an INFO line.
+  const env = run([], { ...BASE, BERTH_ENFORCE: "sigal" }, RUN_SPEC);
+  assert.equal(typeof env.result, "object");
+  assert.match(
+    env.err.join(""),
+    /BERTH_ENFORCE is set, but run does not use it/,
+  );
+});
+
+Deno.test("start run: a bare run names every missing setting in one message, the first line the spec's message for the first", () => {
+  const r = run([], {}, RUN_SPEC);
+  assert.equal(r.result, 1);
+  assert.equal(r.err.length, 1);
+  const lines = r.err[0].split("\n");
+  assert.equal(
+    lines[0],
+    "berth-acquire run: invalid configuration: lease name is required (set BERTH_LEASE_NAME or --lease-name)",
+  );
+  assert.equal(
+    lines[1],
+    "  missing settings: BERTH_LEASE_NAME (or --lease-name), BERTH_LEASE_NAMESPACE (or --lease-namespace or POD_NAMESPACE), BERTH_TTL_SECONDS (or --ttl-seconds), BERTH_API_SERVER (or --api-server)",
+  );
+  const json = run([], { BERTH_LOG_FORMAT: "json" }, RUN_SPEC);
+  assert.equal(
+    JSON.parse(json.err[0]).missing,
+    "BERTH_LEASE_NAME,BERTH_LEASE_NAMESPACE,BERTH_TTL_SECONDS,BERTH_API_SERVER",
+  );
+  // One missing setting: the one line, as before.
+  assert.equal(
+    run([], { ...BASE, BERTH_LEASE_NAME: undefined }, RUN_SPEC).err[0].split(
+      "\n",
+    ).length,
+    2,
   );
 });

@@ -269,3 +269,52 @@ Deno.test("status loads only the state modules it reads with: no configuration, 
     "lib/state/state_dir.ts",
   ]);
 });
+
+Deno.test("status of a directory that does not exist says so, in text and JSON; exit 1", async () => {
+  await using dir = await tempDir();
+  const missing = `${dir.path}/nope`;
+  const text = await runCli(["status", missing], { env: {}, signal: BOUND() });
+  assert.equal(text.code, 1, text.stderr);
+  const lines = text.stdout.split("\n");
+  assert.equal(lines[0], `state directory  ${missing} (does not exist)`);
+  assert.equal(
+    lines[1],
+    "holder           none (the state directory does not exist)",
+  );
+  assert.doesNotMatch(text.stdout, /no holder file/);
+  const json = await runCli(["status", missing, "--json"], {
+    env: {},
+    signal: BOUND(),
+  });
+  assert.deepEqual(JSON.parse(json.stdout).problems, [
+    `the state directory ${missing} does not exist`,
+  ]);
+});
+
+Deno.test("status shows every duration to one precision (a tenth of a second) and whole milliseconds in JSON", async () => {
+  await using dir = await tempDir();
+  const state = new StateDir(dir.path);
+  await state.writeHolder("h");
+  await state.writeToken(3);
+  const wall = 1_800_000_000_000;
+  const boot = 5_000_000.4567;
+  await state.writeMarker({
+    gateClosesBootMs: boot + 4_321.987,
+    leaseDeadlineBootMs: boot + 8_321.987,
+    gateClosesWallMs: wall + 4_321,
+    leaseDeadlineWallMs: wall + 8_321,
+  });
+  const snapshot = readSnapshot(dir.path, {
+    maxAgeMs: 0,
+    wallNowMs: () => wall,
+    bootNowMs: () => boot,
+  });
+  const text = formatStatusText(snapshot);
+  assert.match(
+    text,
+    /gate closes {6}in 4\.3s on the boot-time clock, in 4\.3s on the wall clock/,
+  );
+  assert.match(text, /lease deadline {3}in 8\.3s on the boot-time clock/);
+  // No duration with more than one decimal anywhere.
+  assert.doesNotMatch(text, /\d\.\d\d+s/);
+});

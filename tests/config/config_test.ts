@@ -67,6 +67,7 @@ Deno.test("config: defaults of a minimal runtime-singleton pod", () => {
     apiServer: "https://berth.example:8443",
     insecureSkipTlsVerify: false,
     logFormat: "text",
+    logLevel: "INFO",
   });
   for (
     const k of [
@@ -119,6 +120,7 @@ Deno.test("config: every env variable and flag is read", () => {
     BERTH_INSECURE_SKIP_TLS_VERIFY: "true",
     BERTH_ACQUIRE_TIMEOUT: "2m30s",
     BERTH_LOG_FORMAT: "json",
+    BERTH_LOG_LEVEL: "warn",
     POD_NAMESPACE: "prod",
     POD_NAME: "checkout-7f6c-j4n8x",
     POD_UID: UID,
@@ -145,6 +147,7 @@ Deno.test("config: every env variable and flag is read", () => {
     insecureSkipTlsVerify: true,
     acquireTimeoutMs: 150000,
     logFormat: "json",
+    logLevel: "WARN",
   });
   // The same configuration from flags alone.
   const args = CONFIG_SETTINGS.flatMap((s) =>
@@ -860,6 +863,27 @@ Deno.test("config: acquire timeout takes Go durations; 0 or absent means none", 
   assert.match(
     problem(() => loadConfig(env(), ["--acquire-timeout="])),
     /^--acquire-timeout: /,
+  );
+});
+
+Deno.test("config: log level, from env or flag, any case; a typo is a clear error", () => {
+  assert.equal(loadConfig(env(), []).logLevel, "INFO");
+  assert.equal(
+    loadConfig(env({ BERTH_LOG_LEVEL: "debug" }), []).logLevel,
+    "DEBUG",
+  );
+  assert.equal(
+    loadConfig(env({ BERTH_LOG_LEVEL: "debug" }), ["--log-level=ERROR"])
+      .logLevel,
+    "ERROR",
+  );
+  assert.equal(
+    problem(() => loadConfig(env(), ["--log-level=verbose"])),
+    '--log-level="verbose": want "debug", "info", "warn" or "error"',
+  );
+  assert.equal(
+    problem(() => loadConfig(env({ BERTH_LOG_LEVEL: "trace" }), [])),
+    'BERTH_LOG_LEVEL="trace": want "debug", "info", "warn" or "error"',
   );
 });
 

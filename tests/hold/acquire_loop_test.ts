@@ -9,8 +9,13 @@ import {
   type AcquiredLease,
   acquireLease,
   type AcquireLeaseOptions,
+  OUTAGE_MESSAGE,
+  UnusableServerError,
 } from "../../lib/hold/acquire_loop.ts";
-import { REJECTION_LOG_INTERVAL_MS } from "../../lib/hold/rejection_log.ts";
+import {
+  REJECTION_LOG_INTERVAL_MS,
+  UNUSABLE_SERVER_MESSAGE,
+} from "../../lib/hold/rejection_log.ts";
 import { extendedExistingGrant } from "../../lib/hold/shared_holder.ts";
 import type { GrantOutcome } from "../../lib/lease/rpc.ts";
 import {
@@ -504,6 +509,111 @@ Deno.test("acquireLease logs 400 and 404 as rejections too, and a 500 as a plain
   (await t.pending()).answer(broken);
   await settle();
   assert.deepEqual(t.logs.map((l) => l.level), ["WARN"]);
+  t.stop.abort();
+  await t.done;
+});
+
+/** An https:// URL on a plain-HTTP port, as the client reports it: with its fix. */
+const wrongScheme: GrantOutcome = {
+  kind: "transport-error",
+  message: "TLS handshake failed: the server answered in plain HTTP",
+  fix: "use http:// in --api-server / BERTH_API_SERVER",
+};
+const refused: GrantOutcome = {
+  kind: "transport-error",
+  message: "connection refused",
+};
+
+Deno.test("acquireLease with endOnFix: a failure that names its fix ends the wait at once, with the fix", async () => {
+  const t = setup({ endOnFix: true });
+  (await t.pending()).answer(wrongScheme);
+  await assert.rejects(t.done, (e: unknown) => {
+    assert.ok(e instanceof UnusableServerError);
+    assert.equal(e.fix, "use http:// in --api-server / BERTH_API_SERVER");
+    assert.match(e.detail, /plain HTTP/);
+    return true;
+  });
+  assert.equal(t.client.calls.length, 1, "not retried");
+});
+
+Deno.test("acquireLease without endOnFix (a pod's acquire): retried, each retry line has fix=, and an ERROR with the fix once a minute", async () => {
+  const t = setup();
+  (await t.pending()).answer(wrongScheme);
+  await settle();
+  const errors = () => t.logs.filter((l) => l.level === "ERROR");
+  const warns = () => t.logs.filter((l) => l.level === "WARN");
+  assert.equal(errors().length, 1);
+  assert.equal(errors()[0].msg, UNUSABLE_SERVER_MESSAGE);
+  assert.equal(
+    errors()[0].fields.fix,
+    "use http:// in --api-server / BERTH_API_SERVER",
+  );
+  const first = t.clock.now();
+  let attempts = 1;
+  for (;;) {
+    await t.clock.advanceTo(t.clock.now() + HB);
+    if (t.clock.now() >= first + REJECTION_LOG_INTERVAL_MS) break;
+    (await t.pending()).answer(wrongScheme);
+    attempts++;
+  }
+  assert.equal(warns().length, attempts, "a retry line on every attempt");
+  assert.ok(warns().every((w) => typeof w.fields.fix === "string"));
+  assert.equal(errors().length, 1, "one ERROR within the first minute");
+  (await t.pending()).answer(wrongScheme);
+  await settle();
+  assert.equal(errors().length, 2, "again a minute later");
+  t.stop.abort();
+  await t.done;
+});
+
+Deno.test("acquireLease quiet (run): the wait is said once per holder and token, with when the lease would expire", async () => {
+  const t = setup({ quiet: true });
+  const infos = () =>
+    t.logs.filter((l) =>
+      l.level === "INFO" && l.msg === "lease held by another holder; waiting"
+    );
+  (await t.pending()).answer(held(4));
+  for (let i = 0; i < 5; i++) (await t.expectNextAfter(HB)).answer(held(4));
+  await settle();
+  assert.equal(infos().length, 1, "said once while the same lease is held");
+  assert.equal(infos()[0].fields.expires_at, "2026-05-07T00:00:10Z");
+  // The lease expired and was taken again (a new token): news.
+  (await t.expectNextAfter(HB)).answer(held(5));
+  await settle();
+  assert.equal(infos().length, 2);
+  // Another holder: news.
+  (await t.expectNextAfter(HB)).answer({
+    kind: "not-acquired",
+    lease: record("prod/pod:web-2:uid:3333", 6),
+  });
+  await settle();
+  assert.equal(infos().length, 3);
+  assert.equal(infos()[2].fields.current_holder, "prod/pod:web-2:uid:3333");
+  t.stop.abort();
+  await t.done;
+});
+
+Deno.test("acquireLease quiet (run): a server that does not answer is retried, the time waited in each line, an ERROR each minute after the first", async () => {
+  const t = setup({ quiet: true });
+  const errors = () => t.logs.filter((l) => l.level === "ERROR");
+  const start = t.clock.now();
+  (await t.pending()).answer(refused);
+  await settle();
+  assert.equal(t.logs.at(-1)!.fields.failing_for, "0s");
+  while (t.clock.now() < start + 3 * REJECTION_LOG_INTERVAL_MS) {
+    await t.clock.advanceTo(t.clock.now() + HB);
+    (await t.pending()).answer(refused);
+    await settle();
+  }
+  const warns = t.logs.filter((l) => l.level === "WARN");
+  assert.ok(warns.length > 20);
+  assert.ok(
+    warns.some((w) => w.fields.failing_for === "1m0s"),
+    "the time waited is in the line",
+  );
+  assert.equal(errors().length, 3, "one ERROR a minute once past a minute");
+  assert.equal(errors()[0].msg, OUTAGE_MESSAGE);
+  assert.match(String(errors()[0].fields.failing_for), /^1m/);
   t.stop.abort();
   await t.done;
 });

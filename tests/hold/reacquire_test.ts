@@ -29,7 +29,7 @@ function granted(token: number, ageMs = 0): GrantOutcome {
   };
 }
 
-function setup() {
+function setup(quiet?: boolean) {
   const clock = new FakeClock();
   const client = new ScriptedClient(() => clock.now());
   const logs: string[] = [];
@@ -41,6 +41,7 @@ function setup() {
     heartbeatMs: HB,
     clock,
     logger,
+    quiet,
   });
   const attempt = (token: number, ...answers: GrantOutcome[]) => {
     client.queue.push(...answers);
@@ -92,4 +93,24 @@ Deno.test("after an Acquire that may have been granted unseen, an extension no o
   await other.clock.advance(2_000);
   assert.equal(await other.attempt(0, granted(7, 5_000)), undefined);
   assert.ok(other.logs.some((l) => l.includes(SHARED_HOLDER_MESSAGE)));
+});
+
+Deno.test("quiet (run's reacquire after a loss): the wait is said once per holder and token, each attempt at DEBUG", async () => {
+  const held = (holder: string, token: number): GrantOutcome => ({
+    kind: "not-acquired",
+    lease: record(holder, token),
+  });
+  const infos = (logs: string[]) =>
+    logs.map((l) => JSON.parse(l)).filter((r) =>
+      r.level === "INFO" && r.msg === "lease held by another holder; waiting"
+    ).length;
+  const quiet = setup(true);
+  for (let i = 0; i < 4; i++) await quiet.attempt(0, held("other", 3));
+  assert.equal(infos(quiet.logs), 1);
+  await quiet.attempt(0, held("third", 4));
+  assert.equal(infos(quiet.logs), 2);
+  // The sidecar keeps Go's line at every attempt.
+  const loud = setup();
+  for (let i = 0; i < 4; i++) await loud.attempt(0, held("other", 3));
+  assert.equal(infos(loud.logs), 4);
 });

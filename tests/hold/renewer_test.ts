@@ -9,7 +9,10 @@ import {
   type RenewerOptions,
   type RenewerStore,
 } from "../../lib/hold/renewer.ts";
-import { REJECTION_LOG_INTERVAL_MS } from "../../lib/hold/rejection_log.ts";
+import {
+  REJECTION_LOG_INTERVAL_MS,
+  UNUSABLE_SERVER_MESSAGE,
+} from "../../lib/hold/rejection_log.ts";
 import type { GrantOutcome } from "../../lib/lease/rpc.ts";
 import { FakeClock, settle } from "../support/fake_clock.ts";
 import { record, ScriptedClient } from "../support/scripted_client.ts";
@@ -983,4 +986,33 @@ Deno.test("a health marker the close could not remove keeps the lease from being
     ),
     h.logs.join("\n"),
   );
+});
+
+Deno.test("a renewal failure that names its fix keeps Go's retry line, adds fix=, and an ERROR with the fix once a minute", async () => {
+  const h = start(handoff(4, 10_000));
+  const t0 = h.clock.now();
+  await settle();
+  h.client.pending()!.answer({ kind: "acquired", lease: record(HOLDER, 4) });
+  await settle();
+  const fix = "use http:// in --api-server / BERTH_API_SERVER";
+  const parsed = () => h.logs.map((l) => JSON.parse(l));
+  // Failures until well past a minute; the lease lapses meanwhile, which is
+  // the renewer's business: only the lines are looked at here.
+  for (let t = t0 + HB; t < t0 + 70_000; t += HB) {
+    await h.clock.advanceTo(t);
+    const c = h.client.pending();
+    c?.answer({ kind: "transport-error", message: "plain HTTP", fix });
+    await settle();
+  }
+  const renewals = parsed().filter((r) =>
+    r.level === "WARN" && String(r.msg).startsWith("lease renewal failed")
+  );
+  assert.ok(renewals.length >= 1);
+  assert.ok(renewals.every((r) => r.fix === fix), "fix= on every retry line");
+  const errors = parsed().filter((r) =>
+    r.level === "ERROR" && r.msg === UNUSABLE_SERVER_MESSAGE
+  );
+  assert.ok(errors.length >= 1 && errors.length <= 2, JSON.stringify(errors));
+  assert.ok(errors.every((r) => r.fix === fix));
+  await stop(h);
 });
