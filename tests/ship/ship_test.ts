@@ -398,7 +398,11 @@ Deno.test("examples/pod-http-health.yaml probes the sidecar on an address the ku
   assert.equal(w.env(w.acquire).get("BERTH_HEALTH_ADDR"), undefined);
   for (const c of w.mains) {
     const probe = asMap(c.livenessProbe, `${c.name} livenessProbe`);
-    assert.equal(probe.exec, undefined, "the httpGet example uses no exec probe");
+    assert.equal(
+      probe.exec,
+      undefined,
+      "the httpGet example uses no exec probe",
+    );
     const get = asMap(probe.httpGet, "httpGet");
     assert.equal(get.host, undefined, "the kubelet must use the pod IP");
     assert.equal(get.port, Number(m[2]));
