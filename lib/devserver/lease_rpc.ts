@@ -9,9 +9,11 @@
  *   holder checks as "release: only non-empty"): a holder longer than 253
  *   bytes can still be released, as the reference server's lease manager
  *   limits the length on Acquire and Renew only.
- * - A released record (tombstone) keeps its token and clears the holder and
- *   both times, so a lost Renew on it answers `acquired:false` with the token
- *   and zero times; a lost Renew on no record answers only the zero times.
+ * - A released or cleaned-up record (tombstone) keeps its token and its
+ *   `acquiredAt`, clears the holder, and expires at the release or clean-up
+ *   time, so a lost Renew on it answers `acquired:false` with the token and
+ *   those two times (the real server's answer); a lost Renew on no record
+ *   answers only the zero times.
  *
  * @module
  */

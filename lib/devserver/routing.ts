@@ -1,7 +1,7 @@
 /**
  * Routing of the development server as Go's `http.ServeMux` does it for the
- * real server: paths are not cleaned but redirected (301) to their clean
- * form, unknown paths are `404 page not found`, a known path with another
+ * real server: paths are not cleaned but redirected (307 Temporary Redirect,
+ * Go 1.22 and later) to their clean form, the query kept, unknown paths are `404 page not found`, a known path with another
  * method is 405 with `Allow`, and a malformed percent-escape in a lease key is
  * 400 before any handler runs. `/healthz` and `/readyz` are answered here;
  * the three lease RPCs are handed back as a {@linkcode LeaseTarget}.
@@ -42,8 +42,16 @@ export function routeRequest(
   const q = target.indexOf("?");
   const path = q < 0 ? target : target.slice(0, q);
   const query = q < 0 ? "" : target.slice(q);
-  const clean = cleanPath(path);
-  if (clean !== path) return redirect(req.method, clean + query, id);
+  const escaped = escapedPath(path);
+  const clean = cleanPath(escaped);
+  if (clean !== escaped) {
+    // An empty query ("?") is dropped, as Go's url.URL writes it.
+    return redirect(
+      req.method,
+      goEscapePath(clean) + (query === "?" ? "" : query),
+      id,
+    );
+  }
   if (path === "/healthz" || path === "/readyz") {
     if (req.method !== "GET" && req.method !== "HEAD") {
       return plainResponse(405, "Method Not Allowed\n", id, {
@@ -51,7 +59,14 @@ export function routeRequest(
       });
     }
     const up = path === "/healthz" || ready;
-    const res = plainResponse(up ? 200 : 503, up ? "ok\n" : "not ready\n", id);
+    // The real server's probe handlers set only the content type: no nosniff.
+    const res = plainResponse(
+      up ? 200 : 503,
+      up ? "ok\n" : "not ready\n",
+      id,
+      undefined,
+      false,
+    );
     return req.method === "HEAD"
       ? new Response(null, { status: res.status, headers: res.headers })
       : res;
@@ -69,16 +84,46 @@ export function routeRequest(
   return { rpc: m[3] as Rpc, namespace, name };
 }
 
-// ServeMux's redirect to the clean path: an HTML body for GET only.
+// ServeMux's redirect to the clean path (http.Redirect with 307): an HTML
+// body for GET only, a content type for GET and HEAD.
 function redirect(method: string, location: string, id: string): Response {
   const body = method === "GET"
-    ? `<a href="${htmlEscape(location)}">Moved Permanently</a>.\n\n`
+    ? `<a href="${htmlEscape(location)}">Temporary Redirect</a>.\n\n`
     : null;
   const headers = new Headers({ location, "x-request-id": id });
   if (method === "GET" || method === "HEAD") {
     headers.set("content-type", "text/html; charset=utf-8");
   }
-  return new Response(body, { status: 301, headers });
+  return new Response(body, { status: 307, headers });
+}
+
+const encoder = new TextEncoder();
+
+// Percent-encodes every byte of `s` outside `keep`, upper-case hex.
+function percentEncode(s: string, keep: RegExp): string {
+  let out = "";
+  for (const ch of s) {
+    if (keep.test(ch)) {
+      out += ch;
+      continue;
+    }
+    for (const b of encoder.encode(ch)) {
+      out += `%${b.toString(16).toUpperCase().padStart(2, "0")}`;
+    }
+  }
+  return out;
+}
+
+// The request path as Go's URL.EscapedPath() gives it: the raw path, with
+// any character a path may not carry raw percent-encoded (escapes kept).
+function escapedPath(raw: string): string {
+  return percentEncode(raw, /^[A-Za-z0-9\-._~!$&'()*+,;=:@/%]$/);
+}
+
+// Go's url.URL{Path: p}.String() for the redirect: "%" and the characters
+// outside the path set are escaped again (so "%2F" becomes "%252F").
+function goEscapePath(p: string): string {
+  return percentEncode(p, /^[A-Za-z0-9\-._~$&+,/:;=@]$/);
 }
 
 // Go's cleanPath: path.Clean, keeping a trailing slash.
@@ -108,8 +153,6 @@ const HTML_ESCAPES: Record<string, string> = {
 function htmlEscape(s: string): string {
   return s.replace(/[&<>"']/g, (c) => HTML_ESCAPES[c]);
 }
-
-const encoder = new TextEncoder();
 
 // Percent-decoding of one segment; null on a malformed escape (which Go's
 // server rejects before routing).

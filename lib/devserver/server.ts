@@ -45,8 +45,19 @@ export interface DevServerOptions {
    * absent: no authentication.
    */
   apiKeys?: string[];
-  /** Wall clock in Unix milliseconds; injectable so tests control expiry. Default `Date.now`. */
+  /**
+   * Wall clock in Unix milliseconds, fractions allowed (they carry the
+   * sub-millisecond digits of the answered times); injectable so tests
+   * control expiry and clean-up. Default: the system clock with microsecond
+   * digits ({@linkcode systemClockMs}).
+   */
   now?: () => number;
+  /**
+   * How often the clean-up sweep runs, in milliseconds; default 30000, as the
+   * real server. The sweep turns records expired for more than 5 minutes into
+   * tombstones. The timer stops with the server.
+   */
+  sweepIntervalMs?: number;
   /** Where request and lease events are logged; default: nowhere. */
   logger?: Logger;
 }
@@ -65,6 +76,12 @@ export interface DevServer extends AsyncDisposable {
   setReady(ready: boolean): void;
   /** How many requests each lease RPC has received, faulted ones included. */
   rpcCount(rpc: Rpc): number;
+  /**
+   * Runs the clean-up sweep now, at the server's clock, as the timer does.
+   *
+   * @returns How many records it turned into tombstones.
+   */
+  sweep(): number;
   /** Stops listening and finishes in-flight requests (hanging ones answer 500). */
   close(): Promise<void>;
 }
@@ -104,9 +121,10 @@ export async function startDevServer(
     };
   }
 
+  const now = options.now ?? systemClockMs;
   const ctx: HandlerContext = {
     keys,
-    now: options.now ?? Date.now,
+    now,
     log: options.logger ?? discardLogger,
     store,
     faults,
@@ -128,6 +146,15 @@ export async function startDevServer(
     throw new ListenError(address, e);
   }
 
+  const log = options.logger ?? discardLogger;
+  const sweep = () => {
+    const cleaned = store.sweep(now());
+    if (cleaned > 0) log.info("expired leases cleaned up", { count: cleaned });
+    return cleaned;
+  };
+  const timer = setInterval(sweep, options.sweepIntervalMs ?? 30_000);
+  closing.signal.addEventListener("abort", () => clearInterval(timer));
+
   let closed: Promise<void> | undefined;
   const close = () => {
     closed ??= (async () => {
@@ -145,10 +172,38 @@ export async function startDevServer(
       ready = r;
     },
     rpcCount: (rpc) => counts[rpc],
+    sweep,
     close,
     [Symbol.asyncDispose]: close,
   };
 }
+
+/**
+ * The default clock: Unix milliseconds with a microsecond fraction, so
+ * answered times carry sub-millisecond digits as the real server's do
+ * (`Date.now()` alone gives whole milliseconds). It runs on the monotonic
+ * clock from an offset taken from the wall clock, taken again when the two
+ * part by more than a second (the wall clock was set).
+ *
+ * @returns Unix milliseconds, e.g. `1778112000123.456`.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * assert.ok(Math.abs(systemClockMs() - Date.now()) < 1000);
+ * ```
+ */
+export function systemClockMs(): number {
+  const wall = Date.now();
+  let t = clockOffset + performance.now();
+  if (Math.abs(t - wall) > 1000) {
+    clockOffset = wall - performance.now();
+    t = wall;
+  }
+  return Math.round(t * 1000) / 1000;
+}
+
+let clockOffset = -Infinity;
 
 async function readPem(path: string, what: string): Promise<string> {
   try {
@@ -207,12 +262,13 @@ async function serve(
 }
 
 // ---------------------------------------------------------------------------
-// Request ids: an inbound X-Request-Id, else the traceparent's trace id,
-// else 32 random hex digits.
+// Request ids, as the real server derives them: an inbound X-Request-Id of
+// [A-Za-z0-9_-]{1,64}, else the trace id of a traceparent, else 32 random
+// hex digits. Two X-Request-Id headers reach here joined with ", ", which
+// is never a valid id, so the next rule decides (the real server reads the
+// first header).
 
 const REQUEST_ID = /^[A-Za-z0-9_-]{1,64}$/;
-const TRACEPARENT =
-  /^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})(-.*)?$/;
 
 function requestIdOf(headers: Headers): string {
   const inbound = headers.get("x-request-id");
@@ -220,15 +276,15 @@ function requestIdOf(headers: Headers): string {
   return traceIdOf(headers.get("traceparent")) ?? randomHex(16);
 }
 
-// W3C Trace Context: version ff is invalid, version 00 has exactly four
-// fields, and all-zero trace or parent ids are invalid.
+/**
+ * The trace id of a `traceparent` header by the real server's rule, which
+ * is looser than W3C Trace Context: any two characters, `-`, 32 lower-case
+ * hex digits, `-`, and anything after. The version (`ff` included), the
+ * parent id, the flags and all-zero ids are not looked at.
+ */
 function traceIdOf(header: string | null): string | undefined {
-  const m = header === null ? null : TRACEPARENT.exec(header.trim());
-  if (!m) return undefined;
-  const [, version, traceId, parentId, , rest] = m;
-  if (version === "ff" || (version === "00" && rest !== undefined)) {
-    return undefined;
-  }
-  if (/^0+$/.test(traceId) || /^0+$/.test(parentId)) return undefined;
-  return traceId;
+  if (header === null || header.length < 36) return undefined;
+  const traceId = header.slice(3, 35);
+  if (header[2] !== "-" || header[35] !== "-") return undefined;
+  return /^[0-9a-f]{32}$/.test(traceId) ? traceId : undefined;
 }
