@@ -25,7 +25,9 @@ const LEASE_PATH =
   /^\/v1alpha1\/namespaces\/([^/]+)\/leases\/([^/]+)\/(acquire|renew|release)$/;
 
 /**
- * Routes one request. Everything but a lease RPC is answered here.
+ * Routes one request. Everything but a lease RPC is answered here, as the
+ * real server's `net/http` would: `OPTIONS *` (200), redirects to the clean
+ * path (307), the probes, 404 and 405.
  *
  * @param req The request; only its method and raw URL are read.
  * @param id The request id, echoed on every answer.
@@ -42,6 +44,14 @@ export function routeRequest(
   const q = target.indexOf("?");
   const path = q < 0 ? target : target.slice(0, q);
   const query = q < 0 ? "" : target.slice(q);
+  // `OPTIONS *` reaches here as the path "/*" (Deno.serve's URL); Go's
+  // server answers it itself, before any handler: 200, empty, no request id.
+  if (req.method === "OPTIONS" && target === "/*") {
+    return new Response(null, {
+      status: 200,
+      headers: { "content-length": "0" },
+    });
+  }
   const escaped = escapedPath(path);
   const clean = cleanPath(escaped);
   if (clean !== escaped) {
