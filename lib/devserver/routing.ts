@@ -1,9 +1,9 @@
 /**
  * Routing of the development server as Go's `http.ServeMux` does it for the
  * real server: paths are not cleaned but redirected (307 Temporary Redirect,
- * Go 1.22 and later) to their clean form, the query kept, unknown paths are `404 page not found`, a known path with another
- * method is 405 with `Allow`, and a malformed percent-escape in a lease key is
- * 400 before any handler runs. `/healthz` and `/readyz` are answered here;
+ * Go 1.22 and later) to their clean form, the query kept; unknown paths are
+ * `404 page not found`; a known path with another method is 405 with
+ * `Allow`; a malformed percent-escape anywhere in the path is a bare 400. `/healthz` and `/readyz` are answered here;
  * the three lease RPCs are handed back as a {@linkcode LeaseTarget}.
  *
  * @module
@@ -52,6 +52,15 @@ export function routeRequest(
       headers: { "content-length": "0" },
     });
   }
+  // Go's server refuses a malformed percent-escape before any handler: a
+  // bare 400 without request id (it also closes the connection, which
+  // Deno.serve decides on its own: it stays open here).
+  if (!VALID_ESCAPES.test(path)) {
+    return new Response("400 Bad Request", {
+      status: 400,
+      headers: { "content-type": "text/plain; charset=utf-8" },
+    });
+  }
   const escaped = escapedPath(path);
   const clean = cleanPath(escaped);
   if (clean !== escaped) {
@@ -86,12 +95,11 @@ export function routeRequest(
   if (req.method !== "POST") {
     return plainResponse(405, "Method Not Allowed\n", id, { allow: "POST" });
   }
-  const namespace = unescapeSegment(m[1]);
-  const name = unescapeSegment(m[2]);
-  if (namespace === null || name === null) {
-    return plainResponse(400, "400 Bad Request\n", id);
-  }
-  return { rpc: m[3] as Rpc, namespace, name };
+  return {
+    rpc: m[3] as Rpc,
+    namespace: decodePercent(m[1]),
+    name: decodePercent(m[2]),
+  };
 }
 
 // ServeMux's redirect to the clean path (http.Redirect with 307): an HTML
@@ -124,10 +132,15 @@ function percentEncode(s: string, keep: RegExp): string {
   return out;
 }
 
-// The request path as Go's URL.EscapedPath() gives it: the raw path, with
-// any character a path may not carry raw percent-encoded (escapes kept).
+/** Percent signs only as the start of a two-hex-digit escape. */
+const VALID_ESCAPES = /^(?:[^%]|%[0-9a-fA-F]{2})*$/;
+
+// The request path as Go's URL.EscapedPath() gives it: the raw path when it
+// is a valid encoding (only characters a path may carry raw), else the
+// decoded path escaped again (so "%41" becomes "A" there).
 function escapedPath(raw: string): string {
-  return percentEncode(raw, /^[A-Za-z0-9\-._~!$&'()*+,;=:@/%]$/);
+  if (/^[A-Za-z0-9\-._~!$&'()*+,;=:@/%]*$/.test(raw)) return raw;
+  return goEscapePath(decodePercent(raw));
 }
 
 // Go's url.URL{Path: p}.String() for the redirect: "%" and the characters
@@ -164,17 +177,16 @@ function htmlEscape(s: string): string {
   return s.replace(/[&<>"']/g, (c) => HTML_ESCAPES[c]);
 }
 
-// Percent-decoding of one segment; null on a malformed escape (which Go's
-// server rejects before routing).
-function unescapeSegment(seg: string): string | null {
-  if (!/^(?:[^%]|%[0-9a-fA-F]{2})*$/.test(seg)) return null;
+// Percent-decoding (escapes already checked); bytes that are not UTF-8
+// become U+FFFD, where Go would keep the raw bytes.
+function decodePercent(s: string): string {
   const bytes: number[] = [];
-  for (let i = 0; i < seg.length; i++) {
-    if (seg[i] === "%") {
-      bytes.push(parseInt(seg.slice(i + 1, i + 3), 16));
+  for (let i = 0; i < s.length; i++) {
+    if (s[i] === "%") {
+      bytes.push(parseInt(s.slice(i + 1, i + 3), 16));
       i += 2;
     } else {
-      bytes.push(...encoder.encode(seg[i]));
+      bytes.push(...encoder.encode(s[i]));
     }
   }
   return new TextDecoder().decode(new Uint8Array(bytes));

@@ -286,3 +286,53 @@ Deno.test("deliberate: a 2 MiB header is refused 400 before the handler (the rea
   );
   assert.deepEqual(statuses(raw), [400], raw.slice(0, 200));
 });
+
+Deno.test("parity: a malformed percent-escape anywhere in the path is a bare 400", async () => {
+  await using server = await startDevServer();
+  for (const path of ["/x/%zz", `${LEASE.replace("prod", "%g0")}/acquire`]) {
+    const raw = await rawExchange(
+      server,
+      `POST ${path} HTTP/1.1\r\nHost: t\r\nContent-Length: 0\r\nConnection: close\r\n\r\n`,
+    );
+    assert.deepEqual(statuses(raw), [400], raw);
+    assert.ok(raw.endsWith("\r\n\r\n400 Bad Request"), raw);
+    assert.doesNotMatch(raw, /x-request-id/i, "answered before any handler");
+  }
+  // A path that is not a valid encoding is decoded and escaped again, as Go
+  // does before cleaning it: "%41" is "A" there, '"' is escaped twice.
+  const raw = await rawExchange(
+    server,
+    `GET /x/../%41" HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n`,
+  );
+  assert.match(raw, /\r\nlocation: \/A%2522\r\n/i);
+});
+
+Deno.test("deliberate: the connection stays open after a malformed percent-escape (the real server closes it)", async () => {
+  await using server = await startDevServer();
+  const raw = await rawExchange(
+    server,
+    "GET /x/%zz HTTP/1.1\r\nHost: t\r\n\r\nGET /healthz HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n",
+  );
+  assert.deepEqual(statuses(raw), [400, 200], raw);
+});
+
+Deno.test("deliberate: OPTIONS /* is taken for OPTIONS * (200; the real server answers 404)", async () => {
+  // Deno.serve gives both as the path "/*".
+  await using server = await startDevServer();
+  const raw = await rawExchange(
+    server,
+    "OPTIONS /* HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n",
+  );
+  assert.deepEqual(statuses(raw), [200], raw);
+});
+
+Deno.test("deliberate: a lease key byte that is not UTF-8 is quoted as U+FFFD (the real server writes \\xff)", async () => {
+  await using server = await startDevServer();
+  const r = await post(
+    server,
+    "/v1alpha1/namespaces/%ff/leases/web/acquire",
+    '{"holder":"h","ttlSeconds":10}',
+  );
+  assert.equal(r.status, 400);
+  assert.match(r.text, /^\{"error":"invalid namespace \\"\ufffd\\": must be/);
+});
