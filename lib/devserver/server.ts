@@ -9,8 +9,10 @@
  *
  * This module is the listener and the request path: a request id, then
  * routing (`routing.ts`), then any injected fault (`faults.ts`), then the
- * lease RPC (`lease_rpc.ts`: API keys, body decoding, the store). The
- * `dev-server` subcommand around it is `lib/cmd/dev_server.ts`.
+ * lease RPC (`lease_rpc.ts`: API keys, body decoding, the store); beside it
+ * the real server's clean-up sweep runs on a timer that stops with the
+ * server. The `dev-server` subcommand around it is `lib/cmd/dev_server.ts`;
+ * `docs/dev-server.md` lists where it still differs from the real server.
  *
  * @module
  */
