@@ -336,3 +336,15 @@ Deno.test("deliberate: a lease key byte that is not UTF-8 is quoted as U+FFFD (t
   assert.equal(r.status, 400);
   assert.match(r.text, /^\{"error":"invalid namespace \\"\ufffd\\": must be/);
 });
+
+Deno.test("deliberate: the 413 reason phrase and the header-name case are Deno's (Payload Too Large, lower case)", async () => {
+  // The real server writes "413 Request Entity Too Large" and "Content-Type".
+  await using server = await startDevServer();
+  const big = "x".repeat(5000);
+  const raw = await rawExchange(
+    server,
+    `POST ${LEASE}/acquire HTTP/1.1\r\nHost: t\r\nContent-Length: ${big.length}\r\nConnection: close\r\n\r\n${big}`,
+  );
+  assert.match(raw, /^HTTP\/1\.1 413 Payload Too Large\r\n/);
+  assert.match(raw, /\r\ncontent-type: application\/json\r\n/);
+});
