@@ -181,28 +181,31 @@ export async function startDevServer(
 }
 
 /**
- * The default clock: Unix milliseconds with a microsecond fraction, so
- * answered times carry sub-millisecond digits as the real server's do
- * (`Date.now()` alone gives whole milliseconds). It runs on the monotonic
- * clock from an offset taken from the wall clock, taken again when the two
- * part by more than a second (the wall clock was set).
+ * The default clock: Unix milliseconds with a sub-millisecond fraction, so
+ * answered times carry nine fractional digits as the real server's SQLite
+ * store answers them (`Date.now()` alone gives whole milliseconds). The
+ * fraction is a multiple of 1/1024 ms (about a microsecond), which a double
+ * holds exactly at this magnitude, so `expiresAt` minus the TTL is exactly
+ * the renewal time in every answer. It runs on the monotonic clock from an
+ * offset taken from the wall clock, taken again when the two part by more
+ * than a second (the wall clock was set).
  *
- * @returns Unix milliseconds, e.g. `1778112000123.456`.
+ * @returns Unix milliseconds, e.g. `1778112000123.4560546875`.
  *
  * @example
  * ```ts
  * import assert from "node:assert/strict";
- * assert.ok(Math.abs(systemClockMs() - Date.now()) < 1000);
+ * const t = systemClockMs();
+ * assert.ok(Math.abs(t - Date.now()) < 1000);
+ * assert.equal((t * 1024) % 1, 0);
  * ```
  */
 export function systemClockMs(): number {
   const wall = Date.now();
-  let t = clockOffset + performance.now();
-  if (Math.abs(t - wall) > 1000) {
+  if (Math.abs(clockOffset + performance.now() - wall) > 1000) {
     clockOffset = wall - performance.now();
-    t = wall;
   }
-  return Math.round(t * 1000) / 1000;
+  return Math.round((clockOffset + performance.now()) * 1024) / 1024;
 }
 
 let clockOffset = -Infinity;

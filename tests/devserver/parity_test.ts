@@ -183,10 +183,15 @@ Deno.test("parity: times carry up to nine fractional digits, trailing zeros drop
   // The default clock carries sub-millisecond digits too; the client takes them.
   await using live = await startDevServer();
   const now = await post(live, `${LEASE}/acquire`, BODY);
-  assert.match(
-    now.text,
-    /"expiresAt":"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{1,9})?Z"/,
-  );
+  const times = JSON.parse(now.text) as {
+    expiresAt: string;
+    acquiredAt: string;
+  };
+  for (const time of [times.expiresAt, times.acquiredAt]) {
+    assert.match(time, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{1,9})?Z$/);
+  }
+  // The TTL is whole seconds, so both times share their fraction exactly.
+  assert.equal(times.expiresAt.slice(19), times.acquiredAt.slice(19));
   const outcome = grantOutcome({ status: 200, body: now.text }, {
     holder: "team",
     url: live.url,
