@@ -50,8 +50,8 @@ export interface DevServerOptions {
   /**
    * Wall clock in Unix milliseconds, fractions allowed (they carry the
    * sub-millisecond digits of the answered times); injectable so tests
-   * control expiry and clean-up. Default: the system clock with microsecond
-   * digits ({@linkcode systemClockMs}).
+   * control expiry and clean-up. Default: the system clock in steps of
+   * 1/1024 ms ({@linkcode systemClockMs}).
    */
   now?: () => number;
   /**
