@@ -53,19 +53,37 @@ export type Authentication =
   | { ok: false; message: string };
 
 /**
- * Checks an `Authorization` header against the keys: the `Bearer ` prefix
- * exactly, then the token's digest, compared in constant time.
+ * Checks an `Authorization` header against the keys as the real server
+ * does: the `Bearer ` prefix exactly (case-sensitive, one space), then the
+ * rest trimmed of white space as Go's `strings.TrimSpace` trims it (Unicode
+ * spaces included), then the token's digest, compared in constant time.
+ *
+ * The header arrives as `Deno.serve` gives it: outer blanks already removed,
+ * one character per byte, and two `Authorization` headers joined with
+ * `", "` (the real server would read the first; here the joined value is
+ * one token that matches no key, so the answer is 401 `unauthorized`).
  *
  * @param keys The configured keys (non-empty: without keys nothing is checked).
  * @param header The request's `Authorization` header, `null` when absent.
  * @returns The key id of the matching key, or the 401 message.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * const sha = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"; // "test"
+ * const keys = parseApiKeys([`team:${sha}`]);
+ * assert.deepEqual(await authenticate(keys, "Bearer   test  "), { ok: true, tenant: "team" });
+ * assert.equal((await authenticate(keys, "bearer test")).ok, false);
+ * ```
  */
 export async function authenticate(
   keys: readonly ApiKey[],
   header: string | null,
 ): Promise<Authentication> {
-  const token = header?.startsWith("Bearer ") ? header.slice(7) : "";
-  if (token === "") {
+  const token = header?.startsWith("Bearer ")
+    ? goTrimSpace(byteStringBytes(header.slice(7)))
+    : new Uint8Array();
+  if (token.length === 0) {
     return { ok: false, message: "missing or malformed Authorization header" };
   }
   const hash = await sha256Hex(token);
@@ -73,6 +91,56 @@ export async function authenticate(
   return tenant === undefined
     ? { ok: false, message: "unauthorized" }
     : { ok: true, tenant };
+}
+
+// A header value as its bytes (Deno gives one character per byte).
+function byteStringBytes(s: string): Uint8Array {
+  return Uint8Array.from(s, (c) => c.charCodeAt(0) & 0xff);
+}
+
+// The UTF-8 forms of the white space Go's strings.TrimSpace removes
+// (unicode.IsSpace): ASCII blanks, U+0085, U+00A0, U+1680, U+2000-U+200A,
+// U+2028, U+2029, U+202F, U+205F and U+3000.
+const SPACES: Uint8Array[] = [
+  "\t",
+  "\n",
+  "\v",
+  "\f",
+  "\r",
+  " ",
+  "\u0085",
+  "\u00a0",
+  "\u1680",
+  ..."\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a",
+  "\u2028",
+  "\u2029",
+  "\u202f",
+  "\u205f",
+  "\u3000",
+].map((c) => new TextEncoder().encode(c));
+
+function startsWithAt(b: Uint8Array, at: number, seq: Uint8Array): boolean {
+  if (at < 0 || at + seq.length > b.length) return false;
+  return seq.every((x, i) => b[at + i] === x);
+}
+
+// Go's strings.TrimSpace on raw bytes (invalid UTF-8 is kept, as Go keeps it).
+function goTrimSpace(b: Uint8Array): Uint8Array {
+  let start = 0;
+  let end = b.length;
+  for (;;) {
+    const seq = SPACES.find((s) => start < end && startsWithAt(b, start, s));
+    if (!seq) break;
+    start += seq.length;
+  }
+  for (;;) {
+    const seq = SPACES.find((s) =>
+      end - s.length >= start && startsWithAt(b, end - s.length, s)
+    );
+    if (!seq) break;
+    end -= seq.length;
+  }
+  return b.subarray(start, end);
 }
 
 /**
@@ -86,9 +154,9 @@ export function holderAllowed(tenant: string, holder: string): boolean {
   return holder === tenant || holder.startsWith(`${tenant}/`);
 }
 
-async function sha256Hex(text: string): Promise<string> {
-  const data = new TextEncoder().encode(text);
-  return encodeHex(new Uint8Array(await crypto.subtle.digest("SHA-256", data)));
+async function sha256Hex(data: Uint8Array): Promise<string> {
+  const copy = new Uint8Array(data); // digest wants its own ArrayBuffer
+  return encodeHex(new Uint8Array(await crypto.subtle.digest("SHA-256", copy)));
 }
 
 // Compares every character so timing does not reveal how much matched.

@@ -9,9 +9,11 @@
  *   holder checks as "release: only non-empty"): a holder longer than 253
  *   bytes can still be released, as the reference server's lease manager
  *   limits the length on Acquire and Renew only.
- * - A released record (tombstone) keeps its token and clears the holder and
- *   both times, so a lost Renew on it answers `acquired:false` with the token
- *   and zero times; a lost Renew on no record answers only the zero times.
+ * - A released or cleaned-up record (tombstone) keeps its token and its
+ *   `acquiredAt`, clears the holder, and expires at the release or clean-up
+ *   time, so a lost Renew on it answers `acquired:false` with the token and
+ *   those two times (the real server's answer); a lost Renew on no record
+ *   answers only the zero times.
  *
  * @module
  */
@@ -140,10 +142,20 @@ export async function serveLeaseRpc(
   }
 }
 
-// The body as text, or null when it exceeds the limit (read no further).
+/**
+ * How much of an over-long body is read and thrown away so the connection
+ * can serve the next request, as Go's server does after a handler
+ * (`maxPostHandlerReadBytes`); a longer one is left unread and the
+ * connection closes.
+ */
+const MAX_DISCARD_BYTES = 256 << 10;
+
+// The body as text, or null when it exceeds the limit. An over-long body of
+// up to MAX_DISCARD_BYTES is read to its end (and dropped), so that the
+// connection stays open after the 413 as it does with the real server.
 async function readBody(req: Request): Promise<string | null> {
   const declared = Number(req.headers.get("content-length") ?? "0");
-  if (declared > MAX_BODY_BYTES) return null;
+  if (declared > MAX_DISCARD_BYTES) return null;
   if (req.body === null) return "";
   const chunks: Uint8Array[] = [];
   let size = 0;
@@ -153,12 +165,13 @@ async function readBody(req: Request): Promise<string | null> {
       const { done, value } = await reader.read();
       if (done) break;
       size += value.length;
-      if (size > MAX_BODY_BYTES) return null;
-      chunks.push(value);
+      if (size > MAX_DISCARD_BYTES) return null;
+      if (size <= MAX_BODY_BYTES) chunks.push(value);
     }
   } finally {
     reader.releaseLock();
   }
+  if (size > MAX_BODY_BYTES) return null;
   const all = new Uint8Array(size);
   let off = 0;
   for (const c of chunks) {

@@ -7,6 +7,7 @@
  *
  * @module
  */
+import { goQuote } from "../encoding/go_quote.ts";
 import { MAX_FENCING_TOKEN } from "./store.ts";
 
 /** The three lease RPCs, as they appear in the path. */
@@ -247,6 +248,13 @@ function goQuoteRune(r: number): string {
 /** Field names and Go types of one RPC's request. */
 type FieldSpec = Record<string, "string" | "int32">;
 
+/** The Go request type of each RPC, as the decoder names it in its errors. */
+const GO_TYPE: Record<Rpc, string> = {
+  acquire: "AcquireRequest",
+  renew: "RenewRequest",
+  release: "ReleaseRequest",
+};
+
 const FIELDS: Record<Rpc, FieldSpec> = {
   acquire: { holder: "string", ttlSeconds: "int32" },
   renew: { holder: "string", fencingToken: "int32", ttlSeconds: "int32" },
@@ -288,7 +296,7 @@ export function decodeRequest(rpc: Rpc, text: string): Decoded {
     throw e;
   }
   const request: LeaseRequest = { holder: "", fencingToken: 0, ttlSeconds: 0 };
-  const error = assignFields(FIELDS[rpc], value, request);
+  const error = assignFields(GO_TYPE[rpc], FIELDS[rpc], value, request);
   if (error) return { ok: false, message: `invalid json body: json: ${error}` };
   reader.skipSpace();
   if (!reader.atEnd()) {
@@ -297,14 +305,18 @@ export function decodeRequest(rpc: Rpc, text: string): Decoded {
   return { ok: true, request };
 }
 
+// Go's decoder errors name the struct: `Go value of type api.AcquireRequest`
+// for the body as a whole, `Go struct field AcquireRequest.ttlSeconds` for a
+// field (by its JSON name, whatever the case of the key).
 function assignFields(
+  goType: string,
   spec: FieldSpec,
   value: JsonValue,
   out: LeaseRequest,
 ): string | undefined {
   if (value.type === "null") return undefined;
   if (value.type !== "object") {
-    return `cannot unmarshal ${value.type} into a request object`;
+    return `cannot unmarshal ${value.type} into Go value of type api.${goType}`;
   }
   let first: string | undefined;
   const names = Object.keys(spec);
@@ -313,11 +325,12 @@ function assignFields(
       names.find((n) => n.toLowerCase() === key.toLowerCase());
     let err: string | undefined;
     if (field === undefined) {
-      err = `unknown field ${JSON.stringify(key)}`;
+      err = `unknown field ${goQuote(key)}`;
     } else if (v.type !== "null") {
+      const where = `Go struct field ${goType}.${field}`;
       err = spec[field] === "string"
-        ? assignString(field, v, out)
-        : assignInt32(field as "fencingToken" | "ttlSeconds", v, out);
+        ? assignString(where, v, out)
+        : assignInt32(where, field as "fencingToken" | "ttlSeconds", v, out);
     }
     first ??= err;
   }
@@ -325,28 +338,29 @@ function assignFields(
 }
 
 function assignString(
-  field: string,
+  where: string,
   v: JsonValue,
   out: LeaseRequest,
 ): string | undefined {
   if (v.type !== "string") {
-    return `cannot unmarshal ${v.type} into field ${field} of type string`;
+    return `cannot unmarshal ${v.type} into ${where} of type string`;
   }
   out.holder = v.value;
   return undefined;
 }
 
 function assignInt32(
+  where: string,
   field: "fencingToken" | "ttlSeconds",
   v: JsonValue,
   out: LeaseRequest,
 ): string | undefined {
   if (v.type !== "number") {
-    return `cannot unmarshal ${v.type} into field ${field} of type int32`;
+    return `cannot unmarshal ${v.type} into ${where} of type int32`;
   }
   const n = /^-?\d+$/.test(v.raw) ? Number(v.raw) : NaN;
   if (!Number.isInteger(n) || n < MIN_INT32 || n > MAX_FENCING_TOKEN) {
-    return `cannot unmarshal number ${v.raw} into field ${field} of type int32`;
+    return `cannot unmarshal number ${v.raw} into ${where} of type int32`;
   }
   out[field] = n === 0 ? 0 : n; // no -0
   return undefined;

@@ -9,8 +9,10 @@
  *
  * This module is the listener and the request path: a request id, then
  * routing (`routing.ts`), then any injected fault (`faults.ts`), then the
- * lease RPC (`lease_rpc.ts`: API keys, body decoding, the store). The
- * `dev-server` subcommand around it is `lib/cmd/dev_server.ts`.
+ * lease RPC (`lease_rpc.ts`: API keys, body decoding, the store); beside it
+ * the real server's clean-up sweep runs on a timer that stops with the
+ * server. The `dev-server` subcommand around it is `lib/cmd/dev_server.ts`;
+ * `docs/dev-server.md` lists where it still differs from the real server.
  *
  * @module
  */
@@ -45,8 +47,19 @@ export interface DevServerOptions {
    * absent: no authentication.
    */
   apiKeys?: string[];
-  /** Wall clock in Unix milliseconds; injectable so tests control expiry. Default `Date.now`. */
+  /**
+   * Wall clock in Unix milliseconds, fractions allowed (they carry the
+   * sub-millisecond digits of the answered times); injectable so tests
+   * control expiry and clean-up. Default: the system clock in steps of
+   * 1/1024 ms ({@linkcode systemClockMs}).
+   */
   now?: () => number;
+  /**
+   * How often the clean-up sweep runs, in milliseconds; default 30000, as the
+   * real server. The sweep turns records expired for more than 5 minutes into
+   * tombstones. The timer stops with the server.
+   */
+  sweepIntervalMs?: number;
   /** Where request and lease events are logged; default: nowhere. */
   logger?: Logger;
 }
@@ -65,6 +78,12 @@ export interface DevServer extends AsyncDisposable {
   setReady(ready: boolean): void;
   /** How many requests each lease RPC has received, faulted ones included. */
   rpcCount(rpc: Rpc): number;
+  /**
+   * Runs the clean-up sweep now, at the server's clock, as the timer does.
+   *
+   * @returns How many records it turned into tombstones.
+   */
+  sweep(): number;
   /** Stops listening and finishes in-flight requests (hanging ones answer 500). */
   close(): Promise<void>;
 }
@@ -113,9 +132,10 @@ export async function startDevServer(
     };
   }
 
+  const now = options.now ?? systemClockMs;
   const ctx: HandlerContext = {
     keys,
-    now: options.now ?? Date.now,
+    now,
     log: options.logger ?? discardLogger,
     store,
     faults,
@@ -137,6 +157,15 @@ export async function startDevServer(
     throw new ListenError(address, e);
   }
 
+  const log = options.logger ?? discardLogger;
+  const sweep = () => {
+    const cleaned = store.sweep(now());
+    if (cleaned > 0) log.info("expired leases cleaned up", { count: cleaned });
+    return cleaned;
+  };
+  const timer = setInterval(sweep, options.sweepIntervalMs ?? 30_000);
+  closing.signal.addEventListener("abort", () => clearInterval(timer));
+
   let closed: Promise<void> | undefined;
   const close = () => {
     closed ??= (async () => {
@@ -154,10 +183,41 @@ export async function startDevServer(
       ready = r;
     },
     rpcCount: (rpc) => counts[rpc],
+    sweep,
     close,
     [Symbol.asyncDispose]: close,
   };
 }
+
+/**
+ * The default clock: Unix milliseconds with a sub-millisecond fraction, so
+ * answered times carry nine fractional digits as the real server's SQLite
+ * store answers them (`Date.now()` alone gives whole milliseconds). The
+ * fraction is a multiple of 1/1024 ms (about a microsecond), which a double
+ * holds exactly at this magnitude, so `expiresAt` minus the TTL is exactly
+ * the renewal time in every answer. It runs on the monotonic clock from an
+ * offset taken from the wall clock, taken again when the two part by more
+ * than a second (the wall clock was set).
+ *
+ * @returns Unix milliseconds, e.g. `1778112000123.4560546875`.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * const t = systemClockMs();
+ * assert.ok(Math.abs(t - Date.now()) < 1000);
+ * assert.equal((t * 1024) % 1, 0);
+ * ```
+ */
+export function systemClockMs(): number {
+  const wall = Date.now();
+  if (Math.abs(clockOffset + performance.now() - wall) > 1000) {
+    clockOffset = wall - performance.now();
+  }
+  return Math.round((clockOffset + performance.now()) * 1024) / 1024;
+}
+
+let clockOffset = -Infinity;
 
 async function readPem(path: string, what: string): Promise<string> {
   try {
@@ -216,12 +276,13 @@ async function serve(
 }
 
 // ---------------------------------------------------------------------------
-// Request ids: an inbound X-Request-Id, else the traceparent's trace id,
-// else 32 random hex digits.
+// Request ids, as the real server derives them: an inbound X-Request-Id of
+// [A-Za-z0-9_-]{1,64}, else the trace id of a traceparent, else 32 random
+// hex digits. Two X-Request-Id headers reach here joined with ", ", which
+// is never a valid id, so the next rule decides (the real server reads the
+// first header).
 
 const REQUEST_ID = /^[A-Za-z0-9_-]{1,64}$/;
-const TRACEPARENT =
-  /^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})(-.*)?$/;
 
 function requestIdOf(headers: Headers): string {
   const inbound = headers.get("x-request-id");
@@ -229,15 +290,15 @@ function requestIdOf(headers: Headers): string {
   return traceIdOf(headers.get("traceparent")) ?? randomHex(16);
 }
 
-// W3C Trace Context: version ff is invalid, version 00 has exactly four
-// fields, and all-zero trace or parent ids are invalid.
+/**
+ * The trace id of a `traceparent` header by the real server's rule, which
+ * is looser than W3C Trace Context: any two characters, `-`, 32 lower-case
+ * hex digits, `-`, and anything after. The version (`ff` included), the
+ * parent id, the flags and all-zero ids are not looked at.
+ */
 function traceIdOf(header: string | null): string | undefined {
-  const m = header === null ? null : TRACEPARENT.exec(header.trim());
-  if (!m) return undefined;
-  const [, version, traceId, parentId, , rest] = m;
-  if (version === "ff" || (version === "00" && rest !== undefined)) {
-    return undefined;
-  }
-  if (/^0+$/.test(traceId) || /^0+$/.test(parentId)) return undefined;
-  return traceId;
+  if (header === null || header.length < 36) return undefined;
+  const traceId = header.slice(3, 35);
+  if (header[2] !== "-" || header[35] !== "-") return undefined;
+  return /^[0-9a-f]{32}$/.test(traceId) ? traceId : undefined;
 }

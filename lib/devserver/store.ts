@@ -1,8 +1,9 @@
 /**
  * The development server's in-memory lease store: the Berth semantics
  * (tokens that strictly increase per key through releases, tombstones, lazy
- * expiry, acquired:false) without any HTTP, so they can be read and tested on
- * their own. See `server.ts` for the server around it.
+ * expiry, acquired:false, the clean-up sweep) without any HTTP, so they can be
+ * read and tested on their own. See `server.ts` for the server around it,
+ * which runs {@linkcode LeaseStore.sweep} on a timer.
  *
  * @module
  */
@@ -10,21 +11,28 @@
 /** The largest fencing token; the server refuses to wrap past it (500). */
 export const MAX_FENCING_TOKEN = 2147483647;
 
+/** How long a record stays expired before the sweep turns it into a tombstone: 5 minutes. */
+export const CLEANUP_AFTER_MS = 5 * 60 * 1000;
+
 /**
  * One lease record as the store keeps it. It is exported so tests can seed
  * states that are slow to reach through the API (a token at the ceiling).
- * Times are wall-clock milliseconds since the Unix epoch, `null` when unset.
+ * Times are wall-clock milliseconds since the Unix epoch (fractions carry
+ * the sub-millisecond digits), `null` when unset.
  */
 export interface StoredLease {
-  /** Current holder; "" once released (a tombstone). */
+  /** Current holder; "" once released or cleaned up (a tombstone). */
   holder: string;
   /** Fencing token; kept by a tombstone so tokens never go back. */
   fencingToken: number;
   /** TTL of the current grant in whole seconds; 0 for a tombstone. */
   ttlSeconds: number;
-  /** When the current holder first got this token; `null` for a tombstone. */
+  /** When the last holder first got this token; a tombstone keeps it. */
   acquiredAt: number | null;
-  /** Last acquire or renew by the current holder; `null` for a tombstone. */
+  /**
+   * Last acquire or renew by the holder; for a tombstone the release or
+   * clean-up time (with a TTL of 0 it is also the answered `expiresAt`).
+   */
   renewedAt: number | null;
 }
 
@@ -59,9 +67,21 @@ export class StoreFailure extends Error {
 
 /**
  * The lease semantics of the contract (records per key, lazy expiry,
- * tombstones, fencing tokens), separate from HTTP so that they read as the
- * contract reads. Expiry is evaluated on each call against the `now` passed
- * in: nothing runs in the background.
+ * tombstones, fencing tokens, the clean-up sweep), separate from HTTP so that
+ * they read as the contract reads. Expiry is evaluated on each call against
+ * the `now` passed in; nothing runs in the background here (the server calls
+ * {@linkcode LeaseStore.sweep}).
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * const store = new LeaseStore();
+ * store.acquire("dev", "web", "a", 10, 0);
+ * // Expired at 10 s, cleaned up once expired for more than 5 minutes.
+ * assert.equal(store.sweep(10_000 + CLEANUP_AFTER_MS), 0);
+ * assert.equal(store.sweep(10_001 + CLEANUP_AFTER_MS), 1);
+ * assert.equal(store.get("dev", "web")?.holder, "");
+ * ```
  */
 export class LeaseStore {
   #records = new Map<string, StoredLease>();
@@ -136,9 +156,11 @@ export class LeaseStore {
   }
 
   /**
-   * The contract's Release: `conflict` only when a live record has another
-   * holder or token; everything else (released now, already released,
-   * absent, expired under someone else) is `released`.
+   * The contract's Release. It does not look at expiry: `conflict` when the
+   * record has a holder and that holder or its token differ (expired or
+   * not); `released` when the holder and token match (the record becomes a
+   * tombstone: holder cleared, token and `acquiredAt` kept, `expiresAt` the
+   * release time), when it is already a tombstone, or when there is none.
    */
   release(
     namespace: string,
@@ -149,15 +171,40 @@ export class LeaseStore {
   ): "released" | "conflict" {
     const rec = this.#records.get(storeKey(namespace, name));
     if (!rec || rec.holder === "") return "released";
-    if (rec.holder === holder && rec.fencingToken === fencingToken) {
-      rec.holder = "";
-      rec.ttlSeconds = 0;
-      rec.acquiredAt = null;
-      rec.renewedAt = null;
-      return "released";
+    if (rec.holder !== holder || rec.fencingToken !== fencingToken) {
+      return "conflict";
     }
-    return isLive(rec, now) ? "conflict" : "released";
+    entomb(rec, now);
+    return "released";
   }
+
+  /**
+   * The real server's clean-up: every record expired for more than
+   * {@linkcode CLEANUP_AFTER_MS} becomes a tombstone as a release would make
+   * it, with the sweep time as its `expiresAt`. Afterwards a Release by
+   * anyone answers 204 and a Renew answer names no holder.
+   *
+   * @param now The sweep time, Unix milliseconds.
+   * @returns How many records were cleaned up.
+   */
+  sweep(now: number): number {
+    let cleaned = 0;
+    for (const rec of this.#records.values()) {
+      if (rec.holder === "" || rec.renewedAt === null) continue;
+      if (now > rec.renewedAt + rec.ttlSeconds * 1000 + CLEANUP_AFTER_MS) {
+        entomb(rec, now);
+        cleaned++;
+      }
+    }
+    return cleaned;
+  }
+}
+
+// A tombstone: no holder, the token and first acquire kept, expiring now.
+function entomb(rec: StoredLease, now: number): void {
+  rec.holder = "";
+  rec.ttlSeconds = 0;
+  rec.renewedAt = now;
 }
 
 const EMPTY_GRANT: LeaseGrant = {

@@ -16,19 +16,26 @@ const ZERO_TIME = "0001-01-01T00:00:00Z";
 const PLAIN = "text/plain; charset=utf-8";
 
 /**
- * Go's `time.RFC3339Nano` in UTC, truncated to milliseconds: fractional
- * digits only as many as needed.
+ * Go's `time.RFC3339Nano` in UTC, as the real server answers with its SQLite
+ * store: up to nine fractional digits, trailing zeros dropped.
  *
- * @param ms Unix milliseconds, or `null` for the zero time.
- * @returns E.g. `2026-05-07T00:00:01.5Z`, or `0001-01-01T00:00:00Z` for `null`.
+ * @param ms Unix milliseconds (a fraction carries the sub-millisecond
+ *   digits, rounded to the nanosecond), or `null` for the zero time.
+ * @returns E.g. `2026-05-07T00:00:01.5Z`, `2026-05-07T00:00:01.000123Z`, or
+ *   `0001-01-01T00:00:00Z` for `null`.
  */
-function formatTime(ms: number | null): string {
+export function formatTime(ms: number | null): string {
   if (ms === null) return ZERO_TIME;
-  const iso = new Date(Math.floor(ms)).toISOString();
-  return iso.replace(
-    /\.(\d*?)0*Z$/,
-    (_, digits: string) => digits === "" ? "Z" : `.${digits}Z`,
-  );
+  let whole = Math.floor(ms);
+  let subNanos = Math.round((ms - whole) * 1e6);
+  if (subNanos >= 1e6) {
+    whole += 1;
+    subNanos -= 1e6;
+  }
+  const nanos = (whole % 1000) * 1e6 + subNanos;
+  const seconds = new Date(whole - (whole % 1000)).toISOString().slice(0, 19);
+  const digits = String(nanos).padStart(9, "0").replace(/0+$/, "");
+  return `${seconds}${digits === "" ? "" : `.${digits}`}Z`;
 }
 
 /**
@@ -61,12 +68,16 @@ export function grantBody(g: LeaseGrant): string {
 }
 
 /**
- * A `net/http` plain-text answer (`http.Error` headers) with the request id.
+ * A `net/http` plain-text answer with the request id: `http.Error`'s
+ * headers (`X-Content-Type-Options: nosniff`), or with `nosniff: false` those
+ * of a handler that sets only the content type (the real server's
+ * `/healthz` and `/readyz`).
  *
  * @param status The HTTP status.
  * @param body The body, newline included.
  * @param id The request id, echoed as `X-Request-Id`.
  * @param extra More headers, e.g. `Allow`.
+ * @param nosniff Whether to send `X-Content-Type-Options: nosniff` (default true).
  * @returns The response.
  */
 export function plainResponse(
@@ -74,10 +85,11 @@ export function plainResponse(
   body: string,
   id: string,
   extra?: HeadersInit,
+  nosniff = true,
 ): Response {
   const headers = new Headers(extra);
   headers.set("content-type", PLAIN);
-  headers.set("x-content-type-options", "nosniff");
+  if (nosniff) headers.set("x-content-type-options", "nosniff");
   headers.set("x-request-id", id);
   return new Response(body, { status, headers });
 }

@@ -519,7 +519,7 @@ Deno.test("an invalid lease name is refused at start-up with the server's rule, 
   assert.equal(r.code, 1);
   assert.match(
     r.stderr,
-    /invalid configuration: invalid name "Web_1": must be an RFC 1123 subdomain .*set BERTH_LEASE_NAME or --lease-name/,
+    /invalid configuration: invalid name "Web_1": must be an RFC 1123 DNS subdomain .*set BERTH_LEASE_NAME or --lease-name/,
   );
 });
 

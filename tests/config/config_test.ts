@@ -626,18 +626,19 @@ const ORDERED: Case[] = [
     name: "12 namespace",
     env: { POD_NAMESPACE: "Prod" },
     want:
-      /^invalid namespace "Prod": must be an RFC 1123 label .*; set BERTH_LEASE_NAMESPACE or --lease-namespace/,
+      /^invalid namespace "Prod": must be an RFC 1123 DNS label \(lowercase alphanumerics and '-', at most 63 characters\): a lowercase RFC 1123 label .*; set BERTH_LEASE_NAMESPACE or --lease-namespace/,
   },
   {
     name: "12 name",
     env: { BERTH_LEASE_NAME: "check_out" },
     want:
-      /^invalid name "check_out": must be an RFC 1123 subdomain .*; set BERTH_LEASE_NAME or --lease-name/,
+      /^invalid name "check_out": must be an RFC 1123 DNS subdomain \(lowercase alphanumerics, '-' and '.', at most 253 characters\): a lowercase RFC 1123 subdomain .*; set BERTH_LEASE_NAME or --lease-name/,
   },
   {
     name: "12 key",
     env: { BERTH_LEASE_NAME: "a".repeat(200), POD_NAMESPACE: "n".repeat(60) },
-    want: /^invalid key "n{60}\/a{200}": .* at most 253 characters/,
+    want:
+      /^invalid key n{60}\/a{200}: namespace and name joined with '.' must be at most 253 characters, got 261; shorten/,
   },
   {
     name: "12 empty startup-gate holder",

@@ -295,13 +295,15 @@ Deno.test("release: tombstones keep the token, so tokens increase through releas
     });
     assert.equal(again.status, 204, "already released is 204 whoever asks");
 
-    // A renew on the tombstone: holder omitted, token kept, times unset.
+    // A renew on the tombstone, as the real server answers it: holder
+    // omitted, token kept, expiresAt the release time, acquiredAt the first
+    // acquire.
     const renew = await rpc(h.server, "renew", {
       holder: "a",
       fencingToken: 1,
       ttlSeconds: 10,
     });
-    assert.equal(renew.text, grant(false, undefined, 1, ZERO, ZERO));
+    assert.equal(renew.text, grant(false, undefined, 1, iso(T0), iso(T0)));
     // The same holder re-acquires with a new token right away.
     h.t = T0 + 1000;
     const next = await rpc(h.server, "acquire", {
@@ -315,16 +317,26 @@ Deno.test("release: tombstones keep the token, so tokens increase through releas
   });
 });
 
-Deno.test("release of an expired lease: matching releases it, anyone else gets 204 and changes nothing", async () => {
+Deno.test("release of an expired lease: matching releases it, anyone else gets 409 until the clean-up", async () => {
   await withServer({}, async (h) => {
     await rpc(h.server, "acquire", { holder: "a", ttlSeconds: 1 });
-    h.t = T0 + 1001;
+    h.t = T0 + 5000; // expired, not yet cleaned up
     const stranger = await rpc(h.server, "release", {
       holder: "b",
       fencingToken: 1,
     });
-    assert.equal(stranger.status, 204);
+    assert.equal(stranger.status, 409, "expiry is not looked at on release");
+    assert.equal(
+      stranger.text,
+      errorBody("lease held by another identity or token"),
+    );
+    const wrongToken = await rpc(h.server, "release", {
+      holder: "a",
+      fencingToken: 2,
+    });
+    assert.equal(wrongToken.status, 409);
     assert.equal(h.server.store.get("prod", "checkout")?.holder, "a");
+    h.t = T0 + 6000;
     const owner = await rpc(h.server, "release", {
       holder: "a",
       fencingToken: 1,
@@ -334,10 +346,87 @@ Deno.test("release of an expired lease: matching releases it, anyone else gets 2
       holder: "",
       fencingToken: 1,
       ttlSeconds: 0,
-      acquiredAt: null,
-      renewedAt: null,
+      acquiredAt: T0,
+      renewedAt: T0 + 6000,
     });
+    const renew = await rpc(h.server, "renew", {
+      holder: "a",
+      fencingToken: 1,
+      ttlSeconds: 1,
+    });
+    assert.equal(
+      renew.text,
+      grant(false, undefined, 1, iso(T0 + 6000), iso(T0)),
+      "expiresAt is the release time, acquiredAt the first acquire",
+    );
   });
+});
+
+Deno.test("clean-up: records expired for more than 5 minutes become tombstones at the sweep", async () => {
+  await withServer({}, async (h) => {
+    await rpc(h.server, "acquire", { holder: "a", ttlSeconds: 10 });
+    await rpc(
+      h.server,
+      "acquire",
+      { holder: "b", ttlSeconds: 10 },
+      {},
+      `${LEASE}-2`,
+    );
+    h.t = T0 + 10_000 + 300_000; // expired exactly 5 minutes: kept
+    assert.equal(h.server.sweep(), 0);
+    await rpc(
+      h.server,
+      "renew",
+      { holder: "b", fencingToken: 1, ttlSeconds: 10 },
+      {},
+      `${LEASE}-2`,
+    )
+      .then((r) => assert.match(r.text, /"acquired":false,"holder":"b"/));
+    h.t += 1;
+    assert.equal(h.server.sweep(), 2);
+    const sweptAt = h.t;
+    h.t += 40_000;
+    const renew = await rpc(h.server, "renew", {
+      holder: "a",
+      fencingToken: 1,
+      ttlSeconds: 10,
+    });
+    assert.equal(
+      renew.text,
+      grant(false, undefined, 1, iso(sweptAt), iso(T0)),
+      "no holder, expiresAt the clean-up time",
+    );
+    const stranger = await rpc(h.server, "release", {
+      holder: "x",
+      fencingToken: 7,
+    });
+    assert.equal(stranger.status, 204, "a tombstone is released by anyone");
+    const again = await rpc(h.server, "acquire", {
+      holder: "c",
+      ttlSeconds: 10,
+    });
+    assert.equal(
+      again.text,
+      grant(true, "c", 2, iso(h.t + 10_000), iso(h.t)),
+      "the token survives the clean-up",
+    );
+  });
+});
+
+Deno.test("clean-up: the sweep runs on its own timer, which stops with the server", async () => {
+  const h = { t: T0 } as Harness;
+  h.server = await startDevServer({ now: () => h.t, sweepIntervalMs: 5 });
+  try {
+    await rpc(h.server, "acquire", { holder: "a", ttlSeconds: 1 });
+    h.t = T0 + 1000 + 300_001;
+    await waitFor(
+      () => h.server.store.get("prod", "checkout")?.holder === "",
+      { timeoutMs: 10_000, what: "the timer's sweep" },
+    );
+  } finally {
+    await h.server.close();
+  }
+  // Leaving a timer running would fail this test (Deno's leak check).
 });
 
 Deno.test("release: only the non-empty holder check applies, not the length limit", async () => {
@@ -437,47 +526,98 @@ Deno.test("invalid json bodies are 400 'invalid json body: ...'", async () => {
       [
         "acquire",
         '{"holder":"a","ttlSeconds":1.5}',
-        "invalid json body: json: cannot unmarshal number 1.5 into field ttlSeconds of type int32",
+        "invalid json body: json: cannot unmarshal number 1.5 into Go struct field AcquireRequest.ttlSeconds of type int32",
       ],
       [
         "acquire",
         '{"holder":"a","ttlSeconds":1e3}',
-        "invalid json body: json: cannot unmarshal number 1e3 into field ttlSeconds of type int32",
+        "invalid json body: json: cannot unmarshal number 1e3 into Go struct field AcquireRequest.ttlSeconds of type int32",
       ],
       [
         "acquire",
         '{"holder":"a","ttlSeconds":1.0}',
-        "invalid json body: json: cannot unmarshal number 1.0 into field ttlSeconds of type int32",
+        "invalid json body: json: cannot unmarshal number 1.0 into Go struct field AcquireRequest.ttlSeconds of type int32",
       ],
       [
         "acquire",
         '{"holder":"a","ttlSeconds":2147483648}',
-        "invalid json body: json: cannot unmarshal number 2147483648 into field ttlSeconds of type int32",
+        "invalid json body: json: cannot unmarshal number 2147483648 into Go struct field AcquireRequest.ttlSeconds of type int32",
       ],
       [
         "renew",
         '{"holder":"a","fencingToken":-2147483649,"ttlSeconds":1}',
-        "invalid json body: json: cannot unmarshal number -2147483649 into field fencingToken of type int32",
+        "invalid json body: json: cannot unmarshal number -2147483649 into Go struct field RenewRequest.fencingToken of type int32",
       ],
       [
         "acquire",
         '{"holder":"a","ttlSeconds":"10"}',
-        "invalid json body: json: cannot unmarshal string into field ttlSeconds of type int32",
+        "invalid json body: json: cannot unmarshal string into Go struct field AcquireRequest.ttlSeconds of type int32",
       ],
       [
         "acquire",
         '{"holder":5,"ttlSeconds":10}',
-        "invalid json body: json: cannot unmarshal number into field holder of type string",
+        "invalid json body: json: cannot unmarshal number into Go struct field AcquireRequest.holder of type string",
       ],
       [
         "acquire",
         '{"holder":true,"ttlSeconds":10}',
-        "invalid json body: json: cannot unmarshal bool into field holder of type string",
+        "invalid json body: json: cannot unmarshal bool into Go struct field AcquireRequest.holder of type string",
       ],
       [
         "acquire",
         "[1]",
-        "invalid json body: json: cannot unmarshal array into a request object",
+        "invalid json body: json: cannot unmarshal array into Go value of type api.AcquireRequest",
+      ],
+      // Go's decoder's own words for the other shapes and fields.
+      [
+        "renew",
+        "[]",
+        "invalid json body: json: cannot unmarshal array into Go value of type api.RenewRequest",
+      ],
+      [
+        "release",
+        '"x"',
+        "invalid json body: json: cannot unmarshal string into Go value of type api.ReleaseRequest",
+      ],
+      [
+        "acquire",
+        "1",
+        "invalid json body: json: cannot unmarshal number into Go value of type api.AcquireRequest",
+      ],
+      [
+        "renew",
+        '{"holder":"a","fencingToken":"1","ttlSeconds":1}',
+        "invalid json body: json: cannot unmarshal string into Go struct field RenewRequest.fencingToken of type int32",
+      ],
+      [
+        "release",
+        '{"holder":"a","fencingToken":2147483648}',
+        "invalid json body: json: cannot unmarshal number 2147483648 into Go struct field ReleaseRequest.fencingToken of type int32",
+      ],
+      [
+        "release",
+        '{"holder":"a","fencingToken":true}',
+        "invalid json body: json: cannot unmarshal bool into Go struct field ReleaseRequest.fencingToken of type int32",
+      ],
+      [
+        "acquire",
+        '{"HOLDER":{}}',
+        "invalid json body: json: cannot unmarshal object into Go struct field AcquireRequest.holder of type string",
+      ],
+      [
+        "acquire",
+        '{"holder":"a","ttlSeconds":[1]}',
+        "invalid json body: json: cannot unmarshal array into Go struct field AcquireRequest.ttlSeconds of type int32",
+      ],
+      [
+        "acquire",
+        '{"holder":"a","ttlSeconds":-1.5e2}',
+        "invalid json body: json: cannot unmarshal number -1.5e2 into Go struct field AcquireRequest.ttlSeconds of type int32",
+      ],
+      [
+        "acquire",
+        '{"h\\u00e9\\u0001":1}',
+        'invalid json body: json: unknown field "hé\\x01"',
       ],
       // The first error in document order wins.
       [
@@ -489,7 +629,7 @@ Deno.test("invalid json bodies are 400 'invalid json body: ...'", async () => {
       [
         "acquire",
         '{"ttlSeconds":"x"} {}',
-        "invalid json body: json: cannot unmarshal string into field ttlSeconds of type int32",
+        "invalid json body: json: cannot unmarshal string into Go struct field AcquireRequest.ttlSeconds of type int32",
       ],
     ];
     for (const [op, body, message] of cases) {
@@ -861,13 +1001,27 @@ Deno.test("X-Request-Id: inbound honoured, else traceparent trace id, else 32 ra
       trace,
     );
     assert.equal(await id({ traceparent: tp }), trace);
+    // The real server's rule: two characters, "-", 32 lower-case hex, "-";
+    // the version, the parent id, the flags and zero ids are not checked.
+    for (
+      const good of [
+        `ff-${trace}-00f067aa0ba902b7-01`,
+        `zz-${trace}-`,
+        `00-${trace}-${"0".repeat(16)}-01`,
+        `00-${trace}-00f067aa0ba902b7-01-extra`,
+      ]
+    ) {
+      assert.equal(await id({ traceparent: good }), trace, good);
+    }
+    const zeros = "0".repeat(32);
+    assert.equal(await id({ traceparent: `00-${zeros}-0-0` }), zeros);
     for (
       const bad of [
-        `00-${"0".repeat(32)}-00f067aa0ba902b7-01`,
-        `00-${trace}-${"0".repeat(16)}-01`,
-        `ff-${trace}-00f067aa0ba902b7-01`,
         `00-${trace.toUpperCase()}-00f067aa0ba902b7-01`,
-        `00-${trace}-00f067aa0ba902b7-01-extra`,
+        `00-${trace}`,
+        `0-${trace}-00f067aa0ba902b7-01`,
+        `00_${trace}-00f067aa0ba902b7-01`,
+        `00-${trace}_00f067aa0ba902b7-01`,
       ]
     ) {
       const got = await id({ traceparent: bad });
@@ -900,7 +1054,7 @@ Deno.test("X-Request-Id: inbound honoured, else traceparent trace id, else 32 ra
   });
 });
 
-Deno.test("routing: 404 page not found, 405 with Allow, 301 for empty segments", async () => {
+Deno.test("routing: 404 page not found, 405 with Allow, 307 for empty and dot segments", async () => {
   await withServer({}, async (h) => {
     for (
       const path of [
@@ -937,7 +1091,7 @@ Deno.test("routing: 404 page not found, 405 with Allow, 301 for empty segments",
         body: '{"holder":"a","ttlSeconds":1}',
       },
     );
-    assert.equal(redirect.status, 301);
+    assert.equal(redirect.status, 307);
     assert.equal(
       redirect.headers.get("location"),
       "/v1alpha1/namespaces/prod/leases/x/acquire?a=1",
@@ -948,19 +1102,46 @@ Deno.test("routing: 404 page not found, 405 with Allow, 301 for empty segments",
       undefined,
       "a redirect acquires nothing",
     );
-    const getRedirect = await send(h.server, "//healthz");
-    assert.equal(getRedirect.status, 301);
-    assert.equal(getRedirect.headers.get("location"), "/healthz");
+    assert.equal(redirect.headers.get("content-type"), null);
+    const getRedirect = await send(h.server, "//healthz?");
+    assert.equal(getRedirect.status, 307);
+    assert.equal(
+      getRedirect.headers.get("location"),
+      "/healthz",
+      "an empty query is dropped",
+    );
+    assert.equal(
+      getRedirect.text,
+      '<a href="/healthz">Temporary Redirect</a>.\n\n',
+    );
+    assert.equal(
+      getRedirect.headers.get("content-type"),
+      "text/html; charset=utf-8",
+    );
 
     // Dot segments are cleaned the same way (fetch would remove them itself).
     const dots = await rawRequest(
       h.server,
       `POST /v1alpha1/namespaces/prod/./leases/x/../y/acquire HTTP/1.1\r\nHost: t\r\nContent-Length: 0\r\nConnection: close\r\n\r\n`,
     );
-    assert.match(dots, /^HTTP\/1\.1 301 /);
+    assert.match(dots, /^HTTP\/1\.1 307 /);
     assert.match(
       dots,
       /\r\nlocation: \/v1alpha1\/namespaces\/prod\/leases\/y\/acquire\r\n/i,
+    );
+    // Go's ServeMux escapes the cleaned path again: "%" becomes "%25", and
+    // characters outside its path set are escaped; the query is kept as sent.
+    const escapes = await rawRequest(
+      h.server,
+      `GET /x/../a%2Fb/(c)?q=%2F&r=' HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n`,
+    );
+    assert.match(escapes, /^HTTP\/1\.1 307 /);
+    assert.match(escapes, /\r\nlocation: \/a%252Fb\/%28c%29\?q=%2F&r='\r\n/i);
+    assert.ok(
+      escapes.endsWith(
+        `<a href="/a%252Fb/%28c%29?q=%2F&amp;r=&#39;">Temporary Redirect</a>.\n\n`,
+      ),
+      escapes,
     );
     const badEscape = await rawRequest(
       h.server,
