@@ -9,6 +9,9 @@
 import assert from "node:assert/strict";
 import { type DevServer, startDevServer } from "../../lib/devserver/server.ts";
 import { HelperProcess, tempDir, waitFor } from "../support/lease_env.ts";
+import { runCli } from "../support/cli.ts";
+import { parseApiKeys } from "../../lib/devserver/api_keys.ts";
+import { parseGateArgs } from "../../lib/gate/gate_args.ts";
 
 /** A failure bound for conditions that take a few heartbeats. */
 const BOUND_MS = 30_000;
@@ -171,7 +174,6 @@ Deno.test("run: one SIGTERM is said once, the command's exit once; every line, t
 });
 
 Deno.test("the API key is called the API key, never a token, in what a user reads", async () => {
-  const { runCli } = await import("../support/cli.ts");
   const help = await runCli(["dev-server", "--help"], {
     signal: AbortSignal.timeout(BOUND_MS),
   });
@@ -179,7 +181,6 @@ Deno.test("the API key is called the API key, never a token, in what a user read
   assert.match(help.stdout, /Bearer <API key>/);
   // The fencing token keeps its name.
   assert.doesNotMatch(help.stdout, /(?<!fencing )token/i);
-  const { parseApiKeys } = await import("../../lib/devserver/api_keys.ts");
   assert.throws(
     () => parseApiKeys(["nocolon"], "--api-key"),
     (e: Error) => !/token/i.test(e.message) && /API key/.test(e.message),
@@ -200,7 +201,6 @@ Deno.test("the API key is called the API key, never a token, in what a user read
 });
 
 Deno.test("--log-level and BERTH_LOG_LEVEL: gate and dev-server take it too; a wrong value is a clear error", async () => {
-  const { runCli } = await import("../support/cli.ts");
   const signal = () => AbortSignal.timeout(BOUND_MS);
   const gate = await runCli(["gate", "--log-level=loud", "--", "true"], {
     signal: signal(),
@@ -216,7 +216,6 @@ Deno.test("--log-level and BERTH_LOG_LEVEL: gate and dev-server take it too; a w
   });
   assert.equal(server.code, 1);
   assert.match(server.stderr, /BERTH_LOG_LEVEL="verbose": want "debug"/);
-  const { parseGateArgs } = await import("../../lib/cmd/gate_args.ts");
   assert.equal(
     parseGateArgs(["--", "true"], { BERTH_LOG_LEVEL: "debug" }).logLevel,
     "DEBUG",
