@@ -27,6 +27,7 @@ import {
   unknownVariables,
 } from "../config/settings.ts";
 import type { LeaseClient } from "../lease/rpc.ts";
+import { GO_MESSAGES } from "../obs/go_messages.ts";
 import { createLogger, type LogFormat, type Logger } from "../obs/log.ts";
 
 /** A started subcommand: its configuration, its own flags and a logger carrying the lease fields. */
@@ -65,6 +66,13 @@ export interface CommandSpec {
   helpDefaults?: Partial<Record<ConfigFlagName, string>>;
   /** Appended to every configuration error, e.g. how the command line is shaped. */
   problemHint?: string;
+  /**
+   * Report a configuration error as the Go helper does, a log line
+   * `level=ERROR msg="berth-acquire failed" error=...` (for `acquire` and
+   * `renew`, whose failures operators alert on by that text), rather than
+   * a plain line naming the subcommand.
+   */
+  goFailureLine?: boolean;
 }
 
 /**
@@ -130,8 +138,11 @@ export function start(
     const message = `invalid configuration: ${problem}${
       spec.problemHint === undefined ? "" : `; ${spec.problemHint}`
     }`;
-    if (format === "json") base.error(message, { subcommand: spec.name });
-    else {
+    if (spec.goFailureLine) {
+      base.error(GO_MESSAGES.failed, { error: message, subcommand: spec.name });
+    } else if (format === "json") {
+      base.error(message, { subcommand: spec.name });
+    } else {
       const line = `berth-acquire ${spec.name}: ${message}\n`;
       if (writeError) writeError(line);
       else console.error(line.slice(0, -1));
@@ -248,12 +259,14 @@ export async function clientFor(
 }
 
 /**
- * Turns a start-up failure (bad CA bundle, missing key file, ...) into one
- * log line and an exit code.
+ * Turns a failure that ends `acquire` or `renew` (bad CA bundle, missing key
+ * file, ...) into the Go helper's one line,
+ * `level=ERROR msg="berth-acquire failed" error="<what>: <why>"`, and an
+ * exit code.
  *
  * @param logger Where the line goes.
- * @param what The line's message, e.g. `cannot start`.
- * @param e The failure; its message becomes the `error` field.
+ * @param what What failed, the start of the `error` field, e.g. `cannot start`.
+ * @param e The failure; its message ends the `error` field.
  * @returns {@linkcode EXIT_FAILURE}.
  */
 export function startupFailure(
@@ -261,6 +274,8 @@ export function startupFailure(
   what: string,
   e: unknown,
 ): number {
-  logger.error(what, { error: e instanceof Error ? e.message : String(e) });
+  logger.error(GO_MESSAGES.failed, {
+    error: `${what}: ${e instanceof Error ? e.message : String(e)}`,
+  });
   return EXIT_FAILURE;
 }

@@ -21,6 +21,7 @@ import {
   type LeaseClient,
 } from "../lease/rpc.ts";
 import type { Logger } from "../obs/log.ts";
+import { GO_MESSAGES } from "../obs/go_messages.ts";
 import { RejectionLog } from "./rejection_log.ts";
 
 /** Options for {@linkcode acquireLease}. */
@@ -139,9 +140,10 @@ export async function acquireLease(
         possible.clear();
         rejections.reset();
         backoff = Math.min(500, heartbeatMs);
-        logger.info("lease held by another holder; waiting", {
+        logger.info(GO_MESSAGES.heldByAnother, {
           current_holder: verdict.holder,
           current_fencing_token: verdict.token,
+          retry_in_ms: Math.round(wait),
         });
         break;
       case "failed":
@@ -150,15 +152,17 @@ export async function acquireLease(
         }
         wait = backoff * (0.5 + random() / 2);
         backoff = Math.min(backoff * 2, heartbeatMs);
+        // Go's line on every attempt; a rejection that does not heal by
+        // waiting also gets its ERROR line, at most once a minute.
+        logger.warn(GO_MESSAGES.acquireFailed, {
+          error: verdict.reason,
+          retry_in_ms: Math.round(wait),
+        });
         if (isPersistentFailure(verdict.failure)) {
           rejections.report(verdict.failure, Math.round(wait));
           break;
         }
         rejections.reset();
-        logger.warn("lease acquire failed; retrying", {
-          error: verdict.reason,
-          retry_in_ms: Math.round(wait),
-        });
         break;
     }
     await clock.sleep(sentAt + wait - clock.now(), signal);

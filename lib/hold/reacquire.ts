@@ -12,6 +12,7 @@
  *
  * @module
  */
+import { GO_MESSAGES } from "../obs/go_messages.ts";
 import { bounded, type Clock } from "../state/clock.ts";
 import { classifyAcquire } from "./deadline.ts";
 import {
@@ -97,6 +98,8 @@ export class Reacquirer {
       this.#possible.asked(sentAt, heartbeatMs);
     } else if (verdict.kind === "held") this.#possible.clear();
     if (verdict.kind === "failed" && isPersistentFailure(verdict.failure)) {
+      // Go's line on every attempt, and the ERROR line at most once a minute.
+      logger.warn(GO_MESSAGES.reacquireFailed, { error: verdict.reason });
       this.#rejections.report(verdict.failure, heartbeatMs);
       return undefined;
     }
@@ -114,15 +117,13 @@ export class Reacquirer {
         return { token: verdict.token, sentAt };
       }
       case "held":
-        logger.info("lease held by another holder; waiting", {
+        logger.info(GO_MESSAGES.waitingToReacquire, {
           current_holder: verdict.holder,
           current_fencing_token: verdict.token,
         });
         return undefined;
       case "failed":
-        logger.warn("lease acquire failed; retrying", {
-          error: verdict.reason,
-        });
+        logger.warn(GO_MESSAGES.reacquireFailed, { error: verdict.reason });
         return undefined;
       case "cancelled":
         return undefined;

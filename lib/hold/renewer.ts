@@ -21,6 +21,7 @@
  *
  * @module
  */
+import { GO_MESSAGES } from "../obs/go_messages.ts";
 import { bounded, type Clock } from "../state/clock.ts";
 import { type Enforcer, reportingMarkerWrites } from "../enforce/enforcer.ts";
 import {
@@ -45,6 +46,10 @@ import type { RenewerObserver, RenewerStatus } from "./status.ts";
 
 export type { HandoffStore } from "./handoff.ts";
 export type { RenewerObserver, RenewerStatus } from "./status.ts";
+
+/** What a confirmation came from, for its log line. */
+const RENEWED = "renewed";
+const REACQUIRED = "reacquired";
 
 /** Options for {@linkcode Renewer}. */
 export interface RenewerOptions {
@@ -252,31 +257,43 @@ export class Renewer {
     const verdict = classifyRenew(outcome, token);
     switch (verdict.kind) {
       case "confirmed":
-        this.#confirm(sentAt, "renewed");
+        this.#confirm(sentAt, RENEWED);
         return;
       case "lost":
         this.#lost = verdict.summary;
         this.#deadline = undefined;
-        logger.error("lease lost; stopping the workload", {
-          reason: verdict.reason,
-          fencing_token: token,
-        });
+        if (verdict.message === undefined) {
+          logger.error("lease lost; stopping the workload", {
+            reason: verdict.reason,
+            fencing_token: token,
+          });
+        } else {
+          logger.warn(verdict.message, {
+            reason: verdict.reason,
+            ...(verdict.holder ? { current_holder: verdict.holder } : {}),
+            detail: "stopping the workload",
+            fencing_token: token,
+          });
+        }
         this.#close(`lease lost: ${verdict.summary}`);
         return;
       case "unconfirmed": {
         if (!this.#gate.isOpen) {
           // In the lead before the deadline: the workload is stopped already.
-          logger.warn(
-            "lease renewal failed; the gate is closed and the workload stays stopped until a renewal succeeds",
-            { error: verdict.reason, fencing_token: token },
-          );
+          logger.warn(GO_MESSAGES.renewFailed, {
+            error: verdict.reason,
+            detail:
+              "the gate is closed and the workload stays stopped until a renewal succeeds",
+            fencing_token: token,
+          });
           return;
         }
         const closes = this.status().gateClosesAt;
         logger.warn(
-          "lease renewal failed; the workload keeps running until the gate closes",
+          GO_MESSAGES.renewFailed,
           {
             error: verdict.reason,
+            detail: "the workload keeps running until the gate closes",
             fencing_token: token,
             gate_closes_in_ms: closes === undefined
               ? undefined
@@ -313,7 +330,7 @@ export class Renewer {
       );
       return;
     }
-    this.#confirm(grant.sentAt, "lease reacquired");
+    this.#confirm(grant.sentAt, REACQUIRED);
     this.#o.observer?.reacquired?.(grant.token);
   }
 
@@ -333,15 +350,20 @@ export class Renewer {
     const failure = await this.#writer.persist(token, shutdown);
     if (failure === undefined) return true;
     const { write, error } = failure;
-    this.#o.logger.error(
-      `cannot write the ${write} file to the state volume, so the workload cannot get the new fencing token; releasing the lease (make the state volume writable: it is read-only or full)`,
-      { write, error, fencing_token: token, attempts: PERSIST_ATTEMPTS },
-    );
+    this.#o.logger.warn(GO_MESSAGES.persistFailed, {
+      detail:
+        `cannot write the ${write} file to the state volume, so the workload cannot get the new fencing token; releasing the lease (make the state volume writable: it is read-only or full)`,
+      write,
+      error,
+      fencing_token: token,
+      attempts: PERSIST_ATTEMPTS,
+    });
     this.#lost = `the ${write} file could not be written to the state volume`;
     this.#close(`lease not usable: ${this.#lost}`);
     await this.#gate.whenApplied();
     await shutdownRelease({
       ...this.#o,
+      atShutdown: false,
       enforcer: this.#enforcer,
       held: true,
       keepWhenMarkerLeft: false,
@@ -361,8 +383,10 @@ export class Renewer {
     this.#deadline = deadline;
     if (now >= gateClosesAt(deadline, enforceLeadMs)) {
       logger.warn(
-        "the server confirmed the lease too late to let the workload run",
+        what === REACQUIRED ? GO_MESSAGES.acquireLate : GO_MESSAGES.renewLate,
         {
+          detail:
+            "the server confirmed the lease too late to let the workload run",
           fencing_token: this.#token,
           late_by_ms: Math.round(now - gateClosesAt(deadline, enforceLeadMs)),
         },
@@ -379,11 +403,29 @@ export class Renewer {
       clock.bootNow(),
       clock.wallNow(),
     );
+    const msg = what === REACQUIRED
+      ? GO_MESSAGES.reacquired
+      : GO_MESSAGES.leaseRenewed;
     if (this.#gate.open(marker)) {
-      logger.info(what, { fencing_token: this.#token });
-    } else logger.debug(what, { fencing_token: this.#token });
+      logger.info(msg, {
+        fencing_token: this.#token,
+        detail: "the gate is open: the workload may run",
+      });
+    } else logger.debug(msg, { fencing_token: this.#token });
     this.#armGateTimer();
     this.#changed();
+  }
+
+  /** The gate timer fell due: no confirmation came before deadline minus lead. */
+  #deadlineReached(): void {
+    this.#o.logger.warn(GO_MESSAGES.localDeadline, {
+      detail:
+        "the lease was not confirmed in time: the workload is stopped the enforce lead before its local deadline",
+      fencing_token: this.#token,
+    });
+    this.#close(
+      "the lease was not confirmed in time: its local deadline is near",
+    );
   }
 
   /** Closes (or re-applies the closed) gate; see {@linkcode Gate.close}. */
@@ -423,9 +465,7 @@ export class Renewer {
     }
     const wait = gateClosesAt(this.#deadline, enforceLeadMs) - clock.now();
     if (wait <= 0) {
-      this.#close(
-        "the lease was not confirmed in time: its local deadline is near",
-      );
+      this.#deadlineReached();
       return;
     }
     this.#cancelGateTimer = clock.after(wait, () => this.#armGateTimer());
@@ -442,9 +482,7 @@ export class Renewer {
       // The gate timer fell due while the loop was ending (a process frozen
       // past it wakes with the stop pending) and was cancelled with it: do
       // what it would have done.
-      this.#close(
-        "the lease was not confirmed in time: its local deadline is near",
-      );
+      this.#deadlineReached();
       await this.#gate.whenApplied();
     }
     // A lease whose local deadline has passed is no longer ours to release

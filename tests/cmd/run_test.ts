@@ -385,7 +385,7 @@ Deno.test("run: a signal while waiting for the lease ends the wait (77); the com
     ["run", "--", "sh", "-c", `touch ${ran}`],
     runEnv(server, "wait"),
   );
-  await waiting.waitForLine(/lease held by another holder; waiting/);
+  await waiting.waitForLine(/lease held by another, waiting/);
   waiting.kill("SIGQUIT");
   assert.equal((await waiting.wait()).code, EXIT_CANCELLED, waiting.log);
   assert.ok(!exists(ran));
