@@ -18,6 +18,7 @@ import { type HostPort, ListenError, parseHostPort } from "../net/addr.ts";
 import { aborted } from "../state/clock.ts";
 import { createLogger } from "../obs/log.ts";
 import { shutdownSignal } from "./signals.ts";
+import { EXIT_USAGE } from "./exit_codes.ts";
 
 const HELP = `berth-acquire dev-server: a DEVELOPMENT Berth lease server
 
@@ -59,9 +60,6 @@ const VALUE_FLAGS = {
 } as const;
 
 type ValueFlag = keyof typeof VALUE_FLAGS;
-
-/** Exit status for a usage error: 78 (EX_CONFIG), as every subcommand the Go helper does not have. */
-const EXIT_USAGE = 78;
 
 /** A command-line mistake; printed as one line after the subcommand's name. */
 class UsageError extends Error {}

@@ -7,13 +7,14 @@
  */
 import { parseDurationMs } from "../config/duration.ts";
 import { isSet, lastValue, parseArgv } from "../config/argv.ts";
+import { EXIT_USAGE } from "./exit_codes.ts";
 
 /** `--exit-on-close`: COMMAND was stopped because the verdict failed. The same code as `run`'s lease loss. */
 export const EXIT_GATE_CLOSED = 75;
 /** A stop signal arrived while no COMMAND ran (waiting for the lease, before its first start or between runs). */
 export const EXIT_GATE_CANCELLED = 77;
-/** Bad arguments. */
-export const EXIT_GATE_USAGE = 78;
+/** Bad arguments (the usage status every subcommand the Go helper lacks shares). */
+export const EXIT_GATE_USAGE = EXIT_USAGE;
 
 /** How often the marker is looked at by default: measured at about 0.17 ms of CPU a look (README, "`gate`"). */
 export const DEFAULT_INTERVAL_MS = 200;

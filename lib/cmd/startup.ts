@@ -28,6 +28,7 @@ import {
 } from "../config/settings.ts";
 import type { LeaseClient } from "../lease/rpc.ts";
 import { GO_MESSAGES } from "../obs/go_messages.ts";
+import { EXIT_FAILURE } from "./exit_codes.ts";
 import { createLogger, type LogFormat, type Logger } from "../obs/log.ts";
 
 /** A started subcommand: its configuration, its own flags and a logger carrying the lease fields. */
@@ -94,7 +95,7 @@ export const RUN_ROLE: Pick<
 };
 
 /** Exit status for a configuration error (the same as any failure, as upstream). */
-export const EXIT_FAILURE = 1;
+export { EXIT_FAILURE };
 
 /** Options for {@linkcode start}, for tests. */
 export interface StartOptions {

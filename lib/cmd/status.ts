@@ -15,6 +15,7 @@
  */
 import { formatDurationMs, parseDurationMs } from "../config/duration.ts";
 import { isSet, lastValue, parseArgv } from "../config/argv.ts";
+import { EXIT_USAGE as EXIT_USAGE_CONFIG } from "./exit_codes.ts";
 import {
   type Read,
   readSnapshot,
@@ -27,8 +28,8 @@ import { DEFAULT_STATE_DIR } from "../config/defaults.ts";
 const EXIT_HELD = 0;
 /** Exit status when the verdict is anything else (absent, stale, indeterminate). */
 const EXIT_NOT_HELD = 1;
-/** Exit status for a usage error: 78 (EX_CONFIG), as every subcommand the Go helper does not have. */
-const EXIT_USAGE = 78;
+/** Exit status for a usage error: see exit_codes.ts. */
+const EXIT_USAGE = EXIT_USAGE_CONFIG;
 
 /** The webhook's probe argv has `--max-age 30s`; the view judges the same way. */
 const DEFAULT_MAX_AGE = "30s";
