@@ -15,7 +15,12 @@ import { createHttpLeaseClient } from "../lease/client.ts";
 import type { Clock } from "../state/clock.ts";
 import { type Config, givenSettings, resolveConfig } from "../config/config.ts";
 import { ConfigError } from "../config/error.ts";
-import { type ExtraFlag, parseCommandLine } from "../config/flags.ts";
+import {
+  type CommandLine,
+  CommandLineError,
+  type ExtraFlag,
+  parseCommandLine,
+} from "../config/flags.ts";
 import { configFlagsHelp, formatExtraFlagsHelp } from "../config/help.ts";
 import {
   type LeadDefault,
@@ -23,6 +28,7 @@ import {
 } from "../config/lead.ts";
 import {
   type ConfigFlagName,
+  type ConfigFlags,
   settingOf,
   unknownVariables,
 } from "../config/settings.ts";
@@ -132,7 +138,21 @@ export function start(
     help: { type: "boolean", short: "h", help: "show this help" },
     ...spec.flags,
   } as Record<string, ExtraFlag>;
-  const format = earlyLogFormat(env, args);
+  // The command line first: the log format to report even its own
+  // mistakes in is on it (the last valid --log-format read before the
+  // mistake), else in a valid BERTH_LOG_FORMAT, else text.
+  let line: CommandLine | undefined;
+  let lineProblem: ConfigError | undefined;
+  let given: ConfigFlags;
+  try {
+    line = parseCommandLine(args, flags);
+    given = line.flags;
+  } catch (e) {
+    if (!(e instanceof CommandLineError)) throw e;
+    lineProblem = e;
+    given = e.given;
+  }
+  const format = earlyLogFormat(env, given["log-format"]);
   const writeError = options.writeError;
   const base = createLogger({ format, write: writeError });
   const configProblem = (problem: string) => {
@@ -149,13 +169,9 @@ export function start(
       else console.error(line.slice(0, -1));
     }
   };
-  let line;
-  try {
-    line = parseCommandLine(args, flags);
-  } catch (e) {
-    if (!(e instanceof ConfigError)) throw e;
+  if (line === undefined) {
     warnUnknownVariables(base, env);
-    configProblem(e.problem);
+    configProblem(lineProblem!.problem);
     return EXIT_FAILURE;
   }
   if (line.extra.help === true) {
@@ -209,27 +225,20 @@ function warnUnknownVariables(
 }
 
 /**
- * The log format to report start-up problems in, found before anything else
- * is parsed: the last `--log-format` on the command line when it is valid,
+ * The log format to report start-up problems in, settled before the rest of
+ * the configuration: the command line's `--log-format` when it is valid,
  * else a valid `BERTH_LOG_FORMAT`, else text. A malformed value is reported
  * by the configuration itself (in this format).
  */
 function earlyLogFormat(
   env: Record<string, string | undefined>,
-  args: string[],
+  flag: string | undefined,
 ): LogFormat {
   const valid = (v: string | undefined): v is LogFormat =>
     v === "text" || v === "json";
-  let format: LogFormat = valid(env[settingOf("log-format")!.env])
-    ? env[settingOf("log-format")!.env] as LogFormat
-    : "text";
-  for (let i = 0; i < args.length && args[i] !== "--"; i++) {
-    const m = /^--?log-format(?:=(.*))?$/.exec(args[i]);
-    if (!m) continue;
-    const value = m[1] ?? args[i + 1];
-    if (valid(value)) format = value;
-  }
-  return format;
+  if (valid(flag)) return flag;
+  const fromEnv = env[settingOf("log-format")!.env];
+  return valid(fromEnv) ? fromEnv : "text";
 }
 
 /**

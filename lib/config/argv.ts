@@ -65,6 +65,11 @@ export interface Argv {
 /** A command-line mistake: what was wrong and how to write it. */
 export class UsageError extends Error {
   /**
+   * The flags read before the mistake (filled in by {@linkcode parseArgv}),
+   * for what must be known even then: the log format to report it in.
+   */
+  given: Record<string, string[]> = {};
+  /**
    * @param message The mistake, e.g. `unknown flag --lisen: did you mean --listen?`.
    */
   constructor(message: string) {
@@ -143,11 +148,20 @@ export function unknownFlagMessage(
  * ```
  */
 export function parseArgv(args: readonly string[], spec: ArgvSpec): Argv {
+  const out: Argv = { values: {}, positionals: [] };
+  try {
+    return parseInto(out, args, spec);
+  } catch (e) {
+    if (e instanceof UsageError) e.given = out.values;
+    throw e;
+  }
+}
+
+function parseInto(out: Argv, args: readonly string[], spec: ArgvSpec): Argv {
   const shorts = new Map<string, string>();
   for (const [name, def] of Object.entries(spec.flags)) {
     if (def.short !== undefined) shorts.set(def.short, name);
   }
-  const out: Argv = { values: {}, positionals: [] };
   const max = spec.positionals ?? 0;
   let positionalOnly = false;
   let previous: Previous = { name: "", boolean: false, emptyValue: false };

@@ -32,6 +32,20 @@ export interface ExtraFlag {
   value?: string;
 }
 
+/** A mistake on the command line, with the configuration flags read before it. */
+export class CommandLineError extends ConfigError {
+  /** The configuration flags given before the mistake (the log format among them). */
+  readonly given: ConfigFlags;
+  /**
+   * @param problem What is wrong (see {@linkcode ConfigError}).
+   * @param given The configuration flags read before it.
+   */
+  constructor(problem: string, given: ConfigFlags) {
+    super(problem);
+    this.given = given;
+  }
+}
+
 /** A command line split into configuration flags and the subcommand's own flags. */
 export interface CommandLine {
   /** The configuration flags given explicitly; pass to {@linkcode resolveConfig}. */
@@ -54,7 +68,7 @@ export interface CommandLine {
  * @param args The subcommand's arguments (after the subcommand's name).
  * @param extraOptions The subcommand's own flags, by name.
  * @returns The configuration flags and the extra flags given.
- * @throws {ConfigError} For an unknown flag (naming the nearest known one), a
+ * @throws {CommandLineError} For an unknown flag (naming the nearest known one), a
  * missing value, a malformed boolean or an unexpected argument; it never
  * echoes a flag's value.
  * @throws {Error} When an extra flag collides with a configuration flag (a bug).
@@ -88,8 +102,14 @@ export function parseCommandLine(
   try {
     argv = parseArgv(args, { flags: defs });
   } catch (e) {
-    if (e instanceof UsageError) throw new ConfigError(e.message);
-    throw e;
+    if (!(e instanceof UsageError)) throw e;
+    const given: ConfigFlags = {};
+    for (const [name, values] of Object.entries(e.given)) {
+      if (settingOf(name) !== undefined) {
+        given[name as ConfigFlagName] = values.at(-1);
+      }
+    }
+    throw new CommandLineError(e.message, given);
   }
   const flags: ConfigFlags = {};
   const extra: Record<string, string | boolean | undefined> = {};
