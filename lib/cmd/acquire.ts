@@ -99,6 +99,9 @@ export async function main(args: string[]): Promise<number> {
     }
     logger.info(GO_MESSAGES.leaseAcquired, { fencing_token: lease.token });
     return 0;
+  } catch (e) {
+    // Whatever ends acquire ends it with the Go helper's line.
+    return startupFailure(logger, "acquire", e);
   } finally {
     shutdown.dispose();
   }

@@ -147,6 +147,9 @@ export async function main(args: string[]): Promise<number> {
     });
     await renewer.run(shutdown.signal);
     return 0;
+  } catch (e) {
+    // Whatever ends renew ends it with the Go helper's line.
+    return startupFailure(logger, "renew", e);
   } finally {
     shutdown.dispose();
     await keeper.close();
