@@ -95,7 +95,7 @@ function narrator(
           at,
         );
       } else if (
-        msg === "lease held by another holder; waiting" &&
+        msg === "lease held by another, waiting" &&
         once(`${who}:wait`)
       ) {
         say(
@@ -105,7 +105,9 @@ function narrator(
           at,
         );
       } else if (
-        msg.startsWith("lease renewal failed") && once(`${who}:renewfail`)
+        msg === "renew failed; still within lease TTL, will retry" &&
+        String(r.detail ?? "").includes("keeps running") &&
+        once(`${who}:renewfail`)
       ) {
         say(
           t0(),
@@ -125,7 +127,7 @@ function narrator(
           `sidecar closes the gate ${LEAD_SECONDS} s before the lease can expire: health marker removed`,
           at,
         );
-      } else if (msg === "lease reacquired") {
+      } else if (msg === "lease reacquired; main container released") {
         say(
           t0(),
           who,
@@ -218,7 +220,7 @@ kubelet stand-in runs them (probe every ${
       () =>
         lab.pod("pod-b").events.some((e) =>
           e.kind === "log" &&
-          e.record.msg === "lease held by another holder; waiting"
+          e.record.msg === "lease held by another, waiting"
         ),
       bound(),
     );

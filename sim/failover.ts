@@ -132,7 +132,7 @@ export class FailoverDriver {
       () =>
         standby.events.some((e) =>
           e.kind === "log" &&
-          e.record.msg === "lease held by another holder; waiting"
+          e.record.msg === "lease held by another, waiting"
         ),
       bound,
     );

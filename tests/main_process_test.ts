@@ -86,15 +86,18 @@ async function moduleGraph(path: string): Promise<string[]> {
 /** The probe's own graph: lib/cmd/check.ts and its static imports. */
 const CHECK_GRAPH = [
   "lib/cmd/check.ts",
+  "lib/config/argv.ts",
+  "lib/config/config_flags.ts",
   "lib/config/defaults.ts",
   "lib/config/duration.ts",
   "lib/config/flag_name.ts",
+  "lib/config/nearest.ts",
   "lib/state/boot_clock.ts",
   "lib/state/marker.ts",
   "lib/state/nofollow.ts",
 ];
 
-Deno.test("the probe's module imports only check, marker, no-follow reads, duration, the boot-time clock and the default state directory, and no node: module", async () => {
+Deno.test("the probe's module imports only check, marker, no-follow reads, duration, the boot-time clock, the default state directory and the one argument parser with the configuration flags' names, and no node: module", async () => {
   assert.deepEqual(await moduleGraph(`${REPO_ROOT}/lib/cmd/check.ts`), [
     ...CHECK_GRAPH,
   ]);

@@ -14,6 +14,7 @@ import { acquireLease } from "../hold/acquire_loop.ts";
 import { writeHandoff } from "../hold/write_handoff.ts";
 import type { LeaseClient } from "../lease/rpc.ts";
 import { StateDir } from "../state/state_dir.ts";
+import { GO_MESSAGES } from "../obs/go_messages.ts";
 import { prepareStateDir } from "../state/ensure_dir.ts";
 import { installProbe } from "./install_check.ts";
 
@@ -31,7 +32,10 @@ SIGHUP or SIGQUIT before the lease was acquired.
 
 /** `berth-acquire acquire`: see the usage text. */
 export async function main(args: string[]): Promise<number> {
-  const started = start({ name: "acquire", usage: USAGE }, args);
+  const started = start(
+    { name: "acquire", usage: USAGE, goFailureLine: true },
+    args,
+  );
   if (typeof started === "number") return started;
   const { config, logger } = started;
   const clock = systemClock;
@@ -72,11 +76,11 @@ export async function main(args: string[]): Promise<number> {
     if (!lease) {
       const timedOut =
         (signal.reason as Error | undefined)?.name === "TimeoutError";
-      logger.error(
-        timedOut
-          ? "gave up waiting for the lease: --acquire-timeout reached"
-          : "stopped before the lease was acquired",
-      );
+      logger.error(GO_MESSAGES.failed, {
+        error: timedOut
+          ? "acquire: gave up waiting for the lease: --acquire-timeout reached"
+          : "acquire: stopped before the lease was acquired",
+      });
       return EXIT_FAILURE;
     }
     if (
@@ -90,10 +94,17 @@ export async function main(args: string[]): Promise<number> {
         installCheck: () => installProbe(state, logger),
       })
     ) {
+      logger.error(GO_MESSAGES.failed, {
+        error:
+          "acquire: persist lease state: the state volume cannot be written (see the lines above)",
+      });
       return EXIT_FAILURE;
     }
-    logger.info("lease acquired", { fencing_token: lease.token });
+    logger.info(GO_MESSAGES.leaseAcquired, { fencing_token: lease.token });
     return 0;
+  } catch (e) {
+    // Whatever ends acquire ends it with the Go helper's line.
+    return startupFailure(logger, "acquire", e);
   } finally {
     shutdown.dispose();
   }

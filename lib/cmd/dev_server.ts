@@ -7,14 +7,18 @@
  *
  * @module
  */
-import { withTwoDashes } from "../config/flag_name.ts";
+import {
+  isSet,
+  parseArgv,
+  UsageError as ArgvUsageError,
+} from "../config/argv.ts";
 import { parseApiKeys } from "../devserver/api_keys.ts";
 import { type DevServer, startDevServer } from "../devserver/server.ts";
 import { type HostPort, ListenError, parseHostPort } from "../net/addr.ts";
 import { aborted } from "../state/clock.ts";
 import { createLogger, type LogLevel, parseLogLevel } from "../obs/log.ts";
 import { shutdownSignal } from "./signals.ts";
-import { unknownFlagMessage } from "../config/flags.ts";
+import { EXIT_USAGE } from "./exit_codes.ts";
 
 const HELP = `berth-acquire dev-server: a DEVELOPMENT Berth lease server
 
@@ -40,8 +44,9 @@ Flags:
 
 Flags are written --name=value or --name value (one dash works too).
 On start it prints one line on stdout: "berth dev-server listening on URL".
-It runs until SIGINT, SIGTERM, SIGHUP or SIGQUIT, then exits 0; a usage or start-up error
-is one line on stderr and exit 1.
+It runs until SIGINT, SIGTERM, SIGHUP or SIGQUIT, then exits 0. A usage error
+is one line on stderr and exit 78; a start-up error (the address cannot be
+bound, a TLS file cannot be read) one line and exit 1.
 `;
 
 /**
@@ -88,48 +93,30 @@ function parseFlags(
   args: string[],
   env: Record<string, string | undefined>,
 ): DevServerFlags | "help" {
-  const given: Partial<Record<ValueFlag, string[]>> = {};
-  let help = false;
-  for (let i = 0; i < args.length; i++) {
-    const arg = args[i];
-    if (!arg.startsWith("-") || arg === "-" || arg === "--") {
-      throw new UsageError(
-        `unexpected argument ${
-          /^[a-z][a-z0-9-]{0,31}$/.test(arg)
-            ? JSON.stringify(arg)
-            : `${i + 1} (not shown: it may hold a secret)`
-        }: dev-server takes flags only (--name=value); run with --help for the list`,
-      );
-    }
-    const body = withTwoDashes(arg).slice(2);
-    const eq = body.indexOf("=");
-    const written = arg.slice(0, arg.length - body.length) +
-      (eq < 0 ? body : body.slice(0, eq));
-    const key = eq < 0 ? body : body.slice(0, eq);
-    if (key === "help" || key === "h") {
-      if (eq >= 0) throw new UsageError(`flag ${written} takes no value`);
-      help = true;
-      continue;
-    }
-    if (!Object.hasOwn(VALUE_FLAGS, key)) {
-      throw new UsageError(
-        unknownFlagMessage(key, written, i, [
-          ...Object.keys(VALUE_FLAGS),
-          "help",
-        ]),
-      );
-    }
-    const name = key as ValueFlag;
-    let value = eq < 0 ? undefined : body.slice(eq + 1);
-    if (value === undefined) {
-      if (i + 1 >= args.length) {
-        throw new UsageError(
-          `flag --${name} needs a value: ${VALUE_FLAGS[name]}`,
-        );
-      }
-      value = args[++i];
-    }
-    (given[name] ??= []).push(value);
+  let argv;
+  try {
+    argv = parseArgv(args, {
+      flags: {
+        listen: { kind: "value", wants: VALUE_FLAGS.listen },
+        "tls-cert-file": { kind: "value", wants: VALUE_FLAGS["tls-cert-file"] },
+        "tls-key-file": { kind: "value", wants: VALUE_FLAGS["tls-key-file"] },
+        "api-key": { kind: "value", wants: VALUE_FLAGS["api-key"] },
+        "log-level": { kind: "value", wants: VALUE_FLAGS["log-level"] },
+        help: { kind: "boolean", short: "h" },
+      },
+      positionalHint:
+        "dev-server takes flags only (--name=value); run with --help for the list",
+    });
+  } catch (e) {
+    if (e instanceof ArgvUsageError) throw new UsageError(e.message);
+    throw e;
+  }
+  const given = argv.values as Partial<Record<ValueFlag, string[]>>;
+  let help: boolean;
+  try {
+    help = isSet(argv, "help");
+  } catch (e) {
+    throw new UsageError((e as Error).message);
   }
   if (help) return "help";
 
@@ -179,8 +166,8 @@ function parseFlags(
  * signal (SIGINT, SIGTERM, SIGHUP, SIGQUIT).
  *
  * @param args The arguments after `dev-server`.
- * @returns The exit code: 0 after `--help` or a signal, 1 on a usage or
- * start-up error (one line on stderr: the address that cannot be bound, the
+ * @returns The exit code: 0 after `--help` or a signal, 78 on a usage
+ * error, 1 on a start-up error (one line on stderr: the address that cannot be bound, the
  * flag and what it wants).
  */
 export async function main(args: string[]): Promise<number> {
@@ -190,7 +177,7 @@ export async function main(args: string[]): Promise<number> {
   } catch (e) {
     if (!(e instanceof UsageError)) throw e;
     console.error(`berth-acquire dev-server: ${e.message}`);
-    return 1;
+    return EXIT_USAGE;
   }
   if (flags === "help") {
     console.log(HELP);

@@ -5,6 +5,7 @@
  *
  * @module
  */
+import { GO_MESSAGES } from "../obs/go_messages.ts";
 import { systemClock } from "../state/clock.ts";
 import { EXIT_FAILURE, start, startupFailure } from "./startup.ts";
 import { shutdownSignal } from "./signals.ts";
@@ -94,7 +95,7 @@ export function enforcerFor(
  */
 export async function main(args: string[]): Promise<number> {
   const started = start(
-    { name: "renew", usage: USAGE, flags: RENEW_FLAGS },
+    { name: "renew", usage: USAGE, flags: RENEW_FLAGS, goFailureLine: true },
     args,
   );
   if (typeof started === "number") return started;
@@ -111,9 +112,10 @@ export async function main(args: string[]): Promise<number> {
     return EXIT_FAILURE;
   }
   if (config.mode !== "runtime-singleton") {
-    logger.error(
-      "renew runs only in runtime-singleton mode: a startup-gate lease is not kept after the pod starts; remove the sidecar or set BERTH_MODE=runtime-singleton",
-    );
+    logger.error(GO_MESSAGES.failed, {
+      error:
+        "renew runs only in runtime-singleton mode: a startup-gate lease is not kept after the pod starts; remove the sidecar or set BERTH_MODE=runtime-singleton",
+    });
     return EXIT_FAILURE;
   }
   const clock = systemClock;
@@ -133,7 +135,7 @@ export async function main(args: string[]): Promise<number> {
   const shutdown = shutdownSignal(logger);
   shutdown.signal.addEventListener("abort", () => keeper.stopping());
   try {
-    logger.info("renewing lease", {
+    logger.info(GO_MESSAGES.sidecarStarting, {
       enforce: config.enforce,
       ttl_seconds: config.ttlSeconds,
       heartbeat_ms: Math.round(config.heartbeatMs),
@@ -141,6 +143,9 @@ export async function main(args: string[]): Promise<number> {
     });
     await renewer.run(shutdown.signal);
     return 0;
+  } catch (e) {
+    // Whatever ends renew ends it with the Go helper's line.
+    return startupFailure(logger, "renew", e);
   } finally {
     shutdown.dispose();
     await keeper.close();

@@ -21,7 +21,12 @@ import {
 } from "../config/config.ts";
 import { type MissingSetting, missingSettings } from "../config/missing.ts";
 import { ConfigError } from "../config/error.ts";
-import { type ExtraFlag, parseCommandLine } from "../config/flags.ts";
+import {
+  type CommandLine,
+  CommandLineError,
+  type ExtraFlag,
+  parseCommandLine,
+} from "../config/flags.ts";
 import { configFlagsHelp, formatExtraFlagsHelp } from "../config/help.ts";
 import {
   type GraceRoom,
@@ -32,10 +37,13 @@ import {
 } from "../config/lead.ts";
 import {
   type ConfigFlagName,
+  type ConfigFlags,
   settingOf,
   unknownVariables,
 } from "../config/settings.ts";
 import type { LeaseClient } from "../lease/rpc.ts";
+import { GO_MESSAGES } from "../obs/go_messages.ts";
+import { EXIT_FAILURE } from "./exit_codes.ts";
 import { createLogger, type LogFormat, type Logger } from "../obs/log.ts";
 
 /** A started subcommand: its configuration, its own flags and a logger carrying the lease fields. */
@@ -91,6 +99,13 @@ export interface CommandSpec {
   };
   /** Name every missing required setting in the one message, not the first alone. */
   listMissing?: boolean;
+  /**
+   * Report a configuration error as the Go helper does, a log line
+   * `level=ERROR msg="berth-acquire failed" error=...` (for `acquire` and
+   * `renew`, whose failures operators alert on by that text), rather than
+   * a plain line naming the subcommand.
+   */
+  goFailureLine?: boolean;
 }
 
 /**
@@ -131,7 +146,7 @@ export const RUN_ROLE: Pick<
 };
 
 /** Exit status for a configuration error (the same as any failure, as upstream). */
-export const EXIT_FAILURE = 1;
+export { EXIT_FAILURE };
 
 /** Options for {@linkcode start}, for tests. */
 export interface StartOptions {
@@ -183,7 +198,21 @@ export function start(
     help: { type: "boolean", short: "h", help: "show this help" },
     ...spec.flags,
   } as Record<string, ExtraFlag>;
-  const format = earlyLogFormat(env, args);
+  // The command line first: the log format to report even its own
+  // mistakes in is on it (the last valid --log-format read before the
+  // mistake), else in a valid BERTH_LOG_FORMAT, else text.
+  let line: CommandLine | undefined;
+  let lineProblem: ConfigError | undefined;
+  let given: ConfigFlags;
+  try {
+    line = parseCommandLine(args, flags);
+    given = line.flags;
+  } catch (e) {
+    if (!(e instanceof CommandLineError)) throw e;
+    lineProblem = e;
+    given = e.given;
+  }
+  const format = earlyLogFormat(env, given["log-format"]);
   const writeError = options.writeError;
   const base = createLogger({ format, write: writeError });
   const configProblem = (problem: string, missing: MissingSetting[] = []) => {
@@ -193,7 +222,12 @@ export function start(
     const all = missing.length > 1
       ? `missing settings: ${missing.map(missingText).join(", ")}`
       : undefined;
-    if (format === "json") {
+    if (spec.goFailureLine) {
+      base.error(GO_MESSAGES.failed, {
+        error: all ? `${message}; ${all}` : message,
+        subcommand: spec.name,
+      });
+    } else if (format === "json") {
       base.error(message, {
         subcommand: spec.name,
         ...(all ? { missing: missing.map((m) => m.env).join(",") } : {}),
@@ -206,13 +240,9 @@ export function start(
       else console.error(line.slice(0, -1));
     }
   };
-  let line;
-  try {
-    line = parseCommandLine(args, flags);
-  } catch (e) {
-    if (!(e instanceof ConfigError)) throw e;
+  if (line === undefined) {
     warnUnknownVariables(base, env);
-    configProblem(e.problem);
+    configProblem(lineProblem!.problem);
     return EXIT_FAILURE;
   }
   const refused = spec.unused?.settings.find((f) =>
@@ -312,27 +342,20 @@ function warnUnknownVariables(
 }
 
 /**
- * The log format to report start-up problems in, found before anything else
- * is parsed: the last `--log-format` on the command line when it is valid,
+ * The log format to report start-up problems in, settled before the rest of
+ * the configuration: the command line's `--log-format` when it is valid,
  * else a valid `BERTH_LOG_FORMAT`, else text. A malformed value is reported
  * by the configuration itself (in this format).
  */
 function earlyLogFormat(
   env: Record<string, string | undefined>,
-  args: string[],
+  flag: string | undefined,
 ): LogFormat {
   const valid = (v: string | undefined): v is LogFormat =>
     v === "text" || v === "json";
-  let format: LogFormat = valid(env[settingOf("log-format")!.env])
-    ? env[settingOf("log-format")!.env] as LogFormat
-    : "text";
-  for (let i = 0; i < args.length && args[i] !== "--"; i++) {
-    const m = /^--?log-format(?:=(.*))?$/.exec(args[i]);
-    if (!m) continue;
-    const value = m[1] ?? args[i + 1];
-    if (valid(value)) format = value;
-  }
-  return format;
+  if (valid(flag)) return flag;
+  const fromEnv = env[settingOf("log-format")!.env];
+  return valid(fromEnv) ? fromEnv : "text";
 }
 
 /**
@@ -363,12 +386,14 @@ export async function clientFor(
 }
 
 /**
- * Turns a start-up failure (bad CA bundle, missing key file, ...) into one
- * log line and an exit code.
+ * Turns a failure that ends `acquire` or `renew` (bad CA bundle, missing key
+ * file, ...) into the Go helper's one line,
+ * `level=ERROR msg="berth-acquire failed" error="<what>: <why>"`, and an
+ * exit code.
  *
  * @param logger Where the line goes.
- * @param what The line's message, e.g. `cannot start`.
- * @param e The failure; its message becomes the `error` field.
+ * @param what What failed, the start of the `error` field, e.g. `cannot start`.
+ * @param e The failure; its message ends the `error` field.
  * @returns {@linkcode EXIT_FAILURE}.
  */
 export function startupFailure(
@@ -376,6 +401,8 @@ export function startupFailure(
   what: string,
   e: unknown,
 ): number {
-  logger.error(what, { error: e instanceof Error ? e.message : String(e) });
+  logger.error(GO_MESSAGES.failed, {
+    error: `${what}: ${e instanceof Error ? e.message : String(e)}`,
+  });
   return EXIT_FAILURE;
 }

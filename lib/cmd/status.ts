@@ -14,8 +14,8 @@
  * @module
  */
 import { formatDurationMs, parseDurationMs } from "../config/duration.ts";
-import { withTwoDashes } from "../config/flag_name.ts";
-import { flagSuggestion } from "../config/nearest.ts";
+import { isSet, lastValue, parseArgv } from "../config/argv.ts";
+import { EXIT_USAGE as EXIT_USAGE_CONFIG } from "./exit_codes.ts";
 import {
   type Read,
   readSnapshot,
@@ -28,8 +28,8 @@ import { DEFAULT_STATE_DIR } from "../config/defaults.ts";
 const EXIT_HELD = 0;
 /** Exit status when the verdict is anything else (absent, stale, indeterminate). */
 const EXIT_NOT_HELD = 1;
-/** Exit status for a usage error. */
-const EXIT_USAGE = 2;
+/** Exit status for a usage error: see exit_codes.ts. */
+const EXIT_USAGE = EXIT_USAGE_CONFIG;
 
 /** The webhook's probe argv has `--max-age 30s`; the view judges the same way. */
 const DEFAULT_MAX_AGE = "30s";
@@ -46,8 +46,9 @@ Run it where the probe runs, e.g.
 
   STATE_DIR             the state directory; default $BERTH_STATE_DIR or ${DEFAULT_STATE_DIR}
   --json                one JSON object on stdout, for scripts
-  --max-age DURATION    the marker age limit the verdict uses, as the probe's
-                        --max-age; default ${DEFAULT_MAX_AGE} (the webhook's probe)
+  --max-age DURATION    the marker age limit the verdict uses, a Go duration
+                        (30s, 1m0s) as the probe's --max-age; 0 or negative:
+                        presence only; default ${DEFAULT_MAX_AGE} (the webhook's probe)
   --help                show this help
 
 Exit status: ${EXIT_HELD} when the verdict is OK (the workload may run), ${EXIT_NOT_HELD} when it
@@ -61,41 +62,22 @@ interface StatusArgs {
 }
 
 function parseStatusArgs(args: string[]): StatusArgs {
-  const out: StatusArgs = { help: false, json: false, maxAge: DEFAULT_MAX_AGE };
-  let positionalOnly = false;
-  for (let i = 0; i < args.length; i++) {
-    const a = args[i];
-    if (!positionalOnly && a.startsWith("-") && a !== "-") {
-      const flag = withTwoDashes(a);
-      const eq = flag.indexOf("=");
-      const name = eq < 0 ? flag : flag.slice(0, eq);
-      if (a === "--") positionalOnly = true;
-      else if (flag === "--help" || a === "-h") out.help = true;
-      else if (flag === "--json") out.json = true;
-      else if (name === "--max-age") {
-        if (eq >= 0) out.maxAge = flag.slice(eq + 1);
-        else if (i + 1 < args.length) out.maxAge = args[++i];
-        else throw new Error("flag --max-age needs a value");
-      } else {
-        const written = a.split("=")[0];
-        throw new Error(
-          `unknown flag ${JSON.stringify(written)}${
-            flagSuggestion(written, ["json", "max-age", "help"])
-          }`,
-        );
-      }
-      continue;
-    }
-    if (out.dir !== undefined) {
-      throw new Error(
-        `unexpected extra argument ${
-          JSON.stringify(a)
-        } (only one state directory is accepted)`,
-      );
-    }
-    out.dir = a;
-  }
-  return out;
+  const argv = parseArgv(args, {
+    flags: {
+      json: { kind: "boolean" },
+      "max-age": { kind: "value", wants: "a duration such as 30s" },
+      help: { kind: "boolean", short: "h" },
+    },
+    positionals: 1,
+    positionalHint: "status takes one state directory",
+    dashDash: "positionals",
+  });
+  return {
+    help: isSet(argv, "help"),
+    json: isSet(argv, "json"),
+    dir: argv.positionals[0],
+    maxAge: lastValue(argv, "max-age") ?? DEFAULT_MAX_AGE,
+  };
 }
 
 /** `in 13.2s` or `passed 1.2s ago`, in Go duration syntax. */
@@ -243,7 +225,9 @@ export function main(args: string[]): Promise<number> {
       console.log(USAGE);
       return Promise.resolve(0);
     }
-    maxAgeMs = parseDurationMs(parsed.maxAge, "--max-age");
+    maxAgeMs = parseDurationMs(parsed.maxAge, "--max-age", {
+      negative: "zero",
+    });
     if (parsed.dir === "") throw new Error("the state directory is empty");
   } catch (e) {
     console.error(

@@ -9,6 +9,11 @@
  *   manifests write `value: ""` for "unset"). A flag given explicitly always
  *   counts, even with an empty value (`--lease-name=`), which then fails
  *   validation rather than falling back to env or a default.
+ * - A heartbeat of 0 or less counts as not given (TTL/3), as in the Go
+ *   helper, whose defaults run before its validation.
+ * - Integers are plain decimal. A flag's integer that the Go helper's flag
+ *   parser reads as another number (`030` is octal 24 there) or reads where
+ *   plain decimal does not (`0x1e`, `3_0`) is refused, naming Go's reading.
  * - A malformed env value (integer, boolean, duration, log format) is fatal
  *   even when a flag overrides it, so a typo never hides. All env values are
  *   parsed before any flag value.
@@ -198,7 +203,7 @@ export function resolveConfig(
   for (const s of CONFIG_SETTINGS) {
     const v = flags[s.flag];
     if (v !== undefined) {
-      fromFlags.set(s.flag, parseValue(s.kind, v, `--${s.flag}`));
+      fromFlags.set(s.flag, parseValue(s.kind, v, `--${s.flag}`, "flag"));
     }
   }
   const get = (flag: ConfigFlagName): ParsedValue =>
@@ -217,7 +222,12 @@ export function resolveConfig(
   const enforce = str("enforce") ?? "probe";
   const signalTarget = str("signal-target") ?? "";
   const ttlSeconds = int("ttl-seconds");
-  const heartbeatSeconds = int("heartbeat-seconds");
+  // 0 or less means "not set" (TTL/3), as in the Go helper, whose defaults
+  // run before its validation.
+  const heartbeatGiven = int("heartbeat-seconds");
+  const heartbeatSeconds = heartbeatGiven !== undefined && heartbeatGiven > 0
+    ? heartbeatGiven
+    : undefined;
   const leadSeconds = int("enforce-lead-seconds");
   const apiServer = str("api-server") ?? "";
   const apiKey = str("api-key") ?? "";
@@ -289,19 +299,12 @@ export function resolveConfig(
   }
   const ttl = ttlSeconds as number;
   const enforceGraceSeconds = int("enforce-grace-seconds") ??
-    options.graceDefault?.({
-      ttl,
-      heartbeatSeconds: heartbeatSeconds !== undefined && heartbeatSeconds > 0
-        ? heartbeatSeconds
-        : undefined,
-      leadSeconds,
-    }) ?? 0;
+    options.graceDefault?.({ ttl, heartbeatSeconds, leadSeconds }) ?? 0;
   if (
-    heartbeatSeconds !== undefined &&
-    (heartbeatSeconds <= 0 || heartbeatSeconds >= ttl)
+    heartbeatSeconds !== undefined && heartbeatSeconds >= ttl
   ) {
     fail(
-      `heartbeat must be positive and less than the ttl (heartbeat ${heartbeatSeconds}s, ttl ${ttl}s; ` +
+      `heartbeat must be less than the ttl (heartbeat ${heartbeatSeconds}s, ttl ${ttl}s; ` +
         "set BERTH_HEARTBEAT_SECONDS below BERTH_TTL_SECONDS, or leave it unset for ttl/3)",
     );
   }

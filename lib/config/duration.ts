@@ -162,9 +162,12 @@ function parseGoDuration(input: string): { negative: boolean; span: Span } {
  *
  * @param input The duration text, such as `30s` or `1m0s`.
  * @param what The option it came from, to name in the error (`--max-age`).
+ * @param options `negative: "zero"` reads a negative duration as 0 instead
+ * of refusing it (the probe's `--max-age`, where the Go helper reads zero or
+ * less as "presence only").
  * @returns Whole milliseconds, 0 or more.
  * @throws {RangeError} Naming the option and the input, when it is not a Go
- * duration or is negative.
+ * duration or is negative (unless `negative` is `zero`).
  *
  * @example
  * ```ts
@@ -173,7 +176,11 @@ function parseGoDuration(input: string): { negative: boolean; span: Span } {
  * assert.equal(parseDurationMs("1ns", "--max-age"), 1);
  * ```
  */
-export function parseDurationMs(input: string, what: string): number {
+export function parseDurationMs(
+  input: string,
+  what: string,
+  options: { negative?: "refuse" | "zero" } = {},
+): number {
   let parsed: { negative: boolean; span: Span };
   try {
     parsed = parseGoDuration(input);
@@ -186,6 +193,7 @@ export function parseDurationMs(input: string, what: string): number {
   }
   const { negative, span } = parsed;
   if (negative && (span.ms > 0 || span.ns > 0)) {
+    if (options.negative === "zero") return 0;
     throw new RangeError(
       `${what}: ${JSON.stringify(input)} must not be negative`,
     );

@@ -1,7 +1,7 @@
 /**
  * How every subcommand reads a flag: with one dash or two, as Go's flag
- * package (and so the Go helper) reads it. Its own module so the probe's
- * hand-written argument loop shares it without loading the configuration.
+ * package (and so the Go helper) reads it. Its own module, a leaf, for the one
+ * argument parser (argv.ts), which the probe loads on every start.
  *
  * @module
  */

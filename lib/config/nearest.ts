@@ -86,8 +86,8 @@ export function nearest(
 }
 
 /**
- * The tail of an unknown-flag message for the subcommands that parse their
- * few flags by hand (`status`, `gate`): the nearest known flag, if one is.
+ * The tail of an unknown-flag message (argv.ts, the one argument parser):
+ * the nearest known flag, if one is.
  *
  * @param written The flag as written (dashes included, or none), without its
  * value.

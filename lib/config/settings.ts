@@ -79,15 +79,16 @@ export const CONFIG_SETTINGS = [
     kind: "integer",
     value: "N",
     default: "required",
-    help: "lease TTL in whole seconds, 1..2147483647",
+    help: "lease TTL in whole seconds (plain decimal), 1..2147483647",
   },
   {
     flag: "heartbeat-seconds",
     env: "BERTH_HEARTBEAT_SECONDS",
     kind: "integer",
     value: "N",
-    default: "TTL/3, exact",
-    help: "renew (and acquire poll) interval in seconds, less than the TTL",
+    default: "TTL/3, exact, possibly fractional (3.333s for a 10 s TTL)",
+    help:
+      "renew (and acquire poll) interval in whole seconds, less than the TTL; 0 or less: the default",
   },
   {
     flag: "enforce-grace-seconds",
@@ -95,7 +96,7 @@ export const CONFIG_SETTINGS = [
     kind: "integer",
     value: "N",
     default: "0",
-    help: "signal enforcer: seconds from SIGTERM to SIGKILL",
+    help: "signal enforcer: whole seconds from SIGTERM to SIGKILL",
   },
   {
     flag: "enforce-lead-seconds",
@@ -104,7 +105,7 @@ export const CONFIG_SETTINGS = [
     value: "N",
     default: ENFORCER_LEAD_DEFAULT.text,
     help:
-      "seconds before the local lease deadline at which the workload is stopped",
+      "whole seconds before the local lease deadline at which the workload is stopped",
   },
   {
     flag: "release-on-shutdown",
@@ -209,7 +210,8 @@ export const CONFIG_SETTINGS = [
     kind: "duration",
     value: "DURATION",
     default: "none, 0 = wait forever",
-    help: "acquire gives up after this long, e.g. 2m30s",
+    help:
+      "acquire gives up after this long: a duration such as 30s, 1m or 2m30s",
   },
   {
     flag: "log-format",

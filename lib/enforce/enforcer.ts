@@ -13,6 +13,7 @@
  *
  * @module
  */
+import { GO_MESSAGES } from "../obs/go_messages.ts";
 import type { Logger } from "../obs/log.ts";
 import type { MarkerDeadlines } from "../state/marker.ts";
 
@@ -101,10 +102,12 @@ export async function removeMarker(
     await marker.remove();
     return true;
   } catch (e) {
-    logger.error(
-      "cannot remove the health marker; the workload's liveness probe may keep passing until the deadline written in the marker",
-      { reason, error: e },
-    );
+    logger.warn(GO_MESSAGES.enforceFailed, {
+      detail:
+        "cannot remove the health marker; the workload's liveness probe may keep passing until the deadline written in the marker",
+      reason,
+      error: e,
+    });
     return false;
   }
 }
@@ -135,10 +138,12 @@ export function reportingMarkerWrites(
         await inner.open(d);
       } catch (error) {
         if (!failing) {
-          logger.error(
-            `the lease is confirmed, but the health marker cannot be written; ${consequence}`,
-            { write: "health marker", error },
-          );
+          logger.warn(GO_MESSAGES.enforcerReleaseFailed, {
+            detail:
+              `the lease is confirmed, but the health marker cannot be written; ${consequence}`,
+            write: "health marker",
+            error,
+          });
         }
         failing = true;
         return;

@@ -12,6 +12,7 @@
  *
  * @module
  */
+import { GO_MESSAGES } from "../obs/go_messages.ts";
 import type { Clock } from "../state/clock.ts";
 import type { Logger } from "../obs/log.ts";
 import type { MarkerDeadlines } from "../state/marker.ts";
@@ -270,7 +271,10 @@ export class SignalEnforcer implements Enforcer {
 
   #track(task: Promise<void>): void {
     const t = task.catch((e) =>
-      this.#o.logger.error("signal enforcement failed", { error: e })
+      this.#o.logger.warn(GO_MESSAGES.enforceFailed, {
+        detail: "signal enforcement failed",
+        error: e,
+      })
     ).finally(() => this.#tasks.delete(t));
     this.#tasks.add(t);
   }

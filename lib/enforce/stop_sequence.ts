@@ -7,6 +7,7 @@
  *
  * @module
  */
+import { GO_MESSAGES } from "../obs/go_messages.ts";
 import type { Clock } from "../state/clock.ts";
 import type { Logger } from "../obs/log.ts";
 import {
@@ -208,7 +209,8 @@ export class StopSequence {
     try {
       result = processTable.kill(group ? -p.pid : p.pid, sig);
     } catch (e) {
-      logger.error("cannot signal the workload process", {
+      logger.warn(failedMessage(sig), {
+        detail: "cannot signal the workload process",
         pid: p.pid,
         comm: p.comm,
         signal: sig,
@@ -223,17 +225,32 @@ export class StopSequence {
       reason: this.#o.reason(),
       ...(group ? { pgid: p.pid } : {}),
     };
-    if (result === "sent") logger.info("signalled workload process", fields);
-    else if (result === "gone") {
+    if (result === "sent") {
+      logger.info(
+        sig === "SIGTERM" ? GO_MESSAGES.sentSigterm : GO_MESSAGES.sentSigkill,
+        fields,
+      );
+    } else if (result === "gone") {
       logger.debug("workload process already exited", fields);
     } else if (!this.#deniedReported.has(p.pid)) {
       this.#deniedReported.add(p.pid);
-      logger.warn(
-        "not permitted to signal the workload process: give the sidecar the CAP_KILL capability, " +
+      logger.warn(failedMessage(sig), {
+        detail:
+          "not permitted to signal the workload process: give the sidecar the CAP_KILL capability, " +
           "run it as the workload's user (matching runAsUser), or use probe enforcement (BERTH_ENFORCE=probe)",
-        { ...fields, target_uid: p.uid, sidecar_uid: Deno.uid() ?? undefined },
-      );
+        ...fields,
+        error: "EPERM",
+        target_uid: p.uid,
+        sidecar_uid: Deno.uid() ?? undefined,
+      });
     }
     return result;
   }
+}
+
+/** The Go helper's message for a signal that could not be sent. */
+function failedMessage(sig: StopSignal): string {
+  return sig === "SIGTERM"
+    ? GO_MESSAGES.sigtermFailed
+    : GO_MESSAGES.sigkillFailed;
 }

@@ -1,21 +1,21 @@
 /**
- * `gate`'s arguments: parsed by hand, like `check`'s, because `node:util`
- * would cost every container start, and kept apart from the loop so the
- * loop's module stays about one concept.
+ * `gate`'s arguments, read by the one argument parser every subcommand uses
+ * (cheap: `node:util` would cost every container start), and kept apart from
+ * the loop so the loop's module stays about one concept.
  *
  * @module
  */
 import { parseDurationMs } from "../config/duration.ts";
-import { withTwoDashes } from "../config/flag_name.ts";
-import { flagSuggestion } from "../config/nearest.ts";
+import { isSet, lastValue, parseArgv } from "../config/argv.ts";
+import { EXIT_USAGE } from "../cmd/exit_codes.ts";
 import { type LogLevel, parseLogLevel } from "../obs/log.ts";
 
 /** `--exit-on-close`: COMMAND was stopped because the verdict failed. The same code as `run`'s lease loss. */
 export const EXIT_GATE_CLOSED = 75;
 /** A stop signal arrived while no COMMAND ran (waiting for the lease, before its first start or between runs). */
 export const EXIT_GATE_CANCELLED = 77;
-/** Bad arguments. */
-export const EXIT_GATE_USAGE = 78;
+/** Bad arguments (the usage status every subcommand the Go helper lacks shares). */
+export const EXIT_GATE_USAGE = EXIT_USAGE;
 
 /** How often the marker is looked at by default: measured at about 0.17 ms of CPU a look (docs/run-and-gate.md, "`gate`"). */
 export const DEFAULT_INTERVAL_MS = 200;
@@ -30,9 +30,12 @@ fails. Never talks to the lease server. After a stop it waits and starts
 COMMAND again when the marker passes again.
 
   --state-dir DIR      the state volume; env BERTH_STATE_DIR; default /berth
-  --interval D         how often the marker is looked at; default 200ms
-  --grace D            SIGTERM to SIGKILL; default BERTH_ENFORCE_GRACE_SECONDS or 0s
-  --max-age D          largest accepted marker age, as check's; default 0 (none)
+  --interval D         how often the marker is looked at, a duration (200ms,
+                       1s); default 200ms
+  --grace D            SIGTERM to SIGKILL, a duration (10s, 1m); default
+                       BERTH_ENFORCE_GRACE_SECONDS (whole seconds) or 0s
+  --max-age D          largest accepted marker age, a duration as check's
+                       (30s); default 0 (none)
   --exit-on-close      exit 75 after a stop instead of waiting
   --parent-pid PID     stop COMMAND and exit 75 as soon as PID is no longer the parent
   --log-level LEVEL    debug, info, warn or error; env BERTH_LOG_LEVEL; default info
@@ -64,26 +67,25 @@ export interface GateArgs {
   command: string[];
 }
 
-const VALUED = [
-  "--state-dir",
-  "--interval",
-  "--grace",
-  "--max-age",
-  "--parent-pid",
-  "--log-level",
-];
-
-/** Every flag `gate` takes, for the nearest one to a misspelling. */
-const GATE_FLAGS = [
-  ...VALUED.map((f) => f.slice(2)),
-  "exit-on-close",
-  "help",
-];
+/** Every flag `gate` takes. */
+const GATE_FLAGS = {
+  "state-dir": { kind: "value", wants: "a directory" },
+  interval: { kind: "value", wants: "a duration such as 200ms" },
+  grace: { kind: "value", wants: "a duration such as 10s" },
+  "max-age": { kind: "value", wants: "a duration such as 30s" },
+  "parent-pid": { kind: "value", wants: "a PID" },
+  "log-level": { kind: "value", wants: "debug, info, warn or error" },
+  "exit-on-close": { kind: "boolean" },
+  help: { kind: "boolean", short: "h" },
+} as const;
 
 /**
- * Parses `gate`'s arguments by hand (like `check`: `node:util` would cost
- * every container start). `env` gives the defaults.
+ * Parses `gate`'s arguments with the one argument parser (argv.ts). `env`
+ * gives the defaults.
  *
+ * @param args The arguments after `gate`.
+ * @param env The environment, for the defaults.
+ * @returns The parsed arguments.
  * @throws {Error} naming the argument that is wrong.
  */
 export function parseGateArgs(
@@ -91,73 +93,54 @@ export function parseGateArgs(
   env: Record<string, string | undefined>,
 ): GateArgs {
   const graceSeconds = env.BERTH_ENFORCE_GRACE_SECONDS;
+  const argv = parseArgv(args, {
+    flags: GATE_FLAGS,
+    dashDash: "command",
+    positionalHint: "put the command after --, e.g. gate -- /app/server",
+  });
   const out: GateArgs = {
-    help: false,
+    help: isSet(argv, "help"),
     stateDir: env.BERTH_STATE_DIR || "/berth",
     intervalMs: DEFAULT_INTERVAL_MS,
     graceMs: graceSeconds && /^\d+$/.test(graceSeconds)
       ? Number(graceSeconds) * 1000
       : 0,
     maxAgeMs: 0,
-    exitOnClose: false,
+    exitOnClose: isSet(argv, "exit-on-close"),
     logLevel: env.BERTH_LOG_LEVEL
       ? parseLogLevel(env.BERTH_LOG_LEVEL, "BERTH_LOG_LEVEL")
       : "INFO",
-    command: [],
+    command: argv.command ?? [],
   };
-  for (let i = 0; i < args.length; i++) {
-    const given = args[i];
-    if (given === "--") {
-      out.command = args.slice(i + 1);
-      return out;
+  const value = (name: string) => lastValue(argv, name);
+  const stateDir = value("state-dir");
+  if (stateDir !== undefined) {
+    if (stateDir === "") throw new Error("--state-dir is empty");
+    out.stateDir = stateDir;
+  }
+  const interval = value("interval");
+  if (interval !== undefined) {
+    out.intervalMs = parseDurationMs(interval, "--interval");
+    if (out.intervalMs < 10 || out.intervalMs > 10_000) {
+      throw new Error("--interval must be between 10ms and 10s");
     }
-    // One dash or two, as Go's flag package takes them.
-    const a = withTwoDashes(given);
-    if (a === "--help" || given === "-h") {
-      out.help = true;
-      continue;
+  }
+  const grace = value("grace");
+  if (grace !== undefined) out.graceMs = parseDurationMs(grace, "--grace");
+  const logLevel = value("log-level");
+  if (logLevel !== undefined) {
+    out.logLevel = parseLogLevel(logLevel, "--log-level");
+  }
+  const maxAge = value("max-age");
+  if (maxAge !== undefined) {
+    out.maxAgeMs = parseDurationMs(maxAge, "--max-age", { negative: "zero" });
+  }
+  const parentPid = value("parent-pid");
+  if (parentPid !== undefined) {
+    if (!/^[1-9]\d*$/.test(parentPid)) {
+      throw new Error(`--parent-pid ${JSON.stringify(parentPid)} is not a PID`);
     }
-    if (a === "--exit-on-close") {
-      out.exitOnClose = true;
-      continue;
-    }
-    const eq = a.indexOf("=");
-    const name = eq < 0 ? a : a.slice(0, eq);
-    if (!VALUED.includes(name)) {
-      throw new Error(
-        a.startsWith("-")
-          ? `unknown flag ${JSON.stringify(given.split("=")[0])}${
-            flagSuggestion(given.split("=")[0], GATE_FLAGS)
-          }`
-          : `unexpected argument ${
-            JSON.stringify(given)
-          }: put the command after --, e.g. gate -- /app/server`,
-      );
-    }
-    let value: string;
-    if (eq >= 0) value = a.slice(eq + 1);
-    else if (i + 1 < args.length) value = args[++i];
-    else throw new Error(`flag ${name} needs a value`);
-    if (name === "--state-dir") {
-      if (value === "") throw new Error("--state-dir is empty");
-      out.stateDir = value;
-    } else if (name === "--interval") {
-      out.intervalMs = parseDurationMs(value, "--interval");
-      if (out.intervalMs < 10 || out.intervalMs > 10_000) {
-        throw new Error("--interval must be between 10ms and 10s");
-      }
-    } else if (name === "--grace") {
-      out.graceMs = parseDurationMs(value, "--grace");
-    } else if (name === "--log-level") {
-      out.logLevel = parseLogLevel(value, "--log-level");
-    } else if (name === "--max-age") {
-      out.maxAgeMs = parseDurationMs(value, "--max-age");
-    } else {
-      if (!/^[1-9]\d*$/.test(value)) {
-        throw new Error(`--parent-pid ${JSON.stringify(value)} is not a PID`);
-      }
-      out.parentPid = Number(value);
-    }
+    out.parentPid = Number(parentPid);
   }
   return out;
 }

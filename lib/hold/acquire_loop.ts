@@ -22,6 +22,7 @@ import {
   type LeaseClient,
 } from "../lease/rpc.ts";
 import type { Logger } from "../obs/log.ts";
+import { GO_MESSAGES } from "../obs/go_messages.ts";
 import { formatDurationMs } from "../config/duration.ts";
 import { REJECTION_LOG_INTERVAL_MS, RejectionLog } from "./rejection_log.ts";
 
@@ -185,15 +186,17 @@ export async function acquireLease(
         const fields = {
           current_holder: verdict.holder,
           current_fencing_token: verdict.token,
+          retry_in_ms: Math.round(wait),
           ...(o.quiet && outcome.kind === "not-acquired"
             ? { expires_at: outcome.lease.expiresAt }
             : {}),
         };
-        if (o.quiet && who === saidHeld) {
-          logger.debug("lease held by another holder; waiting", fields);
-        } else {
-          logger.info("lease held by another holder; waiting", fields);
-        }
+        // run (quiet) says it once per holder and token; acquire, as the Go
+        // helper, at every poll.
+        (o.quiet && who === saidHeld ? logger.debug : logger.info)(
+          GO_MESSAGES.heldByAnother,
+          fields,
+        );
         saidHeld = who;
         break;
       }
@@ -205,27 +208,29 @@ export async function acquireLease(
         backoff = Math.min(backoff * 2, heartbeatMs);
         failingSince ??= sentAt;
         const fix = configFix(verdict.failure);
-        if (fix !== undefined) {
-          if (o.endOnFix) throw new UnusableServerError(fix, verdict.reason);
-          logger.warn("lease acquire failed; retrying", {
+        if (fix !== undefined && o.endOnFix) {
+          throw new UnusableServerError(fix, verdict.reason);
+        }
+        const failingMs = clock.now() - failingSince;
+        const persistent = fix !== undefined ||
+          isPersistentFailure(verdict.failure);
+        // Go's line on every attempt (run: at DEBUG for a failure whose
+        // ERROR line comes once a minute); a failure that does not heal by
+        // waiting also gets its ERROR line, at most once a minute.
+        (o.quiet && persistent ? logger.debug : logger.warn)(
+          GO_MESSAGES.acquireFailed,
+          {
             error: verdict.reason,
             retry_in_ms: Math.round(wait),
-            fix,
-          });
-          rejections.report(verdict.failure, Math.round(wait));
-          break;
-        }
-        if (isPersistentFailure(verdict.failure)) {
+            ...(fix !== undefined ? { fix } : {}),
+            ...(o.quiet ? { failing_for: formatDurationMs(failingMs) } : {}),
+          },
+        );
+        if (persistent) {
           rejections.report(verdict.failure, Math.round(wait));
           break;
         }
         rejections.reset();
-        const failingMs = clock.now() - failingSince;
-        logger.warn("lease acquire failed; retrying", {
-          error: verdict.reason,
-          retry_in_ms: Math.round(wait),
-          ...(o.quiet ? { failing_for: formatDurationMs(failingMs) } : {}),
-        });
         if (
           o.quiet && failingMs >= REJECTION_LOG_INTERVAL_MS &&
           (outageSaidAt === undefined ||

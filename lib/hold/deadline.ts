@@ -9,6 +9,7 @@
  *
  * @module
  */
+import { GO_MESSAGES } from "../obs/go_messages.ts";
 import {
   describeFailure,
   type GrantOutcome,
@@ -130,9 +131,16 @@ export type RenewVerdict =
    * The lease is gone now (409, `acquired:false`, or a token the server
    * should never change). `reason` is for the log and may quote the server;
    * `summary` is in this project's words only, for the unauthenticated
-   * `/healthz` and the gate's reason.
+   * `/healthz` and the gate's reason. `message` is the Go helper's log
+   * message for the same event, when it has one.
    */
-  | { kind: "lost"; reason: string; summary: string }
+  | {
+    kind: "lost";
+    reason: string;
+    summary: string;
+    message?: string;
+    holder?: string;
+  }
   /** No answer that counts; the lease stands until its local deadline. */
   | { kind: "unconfirmed"; reason: string }
   /** The caller is shutting down. */
@@ -167,6 +175,8 @@ export function classifyRenew(
       return {
         kind: "lost",
         summary: "the server refused the renewal",
+        message: GO_MESSAGES.renewHeldByAnother,
+        holder: outcome.lease.holder || undefined,
         reason: outcome.lease.holder
           ? `the server refused the renewal: the lease is held by ${outcome.lease.holder}`
           : "the server refused the renewal: the lease expired or was released",
@@ -174,6 +184,7 @@ export function classifyRenew(
     case "conflict":
       return {
         kind: "lost",
+        message: GO_MESSAGES.renewConflict,
         summary:
           "the server answered 409: the lease belongs to another holder or token",
         reason: describeFailure(outcome),

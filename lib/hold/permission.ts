@@ -39,6 +39,7 @@
  *
  * @module
  */
+import { GO_MESSAGES } from "../obs/go_messages.ts";
 import type { Clock } from "../state/clock.ts";
 import type { Enforcer } from "../enforce/enforcer.ts";
 import type { Logger } from "../obs/log.ts";
@@ -115,7 +116,7 @@ export class Permission {
   open(marker: MarkerDeadlines): boolean {
     const wasClosed = !this.#open;
     this.#open = true;
-    this.#apply((e) => e.open(marker));
+    this.#apply((e) => e.open(marker), GO_MESSAGES.enforcerReleaseFailed);
     return wasClosed;
   }
 
@@ -141,18 +142,21 @@ export class Permission {
       }
       this.#closedAt = this.#o.clock.now();
     }
+    const failure = this.#open || this.#reason !== reason
+      ? GO_MESSAGES.enforceFailed
+      : GO_MESSAGES.reenforceFailed;
     this.#open = false;
     this.#reason = reason;
-    this.#apply((e) => e.close(reason));
+    this.#apply((e) => e.close(reason), failure);
     return changed;
   }
 
   /** Queues one decision behind the earlier ones; a failure is logged, never thrown. */
-  #apply(action: (e: Enforcer) => Promise<void>): void {
+  #apply(action: (e: Enforcer) => Promise<void>, failure: string): void {
     this.#unapplied++;
     this.#enforcing = this.#enforcing.then(() => action(this.#o.enforcer))
       .catch((e) => {
-        this.#o.logger.error("enforcement failed", { error: e });
+        this.#o.logger.warn(failure, { error: e });
       })
       .finally(() => {
         this.#unapplied--;

@@ -41,6 +41,7 @@
  * @module
  */
 import type { Clock } from "../state/clock.ts";
+import { GO_MESSAGES } from "../obs/go_messages.ts";
 import type { Enforcer } from "../enforce/enforcer.ts";
 import type { Logger } from "../obs/log.ts";
 import { deadlineFrom, gateClosesAt, markerDeadlines } from "./deadline.ts";
@@ -173,19 +174,22 @@ export class PermissionControl {
    * that leaves time before its closing time, and re-arms the timer.
    *
    * @param sentAt Monotonic ms the confirmed request was sent.
-   * @param what The line logged (INFO when it re-opens, else DEBUG).
+   * @param what What confirmed it: a Renew or a reacquire's Acquire (its
+   * line is the Go helper's; INFO when it re-opens, else DEBUG).
    * @throws When the boot-time clock cannot be read: the permission is
    * then as it was.
    */
-  confirm(sentAt: number, what: string): void {
+  confirm(sentAt: number, what: "renewed" | "reacquired"): void {
     const { clock, ttlSeconds, enforceLeadMs, logger } = this.#o;
     const deadline = deadlineFrom(sentAt, ttlSeconds);
     const now = clock.now();
     this.#deadline = deadline;
     if (now >= gateClosesAt(deadline, enforceLeadMs)) {
       logger.warn(
-        "the server confirmed the lease too late to let the workload run",
+        what === "reacquired" ? GO_MESSAGES.acquireLate : GO_MESSAGES.renewLate,
         {
+          detail:
+            "the server confirmed the lease too late to let the workload run",
           fencing_token: this.#o.token(),
           late_by_ms: Math.round(now - gateClosesAt(deadline, enforceLeadMs)),
         },
@@ -207,9 +211,15 @@ export class PermissionControl {
       bootNow,
       wallNow,
     );
+    const msg = what === "reacquired"
+      ? GO_MESSAGES.reacquired
+      : GO_MESSAGES.leaseRenewed;
     if (this.#permission.open(marker)) {
-      logger.info(what, { fencing_token: this.#o.token() });
-    } else logger.debug(what, { fencing_token: this.#o.token() });
+      logger.info(msg, {
+        fencing_token: this.#o.token(),
+        detail: "the gate is open: the workload may run",
+      });
+    } else logger.debug(msg, { fencing_token: this.#o.token() });
     this.#armCloseTimer();
     this.changed();
   }
@@ -239,9 +249,19 @@ export class PermissionControl {
       this.#permission.isOpen && deadline !== undefined &&
       this.#o.clock.now() >= gateClosesAt(deadline, this.#o.enforceLeadMs)
     ) {
-      this.close(NOT_CONFIRMED_IN_TIME);
+      this.#deadlineReached();
       await this.#permission.whenApplied();
     }
+  }
+
+  /** The closing time came before a confirmation: the Go helper's line, then the close. */
+  #deadlineReached(): void {
+    this.#o.logger.warn(GO_MESSAGES.localDeadline, {
+      detail:
+        "the lease was not confirmed in time: the workload is stopped the enforce lead before its local deadline",
+      fencing_token: this.#o.token(),
+    });
+    this.close(NOT_CONFIRMED_IN_TIME);
   }
 
   /**
@@ -277,7 +297,7 @@ export class PermissionControl {
     }
     const wait = gateClosesAt(this.#deadline, enforceLeadMs) - clock.now();
     if (wait <= 0) {
-      this.close(NOT_CONFIRMED_IN_TIME);
+      this.#deadlineReached();
       return;
     }
     this.#cancelCloseTimer = clock.after(wait, () => this.#armCloseTimer());

@@ -12,6 +12,7 @@
  *
  * @module
  */
+import { GO_MESSAGES } from "../obs/go_messages.ts";
 import { bounded, type Clock } from "../state/clock.ts";
 import { classifyAcquire } from "./deadline.ts";
 import {
@@ -110,16 +111,16 @@ export class Reacquirer {
     const fix = verdict.kind === "failed"
       ? configFix(verdict.failure)
       : undefined;
-    if (verdict.kind === "failed" && fix !== undefined) {
-      // The retry line as always, with the fix; the ERROR once a minute.
-      logger.warn("lease acquire failed; retrying", {
+    if (
+      verdict.kind === "failed" &&
+      (fix !== undefined || isPersistentFailure(verdict.failure))
+    ) {
+      // Go's line on every attempt (with the fix when there is one), and
+      // the ERROR line at most once a minute.
+      logger.warn(GO_MESSAGES.reacquireFailed, {
         error: verdict.reason,
-        fix,
+        ...(fix !== undefined ? { fix } : {}),
       });
-      this.#rejections.report(verdict.failure, heartbeatMs);
-      return undefined;
-    }
-    if (verdict.kind === "failed" && isPersistentFailure(verdict.failure)) {
       this.#rejections.report(verdict.failure, heartbeatMs);
       return undefined;
     }
@@ -140,19 +141,14 @@ export class Reacquirer {
         const who = `${verdict.holder}\u0000${verdict.token}`;
         const quiet = this.#o.quiet && who === this.#saidHeld;
         this.#saidHeld = who;
-        (quiet ? logger.debug : logger.info)(
-          "lease held by another holder; waiting",
-          {
-            current_holder: verdict.holder,
-            current_fencing_token: verdict.token,
-          },
-        );
+        (quiet ? logger.debug : logger.info)(GO_MESSAGES.waitingToReacquire, {
+          current_holder: verdict.holder,
+          current_fencing_token: verdict.token,
+        });
         return undefined;
       }
       case "failed":
-        logger.warn("lease acquire failed; retrying", {
-          error: verdict.reason,
-        });
+        logger.warn(GO_MESSAGES.reacquireFailed, { error: verdict.reason });
         return undefined;
       case "cancelled":
         return undefined;

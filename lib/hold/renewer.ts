@@ -22,6 +22,7 @@
  *
  * @module
  */
+import { GO_MESSAGES } from "../obs/go_messages.ts";
 import { bounded, type Clock } from "../state/clock.ts";
 import { type Enforcer, reportingMarkerWrites } from "../enforce/enforcer.ts";
 import { classifyRenew, deadlineFrom, renewBound } from "./deadline.ts";
@@ -248,10 +249,19 @@ export class Renewer {
       case "lost":
         this.#lost = verdict.summary;
         this.#control.deadline = undefined;
-        logger.error("lease lost; stopping the workload", {
-          reason: verdict.reason,
-          fencing_token: token,
-        });
+        if (verdict.message === undefined) {
+          logger.error("lease lost; stopping the workload", {
+            reason: verdict.reason,
+            fencing_token: token,
+          });
+        } else {
+          logger.warn(verdict.message, {
+            reason: verdict.reason,
+            ...(verdict.holder ? { current_holder: verdict.holder } : {}),
+            detail: "stopping the workload",
+            fencing_token: token,
+          });
+        }
         this.#close(`lease lost: ${verdict.summary}`);
         return;
       case "unconfirmed": {
@@ -261,17 +271,21 @@ export class Renewer {
         if (fix !== undefined) this.#fixes.report(failure, heartbeatMs);
         if (!this.#control.isOpen) {
           // In the lead before the deadline: the workload is stopped already.
-          logger.warn(
-            "lease renewal failed; the gate is closed and the workload stays stopped until a renewal succeeds",
-            { error: verdict.reason, fencing_token: token, fix },
-          );
+          logger.warn(GO_MESSAGES.renewFailed, {
+            error: verdict.reason,
+            detail:
+              "the gate is closed and the workload stays stopped until a renewal succeeds",
+            fencing_token: token,
+            fix,
+          });
           return;
         }
         const closes = this.status().gateClosesAt;
         logger.warn(
-          "lease renewal failed; the workload keeps running until the gate closes",
+          GO_MESSAGES.renewFailed,
           {
             error: verdict.reason,
+            detail: "the workload keeps running until the gate closes",
             fencing_token: token,
             gate_closes_in_ms: closes === undefined
               ? undefined
@@ -309,7 +323,7 @@ export class Renewer {
       );
       return;
     }
-    this.#control.confirm(grant.sentAt, "lease reacquired");
+    this.#control.confirm(grant.sentAt, "reacquired");
     this.#o.observer?.reacquired?.(grant.token);
   }
 
@@ -329,15 +343,20 @@ export class Renewer {
     const failure = await this.#writer.persist(token, shutdown);
     if (failure === undefined) return true;
     const { write, error } = failure;
-    this.#o.logger.error(
-      `cannot write the ${write} file to the state volume, so the workload cannot get the new fencing token; releasing the lease (make the state volume writable: it is read-only or full)`,
-      { write, error, fencing_token: token, attempts: PERSIST_ATTEMPTS },
-    );
+    this.#o.logger.warn(GO_MESSAGES.persistFailed, {
+      detail:
+        `cannot write the ${write} file to the state volume, so the workload cannot get the new fencing token; releasing the lease (make the state volume writable: it is read-only or full)`,
+      write,
+      error,
+      fencing_token: token,
+      attempts: PERSIST_ATTEMPTS,
+    });
     this.#lost = `the ${write} file could not be written to the state volume`;
     this.#close(`lease not usable: ${this.#lost}`);
     await this.#control.whenApplied();
     await shutdownRelease({
       ...this.#o,
+      atShutdown: false,
       enforcer: this.#enforcer,
       held: true,
       keepWhenMarkerLeft: false,

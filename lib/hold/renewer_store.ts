@@ -7,6 +7,7 @@
  *
  * @module
  */
+import { GO_MESSAGES } from "../obs/go_messages.ts";
 import type { Clock } from "../state/clock.ts";
 import type { Logger } from "../obs/log.ts";
 import type { MarkerDeadlines } from "../state/marker.ts";
@@ -62,10 +63,10 @@ export function readHandoff(
     fileHolder = store.readHolder();
     token = store.readToken();
   } catch (e) {
-    logger.warn(
-      "cannot read the init container's handoff; acquiring afresh",
-      { error: e },
-    );
+    logger.warn(GO_MESSAGES.noHandoff, {
+      detail: "cannot read the init container's handoff; acquiring afresh",
+      error: e,
+    });
   }
   if (fileHolder === undefined || token === undefined) {
     return {
@@ -74,10 +75,11 @@ export function readHandoff(
     };
   }
   if (fileHolder !== holder) {
-    logger.warn(
-      "the state volume names another holder; never renewing or releasing its lease, acquiring as the configured holder",
-      { file_holder: fileHolder },
-    );
+    logger.warn(GO_MESSAGES.noHandoff, {
+      detail:
+        "the state volume names another holder; never renewing or releasing its lease, acquiring as the configured holder",
+      file_holder: fileHolder,
+    });
     return {
       kind: "none",
       reason: "the handed-over lease belongs to another holder",

@@ -15,6 +15,7 @@
  *
  * @module
  */
+import { GO_MESSAGES } from "../obs/go_messages.ts";
 import type { Clock } from "../state/clock.ts";
 import type { Enforcer, StopEvidence } from "../enforce/enforcer.ts";
 import { describeFailure, type LeaseClient } from "../lease/rpc.ts";
@@ -58,6 +59,12 @@ export interface ReleaseOptions {
   clock: Clock;
   /** Where the outcome goes. */
   logger: Logger;
+  /**
+   * Whether this is the release at shutdown (logged with the Go helper's
+   * words for it); false for a release while running (a reacquired lease
+   * the state volume refused). Default true.
+   */
+  atShutdown?: boolean;
   /** Bound on the Release RPC (ms). */
   releaseTimeoutMs: number;
 }
@@ -75,18 +82,29 @@ export async function release(o: ReleaseOptions): Promise<void> {
     o.token,
     o.clock.timeout(o.releaseTimeoutMs),
   );
+  const go = o.atShutdown !== false;
   if (outcome.kind === "released") {
-    o.logger.info("lease released", { fencing_token: o.token });
+    o.logger.info(go ? GO_MESSAGES.released : "lease released", {
+      fencing_token: o.token,
+    });
   } else if (outcome.kind === "conflict") {
     o.logger.info(
-      "lease already belongs to another holder; nothing to release",
+      go
+        ? GO_MESSAGES.releaseConflict
+        : "lease already belongs to another holder; nothing to release",
       { fencing_token: o.token },
     );
   } else {
-    o.logger.warn("lease release failed; it will expire on its own", {
-      error: describeFailure(outcome),
-      fencing_token: o.token,
-    });
+    o.logger.warn(
+      go
+        ? GO_MESSAGES.releaseFailed
+        : "lease release failed; it will expire on its own",
+      {
+        error: describeFailure(outcome),
+        ...(go ? { detail: "the lease expires on its own" } : {}),
+        fencing_token: o.token,
+      },
+    );
   }
 }
 
@@ -129,7 +147,7 @@ export async function shutdownRelease(
   const { clock, logger } = o;
   if (!o.held) {
     if (!o.gateOpen) await waitForStop(o, o.closedAt);
-    logger.info("shutting down without releasing the lease", {
+    logger.info(GO_MESSAGES.noRelease, {
       reason: !o.releaseOnShutdown
         ? "release on shutdown is off"
         : o.notHeldReason ?? "the lease is not held",

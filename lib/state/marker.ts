@@ -223,6 +223,15 @@ export function judgeMarker(
         : stat.message,
     );
   }
+  if (stat.isDirectory && !/(^|\/)healthy\/*$/.test(path)) {
+    // A natural slip (status takes the directory, check the file): name
+    // the file that was likely meant, and never advise removing anything.
+    return indeterminate(
+      `is a directory, not the health marker file: did you mean ${
+        path.replace(/\/+$/, "")
+      }/healthy?`,
+    );
+  }
   if (!stat.isFile || stat.isSymlink || stat.isDirectory) {
     return indeterminate(describeNonRegular(stat));
   }

@@ -139,11 +139,11 @@ Deno.test("usage errors fail closed with one line naming the problem", async () 
     await Deno.writeTextFile(`${dir}/healthy`, "");
     const cases: [string[], RegExp][] = [
       [["--max-age", "soon"], /--max-age: invalid duration "soon"/],
-      [["--max-age=-5s"], /--max-age: "-5s" must not be negative/],
       [["--max-age"], /flag --max-age needs a value/],
-      [["--bogus"], /unknown flag "--bogus"/],
-      [["-bogus=1"], /unknown flag "-bogus"/],
-      [["extra"], /unexpected extra argument "extra"/],
+      [["--bogus"], /unknown flag --bogus; run with --help for the list/],
+      [["-bogus=1"], /unknown flag -bogus; run with --help for the list/],
+      [["--max-agee=1s"], /unknown flag --max-agee: did you mean --max-age\?/],
+      [["extra"], /unexpected argument "extra": check takes one marker path/],
     ];
     for (const [extra, want] of cases) {
       const r = await probeBothWays(dir, extra);
@@ -205,4 +205,59 @@ Deno.test("--help: usage on stdout, exit 0", async () => {
   });
   equal(r.code, 0);
   match(r.stdout, /^Usage: berth-acquire check/);
+});
+
+Deno.test("as the Go helper: --max-age of zero or less is presence only, an empty path falls back, other roles' flags are ignored", async () => {
+  await withInstalled(async (dir) => {
+    await Deno.writeTextFile(`${dir}/healthy`, "");
+    const old = new Date(Date.now() - 3_600_000);
+    await Deno.utime(`${dir}/healthy`, old, old);
+    equal((await probeBothWays(dir, ["--max-age=-5s"])).code, 0);
+    equal((await probeBothWays(dir, ["--max-age", "-1m"])).code, 0);
+    equal((await probeBothWays(dir, ["--max-age", "1m"])).code, 1);
+    const signal = AbortSignal.timeout(60_000);
+    // `check ""`: the state directory's marker, as with no argument.
+    equal(
+      (await runCli(["check", ""], { env: { BERTH_STATE_DIR: dir }, signal }))
+        .code,
+      0,
+    );
+    deepEqual(
+      await runCli(["check", "", "--state-dir", `${dir}/none`], {
+        env: { BERTH_STATE_DIR: dir },
+        signal,
+      }),
+      {
+        code: 1,
+        stdout: `health marker absent: ${dir}/none/healthy\n`,
+        stderr: "",
+      },
+    );
+    // One flag set for every role: another role's flags are accepted and
+    // ignored, values included, before or after the path.
+    const other = await probeBothWays(dir, [
+      "--lease-name",
+      "x",
+      "-ttl-seconds=30",
+      "--release-on-shutdown",
+      "--api-key",
+      "--not-a-flag",
+    ]);
+    deepEqual(other, { code: 0, stdout: "", stderr: "" });
+  });
+});
+
+Deno.test("check DIR: a directory where the marker file belongs is answered with the file meant, never with advice to remove anything", async () => {
+  await withInstalled(async (dir) => {
+    const r = await runCli(["check", dir], {
+      env: {},
+      signal: AbortSignal.timeout(60_000),
+    });
+    equal(r.code, 1);
+    equal(
+      r.stdout,
+      `health marker indeterminate: ${dir}: is a directory, not the health marker file: did you mean ${dir}/healthy?\n`,
+    );
+    ok(!/remove/i.test(r.stdout), r.stdout);
+  });
 });

@@ -157,7 +157,10 @@ Deno.test("renew: a malformed BERTH_HEALTH_ADDR is a start-up error naming it", 
     signal: AbortSignal.timeout(30_000),
   });
   assert.equal(r.code, 1);
-  assert.match(r.stderr, /BERTH_HEALTH_ADDR="8471": no port; want HOST:PORT/);
+  assert.match(
+    r.stderr,
+    /msg="berth-acquire failed" error=.*BERTH_HEALTH_ADDR=\\"8471\\": no port; want HOST:PORT/,
+  );
 });
 
 async function get(url: string): Promise<{ status: number; body: string }> {

@@ -111,7 +111,7 @@ Deno.test("renew renews at the heartbeat and refreshes the marker each time", as
   const e = env(server, dir.path);
   const { sidecar, marker } = await startSidecar(server, e);
   await using _ = sidecar;
-  assert.match(sidecar.log, /msg="renewing lease".* heartbeat_ms=1000 /);
+  assert.match(sidecar.log, /msg="sidecar starting".* heartbeat_ms=1000 /);
 
   const seen = [marker];
   await waitFor(() => {
@@ -169,7 +169,7 @@ Deno.test("renew answered acquired:false removes the marker within a heartbeat, 
     "removed by the refusal, before the gate deadline",
   );
   const lost = await sidecar.waitForLine(
-    /msg="lease lost; stopping the workload"/,
+    /level=WARN msg="renew reports lease held by another: lease lost"/,
   );
   assert.match(lost, new RegExp(`the lease is held by ${OTHER}`));
   const r = await probe(dir.path);
@@ -221,6 +221,10 @@ Deno.test("a server that stops answering gets the marker removed at the gate dea
     lastSeenAtBoot < deadline,
     `present at boot ${lastSeenAtBoot} ms, lease deadline ${deadline} ms`,
   );
+  const reached = await sidecar.waitForLine(
+    /level=WARN msg="local lease deadline reached; enforcing"/,
+  );
+  assert.match(reached, /not confirmed in time/);
   const closed = await sidecar.waitForLine(
     /msg="gate closed: stopping the workload"/,
   );
@@ -261,7 +265,9 @@ Deno.test("after a loss, reacquiring restores the marker and writes the new toke
   assert.equal(readStateFile(dir.path, "token"), "3");
   assert.equal(readStateFile(dir.path, "holder"), HOLDER);
   assert.match(
-    await sidecar.waitForLine(/msg="lease reacquired"/),
+    await sidecar.waitForLine(
+      /msg="lease reacquired; main container released"/,
+    ),
     /fencing_token=3(\s|$)/,
   );
   const rec = server.store.get("prod", "web");
@@ -379,7 +385,10 @@ Deno.test("SIGTERM releases the lease once the lead has passed and exits 0; the 
   sidecar.kill("SIGTERM");
   const status = await sidecar.wait();
   assert.equal(status.code, 0, sidecar.log);
-  assert.match(sidecar.log, /msg="lease released".* fencing_token=1(\s|$)/m);
+  assert.match(
+    sidecar.log,
+    /msg="released lease on shutdown".* fencing_token=1(\s|$)/m,
+  );
   // Probe mode cannot see the workload: the release waits out the lead.
   assert.match(
     sidecar.log,
@@ -426,7 +435,7 @@ Deno.test("a second SIGTERM during the release does not cut it short", async () 
   server.faults.clear(); // the hung release is now served
   const status = await sidecar.wait();
   assert.equal(status.code, 0, sidecar.log);
-  assert.match(sidecar.log, /msg="lease released"/);
+  assert.match(sidecar.log, /msg="released lease on shutdown"/);
   assert.equal(
     server.store.get("prod", "web")?.holder,
     "",
@@ -445,7 +454,7 @@ Deno.test("SIGTERM with release-on-shutdown=false exits 0 and keeps the lease", 
   sidecar.kill("SIGTERM");
   const status = await sidecar.wait();
   assert.equal(status.code, 0, sidecar.log);
-  assert.match(sidecar.log, /shutting down without releasing the lease/);
+  assert.match(sidecar.log, /msg="sidecar shutting down without release"/);
   assert.equal(server.rpcCount("release"), 0);
 
   const next = await leaseRpc(server.url, "acquire", KEY, {
@@ -505,7 +514,7 @@ Deno.test({
       await using _ = sidecar;
       await mount("-o", "remount,ro", dir.path);
       const line = await sidecar.waitForLine(
-        /level=ERROR msg="the lease is confirmed, but the health marker cannot be written/,
+        /level=WARN msg="enforcer release failed".* detail="the lease is confirmed, but the health marker cannot be written/,
       );
       assert.match(line, /write="health marker"/);
       assert.ok(line.includes(`${dir.path}/healthy`), line);
@@ -666,13 +675,13 @@ Deno.test({
       }
       const out = await output;
       const log = new TextDecoder().decode(out.stderr);
-      if (!/signalled workload process/.test(log)) {
+      if (!/sent SIGTERM to main process/.test(log)) {
         console.log(`sidecar log:\n${log}`);
       }
     }
     const log = new TextDecoder().decode((await output).stderr);
-    assert.match(log, /msg="lease lost; stopping the workload"/);
-    assert.match(log, /msg="signalled workload process".*comm=workload/);
+    assert.match(log, /msg="renew reports lease held by another: lease lost"/);
+    assert.match(log, /msg="sent SIGTERM to main process".*comm=workload/);
     assert.doesNotMatch(log, /shareProcessNamespace/, "the target was seen");
   },
 });
@@ -737,7 +746,7 @@ Deno.test({
       at(/releasing the lease: the workload is stopped/) > at(/signal=SIGKILL/),
       log,
     );
-    assert.ok(at(/msg="lease released"/) > 0, log);
+    assert.ok(at(/msg="released lease on shutdown"/) > 0, log);
   },
 });
 
@@ -754,6 +763,9 @@ Deno.test("SIGHUP and SIGQUIT shut the sidecar down as SIGTERM does, with a line
       sidecar.log,
       new RegExp(`msg="signal received; shutting down".* signal=${sig}`),
     );
-    assert.match(sidecar.log, /msg="lease released".* fencing_token=1(\s|$)/m);
+    assert.match(
+      sidecar.log,
+      /msg="released lease on shutdown".* fencing_token=1(\s|$)/m,
+    );
   }
 });

@@ -264,3 +264,23 @@ Deno.test("start run: a bare run names every missing setting in one message, the
     2,
   );
 });
+
+Deno.test('start: acquire and renew report a configuration error as the Go helper does: level=ERROR msg="berth-acquire failed" error=...', () => {
+  const spec = { ...SPEC, goFailureLine: true };
+  const text = run(["--ttl-seconds=030"], BASE, spec);
+  assert.equal(text.result, 1);
+  assert.equal(text.err.length, 1, text.err.join(""));
+  assert.match(
+    text.err[0],
+    /^time=\S+ level=ERROR msg="berth-acquire failed" error="invalid configuration: --ttl-seconds=\\"030\\": the Go helper reads a leading zero as octal \(24, not 30\)/,
+  );
+  const json = run(["--nope"], { ...BASE, BERTH_LOG_FORMAT: "json" }, spec);
+  assert.equal(json.result, 1);
+  const rec = JSON.parse(json.err[0]);
+  assert.equal(rec.level, "ERROR");
+  assert.equal(rec.msg, "berth-acquire failed");
+  assert.equal(
+    rec.error,
+    "invalid configuration: unknown flag --nope; run with --help for the list",
+  );
+});

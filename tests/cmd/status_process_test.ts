@@ -217,19 +217,22 @@ Deno.test("the state directory: the argument, then BERTH_STATE_DIR; --max-age as
   assert.equal(JSON.parse(oneDash.stdout).marker.verdict, "OK");
 });
 
-Deno.test("usage errors exit 2 with one line naming the problem; --help exits 0", async () => {
+Deno.test("usage errors exit 78 with one line naming the problem; --help exits 0", async () => {
   for (
     const [args, re] of [
-      [["--bogus"], /unknown flag "--bogus"/],
-      [["-bogus=1"], /unknown flag "-bogus"/],
-      [["--jsn"], /unknown flag "--jsn": did you mean --json\?/],
-      [["/a", "/b"], /unexpected extra argument "\/b"/],
+      [["--bogus"], /unknown flag --bogus; run with --help for the list/],
+      [["-bogus=1"], /unknown flag -bogus; run with --help for the list/],
+      [["--jsn"], /unknown flag --jsn: did you mean --json\?/],
+      [
+        ["/a", "/b"],
+        /unexpected argument "\/b": status takes one state directory/,
+      ],
       [["--max-age", "soon"], /--max-age: invalid duration "soon"/],
       [["--max-age"], /flag --max-age needs a value/],
     ] as [string[], RegExp][]
   ) {
     const r = await runCli(["status", ...args], { env: {}, signal: BOUND() });
-    assert.equal(r.code, 2, args.join(" "));
+    assert.equal(r.code, 78, args.join(" "));
     assert.match(r.stderr, re);
     assert.equal(r.stderr.trim().split("\n").length, 1);
   }
@@ -254,7 +257,9 @@ Deno.test("status loads only the state modules it reads with: no configuration, 
     specifier: string;
   }[]).map((m) => m.specifier.replace(`file://${REPO_ROOT}/`, "")).sort();
   assert.deepEqual(modules, [
+    "lib/cmd/exit_codes.ts",
     "lib/cmd/status.ts",
+    "lib/config/argv.ts",
     "lib/config/defaults.ts",
     "lib/config/duration.ts",
     "lib/config/flag_name.ts",

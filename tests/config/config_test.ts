@@ -275,7 +275,7 @@ Deno.test("config: a malformed env value is fatal even when a flag overrides it"
 
 Deno.test("config: integers are plain base-10 with checked range", () => {
   for (
-    const [text, n] of [["30", 30], ["+30", 30], ["030", 30], [
+    const [text, n] of [["30", 30], ["+30", 30], ["030", 30], ["07", 7], [
       "2147483647",
       2147483647,
     ]] as const
@@ -284,21 +284,15 @@ Deno.test("config: integers are plain base-10 with checked range", () => {
       loadConfig(env({ BERTH_TTL_SECONDS: text }), []).ttlSeconds,
       n,
     );
-    assert.equal(loadConfig(env(), [`--ttl-seconds=${text}`]).ttlSeconds, n);
+    if (text !== "030") {
+      assert.equal(
+        loadConfig(env(), [`--ttl-seconds=${text}`]).ttlSeconds,
+        n,
+      );
+    }
   }
   for (
-    const text of [
-      " 30",
-      "30 ",
-      "30s",
-      "3.0",
-      "0x1e",
-      "1e3",
-      "٣٠",
-      "-",
-      "+",
-      "3_0",
-    ]
+    const text of [" 30", "30 ", "30s", "3.0", "1e3", "٣٠", "-", "+", "3__0"]
   ) {
     assert.equal(
       problem(() => loadConfig(env({ BERTH_TTL_SECONDS: text }), [])),
@@ -309,6 +303,15 @@ Deno.test("config: integers are plain base-10 with checked range", () => {
     assert.equal(
       problem(() => loadConfig(env(), [`--ttl-seconds=${text}`])),
       `--ttl-seconds=${
+        JSON.stringify(text)
+      }: must be an integer number of seconds`,
+    );
+  }
+  // Env: Go's strconv.Atoi, plain base 10 like this helper.
+  for (const text of ["0x1e", "3_0", "0o36", "0b11110"]) {
+    assert.equal(
+      problem(() => loadConfig(env({ BERTH_TTL_SECONDS: text }), [])),
+      `BERTH_TTL_SECONDS=${
         JSON.stringify(text)
       }: must be an integer number of seconds`,
     );
@@ -327,6 +330,43 @@ Deno.test("config: integers are plain base-10 with checked range", () => {
   assert.equal(
     problem(() => loadConfig(env({ BERTH_TTL_SECONDS: "2147483648" }), [])),
     "ttl must be positive and at most 2147483647 seconds (the API limit)",
+  );
+});
+
+Deno.test("config: an integer flag the Go helper reads as another number, or reads where plain decimal does not, is refused with Go's reading", () => {
+  assert.equal(
+    problem(() => loadConfig(env(), ["--ttl-seconds=030"])),
+    '--ttl-seconds="030": the Go helper reads a leading zero as octal (24, not 30); write 24 or 30 without the leading zero, which both helpers read alike',
+  );
+  assert.equal(
+    problem(() => loadConfig(env(), ["--heartbeat-seconds", "+010"])),
+    '--heartbeat-seconds="+010": the Go helper reads a leading zero as octal (8, not 10); write 8 or 10 without the leading zero, which both helpers read alike',
+  );
+  for (
+    const [text, go] of [
+      ["0x1e", 30],
+      ["3_0", 30],
+      ["0o36", 30],
+      ["0b11110", 30],
+      ["0X1E", 30],
+      ["-0x1", -1],
+    ] as const
+  ) {
+    assert.equal(
+      problem(() => loadConfig(env(), [`--ttl-seconds=${text}`])),
+      `--ttl-seconds=${
+        JSON.stringify(text)
+      }: the Go helper reads it as ${go} (Go integer syntax), this one reads plain decimal only; write ${go}`,
+    );
+  }
+  assert.equal(
+    problem(() => loadConfig(env(), ["--enforce-grace-seconds=08"])),
+    '--enforce-grace-seconds="08": the Go helper refuses it (a leading zero means octal there); write 8 without the leading zero, which both helpers read alike',
+  );
+  // The same number in both: accepted.
+  assert.equal(
+    loadConfig(env(), ["--enforce-grace-seconds=00"]).enforceGraceSeconds,
+    0,
   );
 });
 
@@ -425,7 +465,7 @@ Deno.test("config: flag syntax", () => {
   // A word that may be a key typed after `--api-key=` is not echoed.
   assert.equal(
     problem(() => loadConfig(env(), ["--api-key=", "kid-1:secret"])),
-    "unexpected argument (not shown: it may hold a secret): this subcommand takes flags only (--name=value)",
+    "unexpected argument 2 (not shown: it may hold a secret): this subcommand takes flags only (--name=value)",
   );
   assert.doesNotMatch(
     problem(() => loadConfig(env(), ["--api-key=", "s3cr3t"])),
@@ -605,7 +645,7 @@ const ORDERED: Case[] = [
   {
     name: "8",
     env: { BERTH_HEARTBEAT_SECONDS: "30" },
-    want: /^heartbeat must be positive and less than the ttl \(/,
+    want: /^heartbeat must be less than the ttl \(/,
   },
   {
     name: "9",
@@ -731,13 +771,23 @@ Deno.test("config: signal mode needs a target only in runtime-singleton", () => 
   );
 });
 
-Deno.test("config: heartbeat must be positive and below the ttl", () => {
-  for (const hb of ["0", "-3", "30", "31"]) {
+Deno.test("config: heartbeat must be below the ttl; 0 or less means TTL/3, as in the Go helper", () => {
+  for (const hb of ["30", "31"]) {
     const p = problem(() =>
       loadConfig(env({ BERTH_HEARTBEAT_SECONDS: hb }), [])
     );
-    assert.match(p, /^heartbeat must be positive and less than the ttl \(/);
+    assert.match(p, /^heartbeat must be less than the ttl \(/);
     includes(p, `heartbeat ${hb}s, ttl 30s`);
+  }
+  for (const hb of ["0", "-3"]) {
+    assert.equal(
+      loadConfig(env({ BERTH_HEARTBEAT_SECONDS: hb }), []).heartbeatMs,
+      10_000,
+    );
+    assert.equal(
+      loadConfig(env(), [`--heartbeat-seconds=${hb}`]).heartbeatMs,
+      10_000,
+    );
   }
   assert.equal(
     loadConfig(

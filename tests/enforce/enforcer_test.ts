@@ -106,7 +106,9 @@ Deno.test("signal: SIGKILL follows SIGTERM exactly when the grace has passed", a
   assert.deepEqual(kills(), ["kill 10 SIGTERM"], "no KILL before the grace");
   await clock.advanceTo(t0 + 5000);
   assert.deepEqual(kills(), ["kill 10 SIGTERM", "kill 10 SIGKILL"]);
-  const sent = records.filter((r) => r.msg === "signalled workload process");
+  const sent = records.filter((r) =>
+    /^sent SIG(TERM|KILL) to main process$/.test(String(r.msg))
+  );
   assert.deepEqual(
     sent.map((r) => [r.level, r.pid, r.comm, r.signal, r.reason]),
     [
@@ -234,10 +236,11 @@ Deno.test("signal: a refused signal (EPERM) is reported once with the fix, and e
   assert.deepEqual(kills(), ["kill 11 SIGTERM"]);
   const warns = records.filter((r) => r.level === "WARN");
   assert.equal(warns.length, 1, JSON.stringify(warns));
+  assert.equal(warns[0].msg, "SIGTERM failed", "the Go helper's message");
   assert.equal(warns[0].pid, 10);
   assert.equal(warns[0].target_uid, 65532);
   for (const hint of ["CAP_KILL", "runAsUser", "BERTH_ENFORCE=probe"]) {
-    assert.match(warns[0].msg, new RegExp(hint));
+    assert.match(String(warns[0].detail), new RegExp(hint));
   }
   // A restarted target is still found while the refused one keeps failing.
   table.add(12, { comm: "app" });
@@ -346,9 +349,11 @@ Deno.test("signal: a marker that cannot be removed is reported and the workload 
   table.add(10, { comm: "app" });
   await enforcer.close("lease lost");
   assert.deepEqual(kills(), ["kill 10 SIGTERM"]);
-  const errors = records.filter((r) => r.level === "ERROR");
+  const errors = records.filter((r) =>
+    r.level === "WARN" && r.msg === "enforce on lease loss failed"
+  );
   assert.equal(errors.length, 1);
-  assert.match(errors[0].msg, /health marker/);
+  assert.match(String(errors[0].detail), /health marker/);
   // Stopped, but the marker still passes: a restarted container would run.
   const evidence = await enforcer.workloadStopped(
     new AbortController().signal,
@@ -491,7 +496,12 @@ Deno.test("probe: close() removes the marker, open() rewrites it, a missing mark
   assert.equal((await enforcer.workloadStopped()).markerLeft, undefined);
   marker.failRemove = true;
   await enforcer.close("lease lost"); // reported, not thrown
-  assert.equal(records.filter((r) => r.level === "ERROR").length, 1);
+  assert.equal(
+    records.filter((r) =>
+      r.level === "WARN" && r.msg === "enforce on lease loss failed"
+    ).length,
+    1,
+  );
   const evidence = await enforcer.workloadStopped();
   assert.equal(evidence.stopped, false, "probe mode never knows");
   assert.equal(evidence.markerLeft, true, "the probe may still pass");

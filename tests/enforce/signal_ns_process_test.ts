@@ -22,6 +22,7 @@ interface Event {
   signal?: string;
   reason?: string;
   target_uid?: number;
+  detail?: string;
 }
 
 const driver = new URL("../support/signal_ns_driver.ts", import.meta.url)
@@ -65,7 +66,10 @@ Deno.test({
     };
     const ev = root.events;
     const signals = (pid: number) =>
-      ev.filter((e) => e.msg === "signalled workload process" && e.pid === pid);
+      ev.filter((e) =>
+        /^sent SIG(TERM|KILL) to main process$/.test(String(e.msg)) &&
+        e.pid === pid
+      );
 
     assert.equal(root.markerGone, true, "the marker is gone after close()");
     const firstSignal = ev.findIndex((e) => e.signal !== undefined);
@@ -127,7 +131,8 @@ Deno.test({
     };
     assert.equal(q.leader.signal, "SIGTERM", JSON.stringify(q.events));
     const groupTerm = q.events.find((e) =>
-      e.msg === "signalled workload process" && e.pid === q.leader.pid
+      /^sent SIG(TERM|KILL) to main process$/.test(String(e.msg)) &&
+      e.pid === q.leader.pid
     );
     assert.equal(
       (groupTerm as Record<string, unknown> | undefined)?.pgid,
@@ -136,7 +141,8 @@ Deno.test({
     );
     assert.deepEqual(
       q.events.filter((e) =>
-        e.msg === "signalled workload process" && e.pid === q.childPid
+        /^sent SIG(TERM|KILL) to main process$/.test(String(e.msg)) &&
+        e.pid === q.childPid
       ).map((e) => e.signal),
       ["SIGTERM", "SIGKILL"],
       "the child of another name is signalled too",
@@ -168,7 +174,8 @@ Deno.test({
       assert.equal(d.runner.signal, "SIGTERM", JSON.stringify(d.events));
       assert.deepEqual(
         d.events.filter((e) =>
-          e.msg === "signalled workload process" && e.pid === d.daemonPid
+          /^sent SIG(TERM|KILL) to main process$/.test(String(e.msg)) &&
+          e.pid === d.daemonPid
         ).map((e) => e.signal),
         ["SIGTERM"],
         "the daemon is signalled although it left the group and session",
@@ -193,9 +200,10 @@ Deno.test({
     assert.equal(warns.length, 1, JSON.stringify(warns));
     assert.equal(warns[0].pid, u.foreign.pid);
     assert.equal(warns[0].target_uid, 65532);
-    assert.match(warns[0].msg, /CAP_KILL/);
-    assert.match(warns[0].msg, /runAsUser/);
-    assert.match(warns[0].msg, /BERTH_ENFORCE=probe/);
+    assert.equal(warns[0].msg, "SIGTERM failed", "the Go helper's message");
+    assert.match(String(warns[0].detail), /CAP_KILL/);
+    assert.match(String(warns[0].detail), /runAsUser/);
+    assert.match(String(warns[0].detail), /BERTH_ENFORCE=probe/);
     assert.equal(
       u.foreign.alive,
       true,

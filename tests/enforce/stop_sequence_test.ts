@@ -97,7 +97,9 @@ function setup(options: { graceMs?: number; ownCopies?: string[] } = {}) {
 
 /** The records of the signals sent, in order. */
 function signalled(records: LogRecord[]): LogRecord[] {
-  return records.filter((r) => r.msg === "signalled workload process");
+  return records.filter((r) =>
+    /^sent SIG(TERM|KILL) to main process$/.test(String(r.msg))
+  );
 }
 
 /** The target 10 leading its group and session, and a child 11 in both that ignores SIGTERM. */
@@ -243,8 +245,9 @@ Deno.test("StopSequence: a refused signal is reported once per closing, and the 
   assert.equal(warn.signal, "SIGTERM");
   assert.equal(warn.target_uid, 65532);
   assert.equal(warn.reason, "lease lost");
+  assert.equal(warn.msg, "SIGTERM failed", "the Go helper's message");
   for (const hint of ["CAP_KILL", "runAsUser", "BERTH_ENFORCE=probe"]) {
-    assert.ok(warn.msg.includes(hint), hint);
+    assert.ok(String(warn.detail).includes(hint), hint);
   }
   // A new closing after the gate reopened says it again, once.
   await reopen();

@@ -158,7 +158,7 @@ Deno.test("acquireLease backs off on errors from 0.5 s, doubling up to the heart
   await t.done;
   assert.equal((t.result() as AcquiredLease).token, 8);
   const warn = t.logs.find((l) => l.level === "WARN");
-  assert.equal(warn?.msg, "lease acquire failed; retrying");
+  assert.equal(warn?.msg, "acquire failed, retrying");
   assert.match(String(warn?.fields.error), /500.*internal error.*r1/);
   assert.equal(warn?.fields.retry_in_ms, 375);
 });
@@ -441,7 +441,7 @@ Deno.test("acquireLease: its own lost grant is taken though the server's clock r
   assert.equal((t.result() as AcquiredLease).token, 3);
 });
 
-Deno.test("acquireLease retries 401/403/404/400 but logs them at ERROR: the first at once, then one line a minute", async () => {
+Deno.test("acquireLease retries 401/403/404/400 with the Go helper's WARN line on every attempt, and an ERROR: the first at once, then one line a minute", async () => {
   const t = setup();
   let id = 0;
   // Every answer has its own request id, as every request has.
@@ -458,8 +458,8 @@ Deno.test("acquireLease retries 401/403/404/400 but logs them at ERROR: the firs
   assert.equal(errors().length, 1, "the first rejection is an ERROR at once");
   assert.match(String(errors()[0].fields.error), /401.*request id req-1/);
   assert.match(errors()[0].msg, /does not heal by waiting/);
-  // Retried at the error back-off (capped at the heartbeat), not logged again
-  // within the minute, and never at WARN.
+  // Retried at the error back-off (capped at the heartbeat), not logged
+  // again at ERROR within the minute; the Go helper's WARN every attempt.
   let attempts = 1;
   for (;;) {
     await t.clock.advanceTo(t.clock.now() + HB);
@@ -469,7 +469,9 @@ Deno.test("acquireLease retries 401/403/404/400 but logs them at ERROR: the firs
   }
   assert.ok(attempts > 5, `retried ${attempts} times`);
   assert.equal(errors().length, 1, "one line within the first minute");
-  assert.equal(t.logs.filter((l) => l.level === "WARN").length, 0);
+  const warns = () => t.logs.filter((l) => l.level === "WARN");
+  assert.equal(warns().length, attempts);
+  assert.ok(warns().every((l) => l.msg === "acquire failed, retrying"));
   // A minute after the first line, the next rejection is logged again,
   // counting the ones in between.
   (await t.pending()).answer(rejected(401));
@@ -487,12 +489,12 @@ Deno.test("acquireLease retries 401/403/404/400 but logs them at ERROR: the firs
   (await t.pending()).answer(broken);
   await settle();
   assert.equal(errors().length, 3);
-  assert.equal(t.logs.filter((l) => l.level === "WARN").length, 1);
+  assert.equal(warns().length, attempts + 3);
   t.stop.abort();
   await t.done;
 });
 
-Deno.test("acquireLease logs 400 and 404 as rejections too, and a 500 as a plain retry", async () => {
+Deno.test("acquireLease logs 400 and 404 as rejections too (Go's WARN and an ERROR), and a 500 as a plain retry", async () => {
   for (const status of [400, 404]) {
     const t = setup();
     (await t.pending()).answer({
@@ -501,7 +503,14 @@ Deno.test("acquireLease logs 400 and 404 as rejections too, and a 500 as a plain
       message: "nope",
     });
     await settle();
-    assert.deepEqual(t.logs.map((l) => l.level), ["ERROR"], `status ${status}`);
+    assert.deepEqual(
+      t.logs.map((l) => `${l.level} ${l.msg.split(";")[0]}`),
+      [
+        "WARN acquire failed, retrying",
+        "ERROR the API server rejects the acquire request",
+      ],
+      `status ${status}`,
+    );
     t.stop.abort();
     await t.done;
   }

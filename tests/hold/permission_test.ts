@@ -130,7 +130,7 @@ Deno.test("permission: an enforcement that fails is logged and the queue goes on
   await g.whenApplied();
   assert.deepEqual(enforcer.calls, ["open", "close: lease lost"]);
   assert.ok(
-    lines.some((l) => /ERROR.*enforcement failed.*disk full/.test(l)),
+    lines.some((l) => /WARN.*msg="enforcer release failed".*disk full/.test(l)),
     lines.join(""),
   );
 });

@@ -1,0 +1,116 @@
+import assert from "node:assert/strict";
+import {
+  isSet,
+  lastValue,
+  parseArgv,
+  unknownFlagMessage,
+  UsageError,
+} from "../../lib/config/argv.ts";
+import { CONFIG_FLAG_KINDS } from "../../lib/config/config_flags.ts";
+import { CONFIG_SETTINGS } from "../../lib/config/settings.ts";
+
+Deno.test("the configuration flag list the probe skips agrees with the settings table, flag for flag and kind for kind", () => {
+  assert.deepEqual(
+    CONFIG_FLAG_KINDS,
+    Object.fromEntries(
+      CONFIG_SETTINGS.map((s) => [
+        s.flag,
+        s.kind === "boolean" ? "boolean" : "value",
+      ]),
+    ),
+  );
+});
+
+function usage(fn: () => unknown): string {
+  try {
+    fn();
+  } catch (e) {
+    assert.ok(e instanceof UsageError, String(e));
+    return e.message;
+  }
+  assert.fail("no usage error");
+}
+
+Deno.test("parseArgv: Go's rules, one dash or two, values by = or the next word, booleans by = only", () => {
+  const spec = {
+    flags: {
+      "max-age": { kind: "value" },
+      json: { kind: "boolean" },
+      help: { kind: "boolean", short: "h" },
+    },
+    positionals: 1,
+    dashDash: "positionals",
+  } as const;
+  const a = parseArgv(["-max-age", "-5s", "/x", "--json", "-h"], spec);
+  assert.deepEqual(a.values, {
+    "max-age": ["-5s"],
+    json: ["true"],
+    help: ["true"],
+  });
+  assert.deepEqual(a.positionals, ["/x"]);
+  assert.equal(isSet(parseArgv(["--json=false"], spec), "json"), false);
+  assert.equal(
+    lastValue(parseArgv(["--max-age=1s", "--max-age=2s"], spec), "max-age"),
+    "2s",
+  );
+  assert.deepEqual(parseArgv(["--", "-odd"], spec).positionals, ["-odd"]);
+  assert.match(
+    usage(() => parseArgv(["--json", "false"], { ...spec, positionals: 0 })),
+    /^unexpected argument "false" after --json: a boolean flag takes its value as --json=false/,
+  );
+  assert.throws(
+    () => isSet(parseArgv(["--json=maybe"], spec), "json"),
+    /must be a boolean/,
+  );
+});
+
+Deno.test("parseArgv: ignored flags are skipped with their value; unknown ones are named the one way every subcommand names them", () => {
+  const spec = {
+    flags: { "max-age": { kind: "value" } },
+    ignored: { "lease-name": "value", "release-on-shutdown": "boolean" },
+    positionals: 1,
+  } as const;
+  const a = parseArgv(
+    ["--lease-name", "x", "--release-on-shutdown", "/p"],
+    spec,
+  );
+  assert.deepEqual(a.values, {});
+  assert.deepEqual(a.positionals, ["/p"]);
+  assert.equal(
+    usage(() => parseArgv(["--max-agee=1s"], spec)),
+    "unknown flag --max-agee: did you mean --max-age?",
+  );
+  assert.equal(
+    usage(() => parseArgv(["-zz"], spec)),
+    "unknown flag -zz; run with --help for the list",
+  );
+  assert.equal(
+    unknownFlagMessage("--S3CRET:x", 2, []),
+    "unknown flag in argument 3 (not shown: it may hold a secret); run with --help for the list",
+  );
+});
+
+Deno.test("parseArgv: after -- a command, or nothing", () => {
+  const spec = {
+    flags: { grace: { kind: "value" } },
+    dashDash: "command",
+    positionalHint: "put the command after --",
+  } as const;
+  assert.deepEqual(parseArgv(["--grace=1s", "--", "sleep", "--grace"], spec), {
+    values: { grace: ["1s"] },
+    positionals: [],
+    command: ["sleep", "--grace"],
+  });
+  assert.equal(
+    usage(() => parseArgv(["sleep"], spec)),
+    'unexpected argument "sleep": put the command after --',
+  );
+  assert.match(
+    usage(() => parseArgv(["--", "x"], { flags: {} })),
+    /^unexpected argument "x": this subcommand takes flags only/,
+  );
+  assert.equal(
+    usage(() => parseArgv(["--grace"], spec)),
+    "flag --grace needs a value",
+  );
+});

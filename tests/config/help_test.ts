@@ -1,0 +1,25 @@
+import assert from "node:assert/strict";
+import { configFlagsHelp } from "../../lib/config/help.ts";
+
+function entry(help: string, flag: string): string {
+  const i = help.indexOf(`  --${flag} `);
+  assert.ok(i >= 0, `--${flag} is listed`);
+  return help.slice(i, help.indexOf("\n  --", i + 1));
+}
+
+Deno.test("--help says which form each flag takes: whole seconds, or a duration; the default heartbeat is TTL/3, possibly fractional", () => {
+  const help = configFlagsHelp();
+  for (
+    const flag of [
+      "ttl-seconds",
+      "heartbeat-seconds",
+      "enforce-grace-seconds",
+      "enforce-lead-seconds",
+    ]
+  ) {
+    assert.match(entry(help, flag), /whole seconds/, flag);
+  }
+  assert.match(entry(help, "acquire-timeout"), /a duration such as 30s, 1m/);
+  assert.match(entry(help, "heartbeat-seconds"), /TTL\/3.*fractional/);
+  assert.match(entry(help, "heartbeat-seconds"), /0 or less: the default/);
+});
