@@ -34,6 +34,7 @@ export const CONFIG_FLAG_KINDS: Readonly<Record<string, FlagKind>> = {
   "insecure-skip-tls-verify": "boolean",
   "acquire-timeout": "value",
   "log-format": "value",
+  "log-level": "value",
   "pod-namespace": "value",
   "pod-name": "value",
   "pod-uid": "value",

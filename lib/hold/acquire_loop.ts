@@ -87,7 +87,7 @@ export interface AcquireLeaseOptions {
    */
   endOnFix?: boolean;
   /**
-   * Say "lease held by another holder; waiting" once per holder and token
+   * Say "lease held by another, waiting" once per holder and token
    * (a new holder, or the lease taken again once it expired) instead of at
    * every poll, and say at ERROR once a minute that the server has not
    * answered usably once failures have gone on for over a minute (`run`).

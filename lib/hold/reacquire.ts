@@ -43,7 +43,7 @@ export interface ReacquirerOptions {
   /** Where the answers are said. */
   logger: Logger;
   /**
-   * Say "lease held by another holder; waiting" once per holder and token,
+   * Say "waiting to reacquire" once per holder and token,
    * the rest at DEBUG (`run`); default false: at every attempt.
    */
   quiet?: boolean;

@@ -579,7 +579,7 @@ Deno.test("acquireLease quiet (run): the wait is said once per holder and token,
   const t = setup({ quiet: true });
   const infos = () =>
     t.logs.filter((l) =>
-      l.level === "INFO" && l.msg === "lease held by another holder; waiting"
+      l.level === "INFO" && l.msg === "lease held by another, waiting"
     );
   (await t.pending()).answer(held(4));
   for (let i = 0; i < 5; i++) (await t.expectNextAfter(HB)).answer(held(4));

@@ -102,7 +102,7 @@ Deno.test("quiet (run's reacquire after a loss): the wait is said once per holde
   });
   const infos = (logs: string[]) =>
     logs.map((l) => JSON.parse(l)).filter((r) =>
-      r.level === "INFO" && r.msg === "lease held by another holder; waiting"
+      r.level === "INFO" && r.msg === "waiting to reacquire"
     ).length;
   const quiet = setup(true);
   for (let i = 0; i < 4; i++) await quiet.attempt(0, held("other", 3));

@@ -1017,7 +1017,8 @@ Deno.test("a renewal failure that names its fix keeps Go's retry line, adds fix=
     await settle();
   }
   const renewals = parsed().filter((r) =>
-    r.level === "WARN" && String(r.msg).startsWith("lease renewal failed")
+    r.level === "WARN" &&
+    r.msg === "renew failed; still within lease TTL, will retry"
   );
   assert.ok(renewals.length >= 1);
   assert.ok(renewals.every((r) => r.fix === fix), "fix= on every retry line");

@@ -91,7 +91,7 @@ Deno.test("run against a closed port: retried with the time waited in each line,
   );
   const status = await run.wait(BOUND_MS);
   assert.equal(status.code, 76, run.log);
-  const retries = said(run.lines, "lease acquire failed; retrying");
+  const retries = said(run.lines, "acquire failed, retrying");
   assert.ok(retries.length >= 2, run.log);
   assert.ok(retries.every((l) => / failing_for=\S+/.test(l)), run.log);
 });
@@ -108,13 +108,13 @@ Deno.test("run standby: says the wait once, not at every poll; a SIGTERM before 
     () =>
       run.lines.filter((l) =>
         l.includes("level=DEBUG") &&
-        l.includes('msg="lease held by another holder; waiting"')
+        l.includes('msg="lease held by another, waiting"')
       ).length >= 3,
     { timeoutMs: BOUND_MS, what: "three polls of the held lease" },
   );
   const infos = run.lines.filter((l) =>
     l.includes("level=INFO") &&
-    l.includes('msg="lease held by another holder; waiting"')
+    l.includes('msg="lease held by another, waiting"')
   );
   assert.equal(infos.length, 1, run.log);
   assert.match(infos[0], /current_holder=other/);
@@ -214,7 +214,7 @@ Deno.test("--log-level and BERTH_LOG_LEVEL: gate and dev-server take it too; a w
     env: { BERTH_LOG_LEVEL: "verbose" },
     signal: signal(),
   });
-  assert.equal(server.code, 1);
+  assert.equal(server.code, 78, "a usage error of dev-server");
   assert.match(server.stderr, /BERTH_LOG_LEVEL="verbose": want "debug"/);
   assert.equal(
     parseGateArgs(["--", "true"], { BERTH_LOG_LEVEL: "debug" }).logLevel,
