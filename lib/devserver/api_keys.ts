@@ -9,7 +9,6 @@
  *
  * @module
  */
-import { encodeHex } from "../encoding/hex.ts";
 
 /** One configured key: the tenant it stands for and its token's digest. */
 export interface ApiKey {
@@ -88,7 +87,7 @@ export function holderAllowed(tenant: string, holder: string): boolean {
 
 async function sha256Hex(text: string): Promise<string> {
   const data = new TextEncoder().encode(text);
-  return encodeHex(new Uint8Array(await crypto.subtle.digest("SHA-256", data)));
+  return new Uint8Array(await crypto.subtle.digest("SHA-256", data)).toHex();
 }
 
 // Compares every character so timing does not reveal how much matched.

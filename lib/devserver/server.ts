@@ -15,7 +15,6 @@
  * @module
  */
 import { parseApiKeys } from "./api_keys.ts";
-import { randomHex } from "../encoding/hex.ts";
 import { type DevServerFaults, FaultSwitch } from "./faults.ts";
 import { type LeaseRpcContext, serveLeaseRpc } from "./lease_rpc.ts";
 import { ListenError, listenerUrl } from "../net/addr.ts";
@@ -217,7 +216,8 @@ const TRACEPARENT =
 function requestIdOf(headers: Headers): string {
   const inbound = headers.get("x-request-id");
   if (inbound !== null && REQUEST_ID.test(inbound)) return inbound;
-  return traceIdOf(headers.get("traceparent")) ?? randomHex(16);
+  return traceIdOf(headers.get("traceparent")) ??
+    crypto.getRandomValues(new Uint8Array(16)).toHex();
 }
 
 // W3C Trace Context: version ff is invalid, version 00 has exactly four

@@ -18,7 +18,6 @@ import type {
   ReleaseOutcome,
 } from "./rpc.ts";
 import { INT32_MAX, INT32_MIN } from "./wire.ts";
-import { jsonNumberLiteral } from "./json_scan.ts";
 
 /** What came back over the wire before it is interpreted. */
 export interface RawResponse {
@@ -68,7 +67,7 @@ export function grantOutcome(r: RawResponse, ctx: AnswerContext): GrantOutcome {
   const parsed = parseJsonObject(r.body);
   if (typeof parsed === "string") return badResponse(r, parsed, ctx);
   const redact = ctx.redact ?? ((t: string) => t);
-  const record = parseGrant(parsed, r.body, redact);
+  const record = parseGrant(parsed, numberLiterals(parsed), redact);
   if (typeof record === "string") return badResponse(r, record, ctx);
   const { acquired, lease } = record;
   if (acquired && lease.holder !== ctx.holder) {
@@ -167,10 +166,33 @@ function excerpt(text: string, ctx: AnswerContext): string {
   return flat.length > 200 ? `${flat.slice(0, 200)}...` : flat;
 }
 
+/** The literal text of each number of each object `JSON.parse` built, by member name. */
+const literals = new WeakMap<object, Map<string, string>>();
+
+/**
+ * The body as a JSON object, or why it is not one. The text of its numbers
+ * as written is kept (a reviver's `context.source`) for
+ * {@linkcode numberLiterals}: `JSON.parse` reads `1.0` and `1e0` as 1.
+ */
 function parseJsonObject(body: string): Record<string, unknown> | string {
   let v: unknown;
   try {
-    v = JSON.parse(body);
+    v = JSON.parse(
+      body,
+      function (
+        this: object,
+        key: string,
+        value: unknown,
+        context?: { source?: string },
+      ) {
+        if (typeof value === "number" && context?.source !== undefined) {
+          let m = literals.get(this);
+          if (m === undefined) literals.set(this, m = new Map());
+          m.set(key, context.source);
+        }
+        return value;
+      },
+    );
   } catch {
     return "response body is not JSON";
   }
@@ -181,14 +203,22 @@ function parseJsonObject(body: string): Record<string, unknown> | string {
 }
 
 /**
+ * The numbers of an object {@linkcode parseJsonObject} made, as written
+ * (with duplicate members, the last one's, as `JSON.parse` keeps it).
+ */
+function numberLiterals(o: object): Map<string, string> {
+  return literals.get(o) ?? new Map();
+}
+
+/**
  * Validates an Acquire/Renew body against the API's promises, or says what
  * broke them. Unknown fields are ignored so a newer server stays usable.
- * `text` is the body as sent: JSON.parse reads `1.0` and `1e0` as 1, so the
- * token's literal is checked there.
+ * `numbers` holds the body's numbers as written: JSON.parse reads `1.0` and
+ * `1e0` as 1, so the token's literal is checked there.
  */
 function parseGrant(
   body: Record<string, unknown>,
-  text: string,
+  numbers: Map<string, string>,
   redact: (text: string) => string,
 ): { acquired: boolean; lease: LeaseRecord } | string {
   const { acquired, holder, fencingToken, expiresAt, acquiredAt } = body;
@@ -200,7 +230,7 @@ function parseGrant(
     return `"holder" must be a string, got ${showV(holder)}`;
   }
   if (fencingToken !== undefined) {
-    const literal = jsonNumberLiteral(text, "fencingToken");
+    const literal = numbers.get("fencingToken");
     if (
       typeof fencingToken !== "number" || literal === undefined ||
       !/^-?(0|[1-9][0-9]*)$/.test(literal) || fencingToken < INT32_MIN ||

@@ -2,7 +2,7 @@
  * A server certificate that is its own CA: the common self-signed
  * certificate (`openssl req -x509` marks it `CA:TRUE`). Go, and so the Go
  * helper, trusts it when it is in the trust store; Deno's TLS
- * (`Deno.startTls`, `fetch`) refuses any CA certificate as a server's own
+ * (`fetch`) refuses any CA certificate as a server's own
  * (`CaUsedAsEndEntity`), whatever the store holds. `node:https` verifies it
  * as Go does: trusted when it is in the store, and its name checked. So a
  * direct connection that meets this error is made again, from then on,
@@ -10,12 +10,18 @@
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
+ * import { discardLogger } from "../obs/log.ts";
+ * const refused = { error: "ca-as-leaf" as const, detail: "CaUsedAsEndEntity" };
+ * const answer = { status: 200, body: "{}" };
  * const transport = withCaLeafFallback(
- *   createStreamTransport(target, { caCerts }),
- *   () => createNodeTransport(target, { caCerts }),
- *   logger,
- *   target.origin,
+ *   { send: () => Promise.resolve(refused) },
+ *   () => ({ send: () => Promise.resolve(answer) }),
+ *   discardLogger,
+ *   "https://berth.example",
  * );
+ * const request = { path: "/", headers: {}, body: "{}" };
+ * assert.deepEqual(await transport.send(request, new AbortController().signal), answer);
  * ```
  *
  * @module

@@ -10,7 +10,6 @@
  */
 import type { LeaseKey } from "./rpc.ts";
 import { VERSION } from "../version.ts";
-import { randomHex } from "../encoding/hex.ts";
 
 /** The largest value of a JSON int32 field. */
 export const INT32_MAX = 2147483647;
@@ -164,5 +163,5 @@ export function requestHeaders(
 
 /** 32 hex characters: inside the `[A-Za-z0-9_-]{1,64}` the server honours. */
 export function newRequestId(): string {
-  return randomHex(16);
+  return crypto.getRandomValues(new Uint8Array(16)).toHex();
 }

@@ -50,7 +50,6 @@ import {
   StateFileError,
 } from "./nofollow.ts";
 import { checkSource, type InstallCheckOptions } from "./install_check.ts";
-import { randomHex } from "../encoding/hex.ts";
 
 /** The file names in the state directory; fixed by the webhook and the probe argv. */
 const STATE_FILES = {
@@ -323,7 +322,9 @@ export class StateDir {
     fill: (tmp: string) => Promise<void>,
   ): Promise<void> {
     const target = this.path(name);
-    const tmp = this.path(`.${name}.tmp-${randomHex(8)}`);
+    const tmp = this.path(
+      `.${name}.tmp-${crypto.getRandomValues(new Uint8Array(8)).toHex()}`,
+    );
     try {
       await fill(tmp);
       await Deno.rename(tmp, target);

@@ -10,7 +10,6 @@ import {
   grantOutcome,
   releaseOutcome,
 } from "../../lib/lease/answer.ts";
-import { jsonNumberLiteral } from "../../lib/lease/json_scan.ts";
 import {
   describeFailure,
   isPersistentFailure,
@@ -49,14 +48,25 @@ Deno.test("fencingToken must be a JSON integer literal in int32 range", () => {
   assert.equal(out.kind === "acquired" && out.lease.fencingToken, 3);
 });
 
-Deno.test("the number scan returns the literal as written, last duplicate winning", () => {
-  assert.equal(
-    jsonNumberLiteral(`{"a":"}","b":[1,{"a":2}],"a":-0}`, "a"),
-    "-0",
+Deno.test("the token's literal is the one JSON.parse keeps: the last duplicate's, never a nested member's", () => {
+  const body = (tokens: string) =>
+    `{"acquired":true,"holder":"${HOLDER}",${TIMES},"b":[1,{"fencingToken":2}],${tokens}}`;
+  const last = grantOutcome(
+    { status: 200, body: body(`"fencingToken":1.0,"fencingToken":-0`) },
+    CTX,
   );
-  assert.equal(jsonNumberLiteral(`{"a":1e0}`, "a"), "1e0");
-  assert.equal(jsonNumberLiteral(`{"a":"1"}`, "a"), undefined);
-  assert.equal(jsonNumberLiteral(`{"b":1}`, "a"), undefined);
+  assert.equal(last.kind, "bad-response"); // -0 is an integer literal, but < 1
+  assert.match(last.kind === "bad-response" ? last.message : "", /at least 1/);
+  const good = grantOutcome(
+    { status: 200, body: body(`"fencingToken":1e0,"fencingToken":5`) },
+    CTX,
+  );
+  assert.equal(good.kind === "acquired" && good.lease.fencingToken, 5);
+  const bad = grantOutcome(
+    { status: 200, body: body(`"fencingToken":5,"fencingToken":5.0`) },
+    CTX,
+  );
+  assert.equal(bad.kind, "bad-response");
 });
 
 Deno.test("acquired:true naming another holder (or none) is a protocol error, on Acquire and Renew", () => {
