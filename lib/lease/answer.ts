@@ -11,11 +11,12 @@
  *
  * @module
  */
-import type {
-  GrantOutcome,
-  LeaseFailure,
-  LeaseRecord,
-  ReleaseOutcome,
+import {
+  FIXES,
+  type GrantOutcome,
+  type LeaseFailure,
+  type LeaseRecord,
+  type ReleaseOutcome,
 } from "./rpc.ts";
 import { INT32_MAX, INT32_MIN } from "./wire.ts";
 
@@ -65,7 +66,10 @@ export function headerRequestId(value: string | null): string | undefined {
 export function grantOutcome(r: RawResponse, ctx: AnswerContext): GrantOutcome {
   if (r.status !== 200) return statusFailure(r, [200], ctx);
   const parsed = parseJsonObject(r.body);
-  if (typeof parsed === "string") return badResponse(r, parsed, ctx);
+  if (typeof parsed === "string") {
+    // Every answer of the API is a JSON object: this one is someone else's.
+    return badResponse(r, parsed, ctx, FIXES.notBerth);
+  }
   const redact = ctx.redact ?? ((t: string) => t);
   const record = parseGrant(parsed, numberLiterals(parsed), redact);
   if (typeof record === "string") return badResponse(r, record, ctx);
@@ -109,6 +113,8 @@ function statusFailure(
   ctx: AnswerContext,
 ): LeaseFailure {
   const envelope = parseJsonObject(r.body);
+  const errorShape = typeof envelope !== "string" &&
+    typeof envelope.error === "string";
   let message: string;
   let requestId = r.requestId;
   if (typeof envelope !== "string" && typeof envelope.error === "string") {
@@ -116,10 +122,17 @@ function statusFailure(
     if (typeof envelope.requestId === "string" && envelope.requestId !== "") {
       requestId = excerpt(envelope.requestId, ctx);
     }
+  } else if (isHtml(r.body)) {
+    const title = /<title[^>]*>([^<]*)<\/title>/i.exec(r.body)?.[1];
+    message = `an HTML page${
+      title?.trim() ? ` titled ${JSON.stringify(excerpt(title, ctx))}` : ""
+    }, not the API's JSON`;
   } else {
     message = excerpt(r.body, ctx);
   }
   if (r.status === 409) return { kind: "conflict", message, requestId };
+  const fix = answerFix(r, typeof envelope !== "string", errorShape, ctx);
+  const withFix = fix === undefined ? {} : { fix };
   if (r.status >= 200 && r.status < 300) {
     return {
       kind: "bad-response",
@@ -128,6 +141,7 @@ function statusFailure(
         expected.join(" or ")
       }): ${message}`,
       requestId,
+      ...withFix,
     };
   }
   if (r.status >= 300 && r.status < 400) {
@@ -141,19 +155,78 @@ function statusFailure(
     message,
     requestId,
     url: ctx.url,
+    ...withFix,
   };
+}
+
+/**
+ * The statuses a Berth API server answers a POST on its lease paths with
+ * (the spec's, and 405 and 307 of its router).
+ */
+const BERTH_STATUSES = new Set([
+  200,
+  204,
+  307,
+  400,
+  401,
+  403,
+  404,
+  405,
+  409,
+  413,
+  500,
+]);
+
+/** What the Go TLS server (and nginx) answer to plain HTTP on a TLS port. */
+const PLAIN_ON_TLS =
+  /Client sent an HTTP request to an HTTPS server|plain HTTP request was sent to HTTPS port/i;
+
+/** An HTML page (an error page of a proxy, a web server's listing). */
+function isHtml(body: string): boolean {
+  return /^\s*<(?:!doctype|html|head|body|\?xml|title|h1)/i.test(body);
+}
+
+/**
+ * The fix of an answer no wait can heal, if it is one: plain HTTP sent to a
+ * TLS port, or a server that is not a Berth API server (an HTML page, or a
+ * status no Berth server gives without the API's JSON error). A 3xx (its
+ * own what-to-do), and a 5xx other than 501 (a gateway's page while the
+ * server restarts heals), never have one; nor does any Berth status with
+ * the API's JSON body.
+ */
+function answerFix(
+  r: RawResponse,
+  json: boolean,
+  errorShape: boolean,
+  ctx: AnswerContext,
+): string | undefined {
+  if (
+    r.status === 400 && ctx.url.startsWith("http:") && PLAIN_ON_TLS.test(r.body)
+  ) {
+    return FIXES.useHttps;
+  }
+  if (r.status >= 300 && r.status < 400) return undefined;
+  if (r.status >= 500 && r.status !== 501) return undefined;
+  if (r.status >= 200 && r.status < 300) {
+    return json || r.body === "" ? undefined : FIXES.notBerth;
+  }
+  if (isHtml(r.body)) return FIXES.notBerth;
+  if (!BERTH_STATUSES.has(r.status) && !errorShape) return FIXES.notBerth;
+  return undefined;
 }
 
 function badResponse(
   r: RawResponse,
   why: string,
   ctx: AnswerContext,
+  fix?: string,
 ): LeaseFailure {
   return {
     kind: "bad-response",
     status: r.status,
     message: `${why}; body: ${excerpt(r.body, ctx)}`,
     requestId: r.requestId,
+    ...(fix === undefined ? {} : { fix }),
   };
 }
 

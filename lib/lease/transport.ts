@@ -13,7 +13,7 @@
  * @module
  */
 import type { RawResponse } from "./answer.ts";
-import type { LeaseFailure } from "./rpc.ts";
+import { FIXES, type LeaseFailure } from "./rpc.ts";
 import type { Target } from "./wire.ts";
 import { presentedValidity } from "./tls_trust.ts";
 
@@ -205,24 +205,6 @@ export interface ErrorContext {
   /** The wall clock; default `Date.now`. */
   now?: () => number;
 }
-
-/** The one-line fixes of the failures no wait can heal ({@linkcode LeaseFailure} `fix`). */
-export const FIXES = {
-  /** An `https://` URL on a port that speaks plain HTTP. */
-  useHttp:
-    "use http:// in --api-server / BERTH_API_SERVER (the server on that port speaks plain HTTP, not TLS), or the server's TLS port",
-  /** The certificate chain does not lead to a trusted root. */
-  untrusted:
-    "give the CA bundle that issued the server's certificate (--ca-bundle-file / BERTH_CA_BUNDLE_FILE)",
-  /** The certificate does not name the host. */
-  wrongName:
-    "set --server-name / BERTH_SERVER_NAME to a name on the server certificate, or use that name in --api-server / BERTH_API_SERVER",
-  /** A CA certificate presented as the server's own, through a proxy. */
-  caAsLeaf:
-    "reissue the server certificate with basicConstraints=CA:FALSE (or have a CA sign it and give that CA with --ca-bundle-file / BERTH_CA_BUNDLE_FILE), or reach the server without a proxy (NO_PROXY)",
-  /** A certificate outside its validity period. */
-  dates: "renew the server certificate, or fix this node's clock",
-} as const;
 
 /**
  * The transport error as a failure a user can act on. A certificate that was

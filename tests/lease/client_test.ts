@@ -12,7 +12,12 @@ import {
   type HttpLeaseClientOptions,
 } from "../../lib/lease/client.ts";
 import { MAX_RESPONSE_BYTES } from "../../lib/lease/transport.ts";
-import { describeFailure } from "../../lib/lease/rpc.ts";
+import {
+  configFix,
+  describeFailure,
+  FIXES,
+  type LeaseFailure,
+} from "../../lib/lease/rpc.ts";
 import { Secret } from "../../lib/obs/log.ts";
 import { VERSION } from "../../lib/version.ts";
 import { timersOf } from "../support/timers.ts";
@@ -495,6 +500,7 @@ both(
       out.kind === "transport-error" ? out.message : "",
       /may not speak TLS.*scheme/,
     );
+    assert.equal(configFix(out as LeaseFailure), FIXES.useHttp);
   },
 );
 
@@ -729,4 +735,17 @@ both("a 101 is a final answer, not an interim one to wait past", async () => {
   );
   assert.notEqual(out.kind, "timeout", JSON.stringify(out));
   assert.notEqual(out.kind, "aborted", JSON.stringify(out));
+});
+
+Deno.test("[fetch] http:// on a TLS port: the Go server's plain-text 400 names use https://", async () => {
+  // What Go's net/http TLS server answers a request in plain HTTP.
+  await using srv = await rawServer((socket) => {
+    const body = "Client sent an HTTP request to an HTTPS server.\n";
+    socket.end(
+      `HTTP/1.0 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n${body}`,
+    );
+  });
+  const out = await client(srv.url).acquire(HOLDER, 1, never());
+  assert.equal(out.kind, "server-error", JSON.stringify(out));
+  assert.equal(configFix(out as LeaseFailure), FIXES.useHttps);
 });

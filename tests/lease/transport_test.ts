@@ -4,13 +4,16 @@
  * `node:https` gives, by which its errors are classified first.
  */
 import assert from "node:assert/strict";
+import { configFix, FIXES } from "../../lib/lease/rpc.ts";
 import {
   classifyError,
+  describeTransportError,
   ERROR_CODES,
   ERROR_TEXTS,
   kindOfErrorText,
   type TransportErrorKind,
 } from "../../lib/lease/transport.ts";
+import { parseApiServer } from "../../lib/lease/wire.ts";
 
 /** A fetch error as Deno throws it: a TypeError whose cause says what happened. */
 function fetchError(cause: string): TypeError {
@@ -134,4 +137,32 @@ Deno.test("node:https errors are classified by their code, named in the detail",
   for (const kind of Object.values(ERROR_CODES)) {
     assert.notEqual(kind, "other");
   }
+});
+
+Deno.test("the scheme and the certificate failures name their fix; refused, DNS and the rest do not (they may heal)", async () => {
+  const ctx = {
+    target: parseApiServer("https://berth.example:8443"),
+    verifiedName: "berth.example",
+    // Through a proxy: no second look at the certificate.
+    proxy: "HTTPS_PROXY",
+    signal: new AbortController().signal,
+  };
+  const want: [TransportErrorKind, string | undefined][] = [
+    ["not-tls", FIXES.useHttp],
+    ["untrusted", FIXES.untrusted],
+    ["wrong-name", FIXES.wrongName],
+    ["ca-as-leaf", FIXES.caAsLeaf],
+    ["dates", FIXES.dates],
+    ["refused", undefined],
+    ["dns", undefined],
+    ["other", undefined],
+  ];
+  for (const [error, fix] of want) {
+    const f = await describeTransportError({ error, detail: "d" }, ctx);
+    assert.equal(f.kind, "transport-error");
+    assert.equal(configFix(f), fix, error);
+  }
+  assert.match(FIXES.useHttp, /^use http:\/\//);
+  assert.match(FIXES.untrusted, /--ca-bundle-file \/ BERTH_CA_BUNDLE_FILE/);
+  assert.match(FIXES.wrongName, /--server-name \/ BERTH_SERVER_NAME/);
 });
