@@ -78,30 +78,33 @@ both(
   },
 );
 
-both("renew and release send exactly their fields, in spec order", async () => {
-  await using srv = await startServer((r) =>
-    r.path.endsWith("/release") ? { status: 204 } : json(200, GRANT)
-  );
-  const c = client(srv.url);
-  assert.equal((await c.renew(HOLDER, 4, 30, never())).kind, "acquired");
-  assert.equal((await c.release(HOLDER, 4, never())).kind, "released");
-  const [renew, release] = srv.requests;
-  assert.equal(renew.path, "/v1alpha1/namespaces/prod/leases/checkout/renew");
-  assert.equal(
-    renew.body,
-    `{"holder":"${HOLDER}","fencingToken":4,"ttlSeconds":30}`,
-  );
-  assert.equal(
-    release.path,
-    "/v1alpha1/namespaces/prod/leases/checkout/release",
-  );
-  assert.equal(release.body, `{"holder":"${HOLDER}","fencingToken":4}`);
-  // Each request carries its own id, so server logs can be correlated.
-  assert.notEqual(
-    header(renew, "X-Request-Id"),
-    header(release, "X-Request-Id"),
-  );
-});
+both(
+  "renew and release send exactly their fields, keys sorted as the Go helper's",
+  async () => {
+    await using srv = await startServer((r) =>
+      r.path.endsWith("/release") ? { status: 204 } : json(200, GRANT)
+    );
+    const c = client(srv.url);
+    assert.equal((await c.renew(HOLDER, 4, 30, never())).kind, "acquired");
+    assert.equal((await c.release(HOLDER, 4, never())).kind, "released");
+    const [renew, release] = srv.requests;
+    assert.equal(renew.path, "/v1alpha1/namespaces/prod/leases/checkout/renew");
+    assert.equal(
+      renew.body,
+      `{"fencingToken":4,"holder":"${HOLDER}","ttlSeconds":30}`,
+    );
+    assert.equal(
+      release.path,
+      "/v1alpha1/namespaces/prod/leases/checkout/release",
+    );
+    assert.equal(release.body, `{"fencingToken":4,"holder":"${HOLDER}"}`);
+    // Each request carries its own id, so server logs can be correlated.
+    assert.notEqual(
+      header(renew, "X-Request-Id"),
+      header(release, "X-Request-Id"),
+    );
+  },
+);
 
 both("no API key: no Authorization header at all", async () => {
   await using srv = await startServer(() => json(200, GRANT));
