@@ -71,12 +71,15 @@ export interface HttpLeaseClientOptions {
   /**
    * The name sent as TLS SNI and verified on the server certificate instead
    * of the URL's host, for servers reached by an address their certificate
-   * does not name. The Host header still carries the URL's host.
+   * does not name. The Host header still carries the URL's host. Sent
+   * through `node:https` (`fetch` cannot), which connects directly: a proxy
+   * variable is then not followed (a warning says so).
    */
   serverName?: string;
   /**
    * Accepts any server certificate. Development only: anyone on the path can
-   * then impersonate the server; a warning is logged at construction.
+   * then impersonate the server; a warning is logged at construction. Sent
+   * through `node:https`, directly, like {@linkcode serverName}.
    */
   insecureSkipTlsVerify?: boolean;
   /**
@@ -93,9 +96,9 @@ export interface HttpLeaseClientOptions {
  * Builds the {@linkcode LeaseClient} the subcommands use.
  *
  * @throws {Error} Everything that can be wrong in the options (URL, lease
- * key, CA bundle, server name, timeout, a transport that cannot do what is
- * asked) throws here, at start-up, with a message naming the input; after
- * that no call throws for anything the server or the network does.
+ * key, CA bundle, server name, timeout) throws here, at start-up, with a
+ * message naming the input; after that no call throws for anything the
+ * server or the network does.
  *
  * @example
  * ```ts
