@@ -9,7 +9,6 @@
  *
  * @module
  */
-import { encodeHex } from "../encoding/hex.ts";
 
 /** One configured key: the tenant it stands for and its token's digest. */
 export interface ApiKey {
@@ -156,7 +155,7 @@ export function holderAllowed(tenant: string, holder: string): boolean {
 
 async function sha256Hex(data: Uint8Array): Promise<string> {
   const copy = new Uint8Array(data); // digest wants its own ArrayBuffer
-  return encodeHex(new Uint8Array(await crypto.subtle.digest("SHA-256", copy)));
+  return new Uint8Array(await crypto.subtle.digest("SHA-256", copy)).toHex();
 }
 
 // Compares every character so timing does not reveal how much matched.

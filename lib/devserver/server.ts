@@ -17,7 +17,6 @@
  * @module
  */
 import { parseApiKeys } from "./api_keys.ts";
-import { randomHex } from "../encoding/hex.ts";
 import { type DevServerFaults, FaultSwitch } from "./faults.ts";
 import { type LeaseRpcContext, serveLeaseRpc } from "./lease_rpc.ts";
 import { ListenError, listenerUrl } from "../net/addr.ts";
@@ -287,7 +286,8 @@ const REQUEST_ID = /^[A-Za-z0-9_-]{1,64}$/;
 function requestIdOf(headers: Headers): string {
   const inbound = headers.get("x-request-id");
   if (inbound !== null && REQUEST_ID.test(inbound)) return inbound;
-  return traceIdOf(headers.get("traceparent")) ?? randomHex(16);
+  return traceIdOf(headers.get("traceparent")) ??
+    crypto.getRandomValues(new Uint8Array(16)).toHex();
 }
 
 /**

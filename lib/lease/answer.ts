@@ -11,14 +11,14 @@
  *
  * @module
  */
-import type {
-  GrantOutcome,
-  LeaseFailure,
-  LeaseRecord,
-  ReleaseOutcome,
+import {
+  FIXES,
+  type GrantOutcome,
+  type LeaseFailure,
+  type LeaseRecord,
+  type ReleaseOutcome,
 } from "./rpc.ts";
 import { INT32_MAX, INT32_MIN } from "./wire.ts";
-import { jsonNumberLiteral } from "./json_scan.ts";
 
 /** What came back over the wire before it is interpreted. */
 export interface RawResponse {
@@ -66,9 +66,12 @@ export function headerRequestId(value: string | null): string | undefined {
 export function grantOutcome(r: RawResponse, ctx: AnswerContext): GrantOutcome {
   if (r.status !== 200) return statusFailure(r, [200], ctx);
   const parsed = parseJsonObject(r.body);
-  if (typeof parsed === "string") return badResponse(r, parsed, ctx);
+  if (typeof parsed === "string") {
+    // Every answer of the API is a JSON object: this one is someone else's.
+    return badResponse(r, parsed, ctx, FIXES.notBerth);
+  }
   const redact = ctx.redact ?? ((t: string) => t);
-  const record = parseGrant(parsed, r.body, redact);
+  const record = parseGrant(parsed, numberLiterals(parsed), redact);
   if (typeof record === "string") return badResponse(r, record, ctx);
   const { acquired, lease } = record;
   if (acquired && lease.holder !== ctx.holder) {
@@ -110,6 +113,8 @@ function statusFailure(
   ctx: AnswerContext,
 ): LeaseFailure {
   const envelope = parseJsonObject(r.body);
+  const errorShape = typeof envelope !== "string" &&
+    typeof envelope.error === "string";
   let message: string;
   let requestId = r.requestId;
   if (typeof envelope !== "string" && typeof envelope.error === "string") {
@@ -117,10 +122,17 @@ function statusFailure(
     if (typeof envelope.requestId === "string" && envelope.requestId !== "") {
       requestId = excerpt(envelope.requestId, ctx);
     }
+  } else if (isHtml(r.body)) {
+    const title = /<title[^>]*>([^<]*)<\/title>/i.exec(r.body)?.[1];
+    message = `an HTML page${
+      title?.trim() ? ` titled ${JSON.stringify(excerpt(title, ctx))}` : ""
+    }, not the API's JSON`;
   } else {
     message = excerpt(r.body, ctx);
   }
   if (r.status === 409) return { kind: "conflict", message, requestId };
+  const fix = answerFix(r, typeof envelope !== "string", errorShape, ctx);
+  const withFix = fix === undefined ? {} : { fix };
   if (r.status >= 200 && r.status < 300) {
     return {
       kind: "bad-response",
@@ -129,6 +141,7 @@ function statusFailure(
         expected.join(" or ")
       }): ${message}`,
       requestId,
+      ...withFix,
     };
   }
   if (r.status >= 300 && r.status < 400) {
@@ -142,19 +155,78 @@ function statusFailure(
     message,
     requestId,
     url: ctx.url,
+    ...withFix,
   };
+}
+
+/**
+ * The statuses a Berth API server answers a POST on its lease paths with
+ * (the spec's, and 405 and 307 of its router).
+ */
+const BERTH_STATUSES = new Set([
+  200,
+  204,
+  307,
+  400,
+  401,
+  403,
+  404,
+  405,
+  409,
+  413,
+  500,
+]);
+
+/** What the Go TLS server (and nginx) answer to plain HTTP on a TLS port. */
+const PLAIN_ON_TLS =
+  /Client sent an HTTP request to an HTTPS server|plain HTTP request was sent to HTTPS port/i;
+
+/** An HTML page (an error page of a proxy, a web server's listing). */
+function isHtml(body: string): boolean {
+  return /^\s*<(?:!doctype|html|head|body|\?xml|title|h1)/i.test(body);
+}
+
+/**
+ * The fix of an answer no wait can heal, if it is one: plain HTTP sent to a
+ * TLS port, or a server that is not a Berth API server (an HTML page, or a
+ * status no Berth server gives without the API's JSON error). A 3xx (its
+ * own what-to-do), and a 5xx other than 501 (a gateway's page while the
+ * server restarts heals), never have one; nor does any Berth status with
+ * the API's JSON body.
+ */
+function answerFix(
+  r: RawResponse,
+  json: boolean,
+  errorShape: boolean,
+  ctx: AnswerContext,
+): string | undefined {
+  if (
+    r.status === 400 && ctx.url.startsWith("http:") && PLAIN_ON_TLS.test(r.body)
+  ) {
+    return FIXES.useHttps;
+  }
+  if (r.status >= 300 && r.status < 400) return undefined;
+  if (r.status >= 500 && r.status !== 501) return undefined;
+  if (r.status >= 200 && r.status < 300) {
+    return json || r.body === "" ? undefined : FIXES.notBerth;
+  }
+  if (isHtml(r.body)) return FIXES.notBerth;
+  if (!BERTH_STATUSES.has(r.status) && !errorShape) return FIXES.notBerth;
+  return undefined;
 }
 
 function badResponse(
   r: RawResponse,
   why: string,
   ctx: AnswerContext,
+  fix?: string,
 ): LeaseFailure {
   return {
     kind: "bad-response",
     status: r.status,
     message: `${why}; body: ${excerpt(r.body, ctx)}`,
     requestId: r.requestId,
+    ...(fix === undefined ? {} : { fix }),
   };
 }
 
@@ -167,10 +239,33 @@ function excerpt(text: string, ctx: AnswerContext): string {
   return flat.length > 200 ? `${flat.slice(0, 200)}...` : flat;
 }
 
+/** The literal text of each number of each object `JSON.parse` built, by member name. */
+const literals = new WeakMap<object, Map<string, string>>();
+
+/**
+ * The body as a JSON object, or why it is not one. The text of its numbers
+ * as written is kept (a reviver's `context.source`) for
+ * {@linkcode numberLiterals}: `JSON.parse` reads `1.0` and `1e0` as 1.
+ */
 function parseJsonObject(body: string): Record<string, unknown> | string {
   let v: unknown;
   try {
-    v = JSON.parse(body);
+    v = JSON.parse(
+      body,
+      function (
+        this: object,
+        key: string,
+        value: unknown,
+        context?: { source?: string },
+      ) {
+        if (typeof value === "number" && context?.source !== undefined) {
+          let m = literals.get(this);
+          if (m === undefined) literals.set(this, m = new Map());
+          m.set(key, context.source);
+        }
+        return value;
+      },
+    );
   } catch {
     return "response body is not JSON";
   }
@@ -181,14 +276,22 @@ function parseJsonObject(body: string): Record<string, unknown> | string {
 }
 
 /**
+ * The numbers of an object {@linkcode parseJsonObject} made, as written
+ * (with duplicate members, the last one's, as `JSON.parse` keeps it).
+ */
+function numberLiterals(o: object): Map<string, string> {
+  return literals.get(o) ?? new Map();
+}
+
+/**
  * Validates an Acquire/Renew body against the API's promises, or says what
  * broke them. Unknown fields are ignored so a newer server stays usable.
- * `text` is the body as sent: JSON.parse reads `1.0` and `1e0` as 1, so the
- * token's literal is checked there.
+ * `numbers` holds the body's numbers as written: JSON.parse reads `1.0` and
+ * `1e0` as 1, so the token's literal is checked there.
  */
 function parseGrant(
   body: Record<string, unknown>,
-  text: string,
+  numbers: Map<string, string>,
   redact: (text: string) => string,
 ): { acquired: boolean; lease: LeaseRecord } | string {
   const { acquired, holder, fencingToken, expiresAt, acquiredAt } = body;
@@ -200,7 +303,7 @@ function parseGrant(
     return `"holder" must be a string, got ${showV(holder)}`;
   }
   if (fencingToken !== undefined) {
-    const literal = jsonNumberLiteral(text, "fencingToken");
+    const literal = numbers.get("fencingToken");
     if (
       typeof fencingToken !== "number" || literal === undefined ||
       !/^-?(0|[1-9][0-9]*)$/.test(literal) || fencingToken < INT32_MIN ||

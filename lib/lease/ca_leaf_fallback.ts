@@ -2,7 +2,7 @@
  * A server certificate that is its own CA: the common self-signed
  * certificate (`openssl req -x509` marks it `CA:TRUE`). Go, and so the Go
  * helper, trusts it when it is in the trust store; Deno's TLS
- * (`Deno.startTls`, `fetch`) refuses any CA certificate as a server's own
+ * (`fetch`) refuses any CA certificate as a server's own
  * (`CaUsedAsEndEntity`), whatever the store holds. `node:https` verifies it
  * as Go does: trusted when it is in the store, and its name checked. So a
  * direct connection that meets this error is made again, from then on,
@@ -12,24 +12,16 @@
  * ```ts
  * import assert from "node:assert/strict";
  * import { discardLogger } from "../obs/log.ts";
- * import type { Transport } from "./transport.ts";
- * // The client passes its direct transport and the node one; here, stand-ins.
- * const direct: Transport = {
- *   send: async () => ({ error: "ca-as-leaf", detail: "CaUsedAsEndEntity" }),
- * };
- * let made = 0;
- * const node: Transport = { send: async () => ({ status: 200, body: "{}" }) };
+ * const refused = { error: "ca-as-leaf" as const, detail: "CaUsedAsEndEntity" };
+ * const answer = { status: 200, body: "{}" };
  * const transport = withCaLeafFallback(
- *   direct,
- *   () => (made++, node),
+ *   { send: () => Promise.resolve(refused) },
+ *   () => ({ send: () => Promise.resolve(answer) }),
  *   discardLogger,
  *   "https://berth.example",
  * );
- * const request = { path: "/v1alpha1/namespaces/prod/leases/checkout/renew", headers: {}, body: "{}" };
- * const signal = new AbortController().signal;
- * assert.deepEqual(await transport.send(request, signal), { status: 200, body: "{}" });
- * await transport.send(request, signal);
- * assert.equal(made, 1); // switched once, for good
+ * const request = { path: "/", headers: {}, body: "{}" };
+ * assert.deepEqual(await transport.send(request, new AbortController().signal), answer);
  * ```
  *
  * @module

@@ -1,15 +1,15 @@
 /**
  * The Berth lease API over HTTP(S): composes the wire encoding
- * (`wire.ts`), a transport (`stream_transport.ts`; `fetch_transport.ts` for a
- * proxy only `fetch` can use; `node_transport.ts` for skip-verify) and the
- * answer decoding
- * (`answer.ts`) into the {@linkcode LeaseClient} the subcommands use, and
- * owns what spans them: the request's bound, the key, redaction of the key
- * from everything returned. It never retries; retry policy belongs to the
- * acquire loop and the renewer.
+ * (`wire.ts`), a transport (`fetch_transport.ts`; `node_transport.ts` only
+ * for the server-name override, skip-verify and a server certificate that
+ * is its own CA) and the answer decoding (`answer.ts`) into the
+ * {@linkcode LeaseClient} the subcommands use, and owns what spans them: the
+ * request's bound, the key, redaction of the key from everything returned.
+ * It never retries; retry policy belongs to the acquire loop and the
+ * renewer.
  *
  * Only this module's graph loads network code, and `node:*` modules only on
- * demand, so the liveness probe never pays for it.
+ * demand, so the liveness probe and the common path never pay for them.
  *
  * @module
  */
@@ -18,8 +18,6 @@ import type { ApiKeySource } from "./api_key.ts";
 import { withCaLeafFallback } from "./ca_leaf_fallback.ts";
 import { createFetchTransport } from "./fetch_transport.ts";
 import { createNodeTransport } from "./node_transport.ts";
-import { createStreamTransport } from "./stream_transport.ts";
-import { type HttpProxy, type ProxyChoice, proxyFor } from "./proxy_env.ts";
 import { redactor, redactOutcome } from "./redact.ts";
 import {
   DEFAULT_REQUEST_TIMEOUT_MS,
@@ -73,12 +71,15 @@ export interface HttpLeaseClientOptions {
   /**
    * The name sent as TLS SNI and verified on the server certificate instead
    * of the URL's host, for servers reached by an address their certificate
-   * does not name. The Host header still carries the URL's host.
+   * does not name. The Host header still carries the URL's host. Sent
+   * through `node:https` (`fetch` cannot), which connects directly: a proxy
+   * variable is then not followed (a warning says so).
    */
   serverName?: string;
   /**
    * Accepts any server certificate. Development only: anyone on the path can
-   * then impersonate the server; a warning is logged at construction.
+   * then impersonate the server; a warning is logged at construction. Sent
+   * through `node:https`, directly, like {@linkcode serverName}.
    */
   insecureSkipTlsVerify?: boolean;
   /**
@@ -87,25 +88,6 @@ export interface HttpLeaseClientOptions {
    * the caller's signal may end it sooner, never later.
    */
   requestTimeoutMs?: number;
-  /**
-   * Which transport to use. By default `stream` (HTTP/1.1 on one kept
-   * socket, `Deno.startTls` for TLS: the least CPU per renewal, and the
-   * memory of a long-running sidecar stays flat); `fetch` when the
-   * environment names an `https://` or `socks5://` proxy, which only `fetch`
-   * can use (not with the server-name override, which `fetch` cannot do);
-   * with skip-verify `node` (`node:https`, the only one that can skip
-   * verification). Any of them gives the same answers where it can do what
-   * is asked; tests run all three.
-   */
-  transport?: "fetch" | "node" | "stream";
-  /**
-   * Reads the proxy variables (`HTTPS_PROXY`, `HTTP_PROXY`, `ALL_PROXY`,
-   * `NO_PROXY`, lower case too); default `Deno.env.get`. `fetch` reads them
-   * itself; the stream transport follows the same rules (proxy_env.ts); the
-   * node transport (skip-verify, development only) goes direct, with a
-   * warning when one is set for the server.
-   */
-  env?: (name: string) => string | undefined;
   /** Receives construction warnings and per-request debug lines; default none. */
   logger?: Logger;
 }
@@ -114,9 +96,9 @@ export interface HttpLeaseClientOptions {
  * Builds the {@linkcode LeaseClient} the subcommands use.
  *
  * @throws {Error} Everything that can be wrong in the options (URL, lease
- * key, CA bundle, server name, timeout, a transport that cannot do what is
- * asked) throws here, at start-up, with a message naming the input; after
- * that no call throws for anything the server or the network does.
+ * key, CA bundle, server name, timeout) throws here, at start-up, with a
+ * message naming the input; after that no call throws for anything the
+ * server or the network does.
  *
  * @example
  * ```ts
@@ -151,7 +133,7 @@ export function createHttpLeaseClient(
       `requestTimeoutMs must be a positive number of milliseconds, got ${timeoutMs}`,
     );
   }
-  const { transport, direct } = buildTransport(options, target, logger);
+  const { transport, proxy } = buildTransport(options, target, logger);
   const auth = options.auth;
 
   const call = async (
@@ -189,7 +171,7 @@ export function createHttpLeaseClient(
           target,
           verifiedName: options.serverName ?? target.hostname,
           serverName: options.serverName,
-          direct,
+          proxy,
           signal: bounded,
         });
     } else if ("tooLarge" in answer) {
@@ -234,14 +216,19 @@ export function createHttpLeaseClient(
 }
 
 /**
- * The transport the TLS options need, and the warnings they deserve;
- * `direct` when it connects to the server itself (no proxy in between).
+ * The transport the TLS options need, and the warnings they deserve:
+ * `fetch`, unless the options ask for what only `node:https` can do (the
+ * server-name override, skip-verify); over a direct connection `fetch`
+ * hands over to `node:https` when it meets a server certificate that is its
+ * own CA. `proxy` names the variable of the proxy `fetch` may go through.
  */
 function buildTransport(
   options: HttpLeaseClientOptions,
   target: Target,
   logger: Logger,
-): { transport: Transport; direct: boolean } {
+): { transport: Transport; proxy: string | undefined } {
+  const env = (name: string) => Deno.env.get(name);
+  const proxy = proxyVariable(target, env);
   const given = [
     options.caBundleFile !== undefined && "--ca-bundle-file",
     options.serverName !== undefined && "--server-name",
@@ -260,24 +247,12 @@ function buildTransport(
         { api_server: target.origin },
       );
     }
-    // Plain HTTP has no certificate to look at: `direct` does not matter.
-    const choice = proxyFor(target, envOf(options));
-    const chosen = options.transport ??
-      (choice.kind === "unsupported" ? "fetch" : "stream");
-    const transport = chosen === "node"
-      ? createNodeTransport(target, {})
-      : chosen === "stream"
-      ? createStreamTransport(target, { proxy: usableProxy(choice) })
-      : createFetchTransport(target, undefined);
-    return { transport, direct: true };
+    return { transport: createFetchTransport(target, undefined), proxy };
   }
   // Before the first TLS use, which fixes the process's root certificates.
-  const stores = chooseCaStores(envOf(options), lookPath);
+  const stores = chooseCaStores(env, lookPath);
   if (stores.warning !== undefined) logger.warn(stores.warning);
-  const caCerts = readTrust(
-    options.caBundleFile,
-    options.env === undefined ? stores.stores : undefined,
-  );
+  const caCerts = readTrust(options.caBundleFile, stores.stores);
   const serverName = options.serverName;
   if (serverName === "") {
     throw new Error(
@@ -290,81 +265,53 @@ function buildTransport(
       { api_server: target.origin },
     );
   }
-  const proxy = proxyFor(target, envOf(options));
-  const chosen = options.transport ??
-    (options.insecureSkipTlsVerify
-      ? "node"
-      : serverName !== undefined || proxy.kind !== "unsupported"
-      ? "stream"
-      : "fetch");
-  if (options.insecureSkipTlsVerify && chosen !== "node") {
-    throw new Error(
-      `the ${chosen} transport cannot skip TLS verification; use the node transport`,
-    );
-  }
-  if (serverName !== undefined && chosen === "fetch") {
-    throw new Error(
-      "the fetch transport cannot override the TLS server name; use the stream or node transport",
-    );
-  }
-  const proxied = proxy.kind !== "direct";
-  switch (chosen) {
-    case "node":
-      if (proxied) {
-        logger.warn(
-          "a proxy is set for the API server, but with --insecure-skip-tls-verify (node:https) the helper connects to it directly",
-          { api_server: target.origin },
-        );
-      }
-      return {
-        transport: createNodeTransport(target, {
-          caCerts,
-          serverName,
-          insecureSkipTlsVerify: options.insecureSkipTlsVerify,
-        }),
-        direct: true,
-      };
-    case "stream": {
-      const stream = createStreamTransport(target, {
-        caCerts,
-        serverName,
-        proxy: usableProxy(proxy),
-      });
-      // node:https goes direct: through a proxy the refusal stays.
-      return {
-        transport: proxied ? stream : withCaLeafFallback(
-          stream,
-          () => createNodeTransport(target, { caCerts, serverName }),
-          logger,
-          target.origin,
-        ),
-        direct: !proxied,
-      };
+  if (options.insecureSkipTlsVerify || serverName !== undefined) {
+    if (proxy !== undefined) {
+      logger.warn(
+        `${proxy} names a proxy, but with ${
+          options.insecureSkipTlsVerify
+            ? "--insecure-skip-tls-verify"
+            : "--server-name"
+        } (node:https) the helper connects to the API server directly`,
+        { api_server: target.origin },
+      );
     }
-    case "fetch":
-      return {
-        transport: createFetchTransport(target, caCerts),
-        direct: !proxied,
-      };
+    const transport = createNodeTransport(target, {
+      caCerts,
+      serverName,
+      insecureSkipTlsVerify: options.insecureSkipTlsVerify,
+    });
+    return { transport, proxy: undefined };
   }
-}
-
-function envOf(options: HttpLeaseClientOptions) {
-  return options.env ?? ((n: string) => Deno.env.get(n));
+  const transport = createFetchTransport(target, caCerts);
+  // node:https goes direct: through a proxy the refusal stays.
+  if (proxy !== undefined) return { transport, proxy };
+  return {
+    transport: withCaLeafFallback(
+      transport,
+      () => createNodeTransport(target, { caCerts }),
+      logger,
+      target.origin,
+    ),
+    proxy,
+  };
 }
 
 /**
- * The proxy to go through, for a transport that does not read the
- * environment itself.
- *
- * @throws {Error} When the named proxy is of a kind it cannot use.
+ * The proxy variable set for the API server's scheme (the first of
+ * `ALL_PROXY` and `HTTPS_PROXY` or `HTTP_PROXY`, upper case before lower, as
+ * Deno reads them), if any. Whether `NO_PROXY` exempts the server is
+ * `fetch`'s to decide; this only tells whether requests may go through a
+ * proxy, for the wording of errors and the warning of a transport that
+ * goes direct.
  */
-function usableProxy(choice: ProxyChoice): HttpProxy | undefined {
-  if (choice.kind === "direct") return undefined;
-  if (choice.kind === "proxy") return choice.proxy;
-  throw new Error(
-    `${choice.detail}; use an http:// proxy URL, or list the API server's host in NO_PROXY`,
-  );
+function proxyVariable(
+  target: Target,
+  env: (name: string) => string | undefined,
+): string | undefined {
+  const scheme = target.secure ? "HTTPS_PROXY" : "HTTP_PROXY";
+  return ["ALL_PROXY", scheme].flatMap((n) => [n, n.toLowerCase()])
+    .find((n) => (env(n) ?? "") !== "");
 }
 
 function abortFailure(reason: unknown): LeaseFailure {

@@ -1,16 +1,20 @@
 /**
- * The transport for skip-verify, which neither `fetch` nor `Deno.startTls`
- * can express (it can do the server-name override too, when asked for by
- * name). It goes through `node:https`, loaded on the first request only. The
- * trust store (the default roots plus the bundle) is built once; a keep-alive
- * agent holds the connection between renewals; an idle pooled socket never
- * keeps the process alive.
+ * The transport for what `fetch` cannot do, over an `https:` target: the
+ * server-name override (SNI and the verified name other than the URL's
+ * host), skip-verify, and a server certificate that is its own CA (see
+ * `ca_leaf_fallback.ts`). It goes through `node:https`, imported on the
+ * first request only, so a process that never needs it never pays its
+ * load. The trust store (the default roots plus the bundle) is built once; a
+ * keep-alive agent holds the connection between renewals; an idle pooled
+ * socket never keeps the process alive. It connects to the server directly:
+ * `node:https` reads no proxy variable.
  *
  * @module
  */
 import type { RawResponse } from "./answer.ts";
 import { headerRequestId } from "./answer.ts";
 import {
+  classifyError,
   decodeChunks,
   MAX_RESPONSE_BYTES,
   type TooLarge,
@@ -33,10 +37,20 @@ export interface NodeTlsOptions {
 type Answer = RawResponse | TransportError | TooLarge;
 
 /**
- * A {@linkcode Transport} over `node:http(s)` with one keep-alive agent.
+ * A {@linkcode Transport} over `node:https` with one keep-alive agent.
  *
- * @param target The API server.
- * @param options TLS settings, used only for an `https:` target.
+ * @param target The API server, an `https:` one.
+ * @param options TLS settings.
+ * @returns The transport; `node:https` is loaded by its first request.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { parseApiServer } from "./wire.ts";
+ * const target = parseApiServer("https://127.0.0.1:8443");
+ * const transport = createNodeTransport(target, { serverName: "berth.test" });
+ * assert.equal(typeof transport.send, "function");
+ * ```
  */
 export function createNodeTransport(
   target: Target,
@@ -46,7 +60,7 @@ export function createNodeTransport(
   let sent = 0;
   return {
     async send(request, signal) {
-      loaded ??= load(target, options);
+      loaded ??= load(options);
       const node = await loaded;
       // Measured with Deno 2.9: the first request on a fresh keep-alive
       // connection waits ~40 ms for its answer (a one-shot connection does
@@ -58,25 +72,17 @@ export function createNodeTransport(
   };
 }
 
-type Agent = import("node:http").Agent;
+type Agent = import("node:https").Agent;
 
 interface Loaded {
-  request: typeof import("node:http").request;
+  request: typeof import("node:https").request;
   /** Keeps the connection between requests. */
   keepAlive: Agent;
   /** The same settings, one connection per request. */
   oneShot: Agent;
 }
 
-async function load(target: Target, o: NodeTlsOptions): Promise<Loaded> {
-  if (!target.secure) {
-    const http = await import("node:http");
-    return {
-      request: http.request,
-      keepAlive: new http.Agent({ keepAlive: true }),
-      oneShot: new http.Agent({ keepAlive: false }),
-    };
-  }
+async function load(o: NodeTlsOptions): Promise<Loaded> {
   const [https, tls] = await Promise.all([
     import("node:https"),
     import("node:tls"),
@@ -98,7 +104,7 @@ async function load(target: Target, o: NodeTlsOptions): Promise<Loaded> {
     }),
   };
   return {
-    request: https.request as unknown as Loaded["request"],
+    request: https.request,
     keepAlive: new https.Agent({ keepAlive: true, ...settings }),
     oneShot: new https.Agent({ keepAlive: false, ...settings }),
   };
@@ -154,17 +160,17 @@ function exchange(
           location: header("location") ?? undefined,
         });
       });
-      res.on("error", (e: Error) => finish(classify(e)));
+      res.on("error", (e: Error) => finish(classifyError(e)));
       res.on("close", () => {
         // Dropped mid-body without an `error` event.
         if (!res.complete) {
-          finish(classify(
+          finish(classifyError(
             new Error("connection closed before the response was complete"),
           ));
         }
       });
     });
-    req.on("error", (e: Error) => finish(classify(e)));
+    req.on("error", (e: Error) => finish(classifyError(e)));
     const onAbort = () => {
       finish({ error: "other", detail: "aborted" });
       req.destroy();
@@ -173,40 +179,4 @@ function exchange(
     signal.addEventListener("abort", onAbort, { once: true });
     req.end(request.body);
   });
-}
-
-const UNTRUSTED = new Set([
-  "UNABLE_TO_VERIFY_LEAF_SIGNATURE",
-  "UNABLE_TO_GET_ISSUER_CERT",
-  "UNABLE_TO_GET_ISSUER_CERT_LOCALLY",
-  "SELF_SIGNED_CERT_IN_CHAIN",
-  "DEPTH_ZERO_SELF_SIGNED_CERT",
-  "CERT_UNTRUSTED",
-  "CERT_SIGNATURE_FAILURE",
-]);
-
-/** The kind of a node error, from its code. */
-function classify(e: Error): TransportError {
-  const code = (e as { code?: unknown }).code;
-  const detail = `${typeof code === "string" ? `${code}: ` : ""}${e.message}`;
-  if (typeof code === "string" && UNTRUSTED.has(code)) {
-    return { error: "untrusted", detail };
-  }
-  if (code === "ERR_TLS_CERT_ALTNAME_INVALID") {
-    return { error: "wrong-name", detail };
-  }
-  if (code === "CERT_HAS_EXPIRED" || code === "CERT_NOT_YET_VALID") {
-    return { error: "dates", detail };
-  }
-  if (code === "ECONNREFUSED") return { error: "refused", detail };
-  if (code === "ENOTFOUND" || code === "EAI_AGAIN") {
-    return { error: "dns", detail };
-  }
-  if (
-    code === "ERR_SSL_WRONG_VERSION_NUMBER" ||
-    /wrong version number|InvalidContentType/.test(e.message)
-  ) {
-    return { error: "not-tls", detail };
-  }
-  return { error: "other", detail };
 }

@@ -162,6 +162,34 @@ export function configFix(f: LeaseFailure): string | undefined {
   return "fix" in f ? f.fix : undefined;
 }
 
+/**
+ * The one-line fixes of the failures no wait can heal, as
+ * {@linkcode configFix} gives them: one per cause, each naming the setting
+ * to change.
+ */
+export const FIXES = {
+  /** An `https://` URL on a port that speaks plain HTTP. */
+  useHttp:
+    "use http:// in --api-server / BERTH_API_SERVER (the server on that port speaks plain HTTP, not TLS), or the server's TLS port",
+  /** An `http://` URL on a port that speaks TLS. */
+  useHttps:
+    "use https:// in --api-server / BERTH_API_SERVER (the server on that port speaks TLS)",
+  /** The certificate chain does not lead to a trusted root. */
+  untrusted:
+    "give the CA bundle that issued the server's certificate (--ca-bundle-file / BERTH_CA_BUNDLE_FILE)",
+  /** The certificate does not name the host. */
+  wrongName:
+    "set --server-name / BERTH_SERVER_NAME to a name on the server certificate, or use that name in --api-server / BERTH_API_SERVER",
+  /** A CA certificate presented as the server's own, through a proxy. */
+  caAsLeaf:
+    "reissue the server certificate with basicConstraints=CA:FALSE (or have a CA sign it and give that CA with --ca-bundle-file / BERTH_CA_BUNDLE_FILE), or reach the server without a proxy (NO_PROXY)",
+  /** A certificate outside its validity period. */
+  dates: "renew the server certificate, or fix this node's clock",
+  /** An answer no Berth API server gives (an HTML page, a 501, ...). */
+  notBerth:
+    "this is not a Berth API server: check --api-server / BERTH_API_SERVER",
+} as const;
+
 const PERSISTENT_STATUSES = new Set([400, 401, 403, 404]);
 
 /**

@@ -1,16 +1,19 @@
 /**
  * The seam between the lease client and the network: a transport sends one
- * POST and gives back the raw answer or a classified transport error. Three
- * implement it: Deno's `fetch` (the default: native TLS, one trust store and
- * a kept-alive connection per process); HTTP/1.1 over `Deno.startTls` (the
- * server-name override, which `fetch` cannot express); and `node:https`
- * (only for skip-verify, which neither can). All end in the same
- * {@linkcode TransportError} kinds, so one set of messages (here) serves all.
+ * POST and gives back the raw answer or a classified transport error. Two
+ * implement it: Deno's `fetch` (`fetch_transport.ts`, the one transport of
+ * the common path: native TLS, the proxy variables read by Deno itself, a
+ * kept-alive connection) and `node:https` (`node_transport.ts`, loaded only
+ * for what `fetch` cannot do: the server-name override, skip-verify, a
+ * server certificate that is its own CA). Both end in the same
+ * {@linkcode TransportError} kinds, classified here in one place (by error
+ * code where the runtime gives one, else by the text of fetch's cause, one
+ * table), so one set of messages (here) serves both.
  *
  * @module
  */
 import type { RawResponse } from "./answer.ts";
-import type { LeaseFailure } from "./rpc.ts";
+import { FIXES, type LeaseFailure } from "./rpc.ts";
 import type { Target } from "./wire.ts";
 import { presentedValidity } from "./tls_trust.ts";
 
@@ -68,24 +71,93 @@ export type TransportErrorKind =
   | "other";
 
 /**
- * The kind of a connection or TLS error from its text (Deno gives no codes):
- * the rustls, hyper and socket wording of Deno 2, the same whether `fetch`
- * or `Deno.connect` / `Deno.startTls` met it.
+ * The texts `fetch`'s errors carry (its causes have no code or class, only
+ * a message: the rustls, hyper and socket wording of Deno 2), one row per
+ * kind, first match wins. `node:https` errors are classified by their code
+ * first ({@linkcode ERROR_CODES}) and fall back to these rows.
+ */
+export const ERROR_TEXTS: readonly (readonly [RegExp, TransportErrorKind])[] = [
+  [/connection refused/i, "refused"],
+  [/dns error|failed to lookup address/i, "dns"],
+  [/InvalidContentType|corrupt message|wrong version number/i, "not-tls"],
+  [/certificate expired|not valid yet|not valid before/i, "dates"],
+  [/NotValidForName|not valid for name/i, "wrong-name"],
+  [/CaUsedAsEndEntity/, "ca-as-leaf"],
+  [/invalid peer certificate|UnknownIssuer|BadSignature/i, "untrusted"],
+];
+
+/**
+ * The codes `node:https` (Deno's implementation) gives its errors. It reports
+ * an expired, a not-yet-valid and an untrusted certificate alike
+ * (`UNABLE_TO_VERIFY_LEAF_SIGNATURE`); the message tells them apart by a look
+ * at the certificate ({@linkcode describeTransportError}).
+ */
+export const ERROR_CODES: Readonly<Record<string, TransportErrorKind>> = {
+  ECONNREFUSED: "refused",
+  ENOTFOUND: "dns",
+  EAI_AGAIN: "dns",
+  ERR_SSL_WRONG_VERSION_NUMBER: "not-tls",
+  ERR_TLS_CERT_ALTNAME_INVALID: "wrong-name",
+  CERT_HAS_EXPIRED: "dates",
+  CERT_NOT_YET_VALID: "dates",
+  UNABLE_TO_VERIFY_LEAF_SIGNATURE: "untrusted",
+  UNABLE_TO_GET_ISSUER_CERT: "untrusted",
+  UNABLE_TO_GET_ISSUER_CERT_LOCALLY: "untrusted",
+  SELF_SIGNED_CERT_IN_CHAIN: "untrusted",
+  DEPTH_ZERO_SELF_SIGNED_CERT: "untrusted",
+  CERT_UNTRUSTED: "untrusted",
+  CERT_SIGNATURE_FAILURE: "untrusted",
+};
+
+/**
+ * The kind of an error's text, by {@linkcode ERROR_TEXTS}.
  *
  * @param detail The error's message (for `fetch`, its cause's).
  * @returns The kind; `other` for anything not recognised.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * assert.equal(
+ *   kindOfErrorText("client error (Connect): tcp connect error: Connection refused (os error 111)"),
+ *   "refused",
+ * );
+ * ```
  */
-export function kindOfTlsError(detail: string): TransportErrorKind {
-  const rules: [RegExp, TransportErrorKind][] = [
-    [/connection refused/i, "refused"],
-    [/dns error|failed to lookup address/i, "dns"],
-    [/InvalidContentType|corrupt message|wrong version number/i, "not-tls"],
-    [/certificate expired|not valid yet|not valid before/i, "dates"],
-    [/NotValidForName|not valid for name/i, "wrong-name"],
-    [/CaUsedAsEndEntity/, "ca-as-leaf"],
-    [/invalid peer certificate|UnknownIssuer|BadSignature/i, "untrusted"],
-  ];
-  return rules.find(([re]) => re.test(detail))?.[1] ?? "other";
+export function kindOfErrorText(detail: string): TransportErrorKind {
+  return ERROR_TEXTS.find(([re]) => re.test(detail))?.[1] ?? "other";
+}
+
+/**
+ * A failed request's error as a {@linkcode TransportError}: by its code
+ * (`node:https`), else by its text, or its cause's (`fetch` throws a
+ * `TypeError` whose cause says what happened).
+ *
+ * @param e What the request threw or emitted.
+ * @returns The kind and the text to show for `other` (the URL, which the
+ * caller's message names already, cut from fetch's wording).
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * const e = Object.assign(new Error("connect ECONNREFUSED 127.0.0.1:1"), { code: "ECONNREFUSED" });
+ * assert.equal(classifyError(e).error, "refused");
+ * ```
+ */
+export function classifyError(e: unknown): TransportError {
+  const err = e as { message?: unknown; cause?: unknown; code?: unknown };
+  const inner = err?.cause instanceof Error ? err.cause : e;
+  const message = inner instanceof Error ? inner.message : String(inner);
+  const code = typeof err?.code === "string" ? err.code : undefined;
+  const detail = (code === undefined ? message : `${code}: ${message}`)
+    .replace(
+      /^error sending request (?:from \S+ )?for (?:url )?\([^)]*\)(?: \([^)]*\))?: /,
+      "",
+    );
+  const kind = code !== undefined && code in ERROR_CODES
+    ? ERROR_CODES[code]
+    : kindOfErrorText(message);
+  return { error: kind, detail };
 }
 
 /** A request that ended without an answer. */
@@ -122,11 +194,12 @@ export interface ErrorContext {
   /** The TLS name override, for the probe of the presented certificate. */
   serverName?: string;
   /**
-   * Whether requests reach the server without a proxy; the presented
-   * certificate is looked at only then (the probe connects directly, which
-   * through a proxy could reach another host, or nothing). Default true.
+   * The variable naming the proxy requests may go through (`HTTPS_PROXY`,
+   * ...), if any: then a refusal may be the proxy's, and the presented
+   * certificate is not looked at (the probe connects directly, which
+   * through a proxy could reach another host, or nothing).
    */
-  direct?: boolean;
+  proxy?: string;
   /** Bounds the probe of the presented certificate. */
   signal: AbortSignal;
   /** The wall clock; default `Date.now`. */
@@ -136,21 +209,30 @@ export interface ErrorContext {
 /**
  * The transport error as a failure a user can act on. A certificate that was
  * refused is looked at once more (its validity dates) so that an expired or
- * not-yet-valid one is said to be that, not untrusted.
+ * not-yet-valid one is said to be that, not untrusted. The failures no wait
+ * can heal (the URL's scheme, the certificate) carry `fix`; a refused, reset,
+ * timed-out or unresolved connection does not.
+ *
+ * @param e The transport error.
+ * @param ctx Where it happened.
+ * @returns A `transport-error` failure naming the server.
  */
 export async function describeTransportError(
   e: TransportError,
   ctx: ErrorContext,
 ): Promise<LeaseFailure> {
   const where = ctx.target.origin;
-  const fail = (message: string): LeaseFailure => ({
+  const fail = (message: string, fix?: string): LeaseFailure => ({
     kind: "transport-error",
     message: `${where}: ${message}`,
+    ...(fix === undefined ? {} : { fix }),
   });
   switch (e.error) {
     case "refused":
       return fail(
-        "connection refused; is the API server running and is --api-server / BERTH_API_SERVER right?",
+        ctx.proxy === undefined
+          ? "connection refused; is the API server running and is --api-server / BERTH_API_SERVER right?"
+          : `connection refused, by the proxy ${ctx.proxy} names or by the API server behind it; check ${ctx.proxy} and --api-server / BERTH_API_SERVER`,
       );
     case "dns":
       return fail(
@@ -159,19 +241,22 @@ export async function describeTransportError(
     case "not-tls":
       return fail(
         "the TLS handshake failed: the server answered with something that is not TLS, it may not speak TLS (a plain-HTTP server?); check the URL's scheme (https:// or http://) and port",
+        FIXES.useHttp,
       );
     case "wrong-name":
       return fail(
         `the server certificate is not valid for ${ctx.verifiedName}; if the certificate names another host, set --server-name / BERTH_SERVER_NAME to that name`,
+        FIXES.wrongName,
       );
     case "ca-as-leaf":
       return fail(
         "the server certificate is a CA certificate (basicConstraints CA:TRUE, as a bare `openssl req -x509` makes one), which Deno's TLS refuses as a server's own certificate, in --ca-bundle-file / BERTH_CA_BUNDLE_FILE or not; through a proxy it cannot be verified the Go helper's way: reissue it with basicConstraints=CA:FALSE, or have a CA sign the server's certificate and pass the CA",
+        FIXES.caAsLeaf,
       );
     case "untrusted":
     case "dates": {
       const now = (ctx.now ?? Date.now)();
-      const validity = ctx.direct === false
+      const validity = ctx.proxy !== undefined
         ? undefined
         : await presentedValidity(
           ctx.target,
@@ -184,6 +269,7 @@ export async function describeTransportError(
           `the server certificate expired on ${
             iso(validity.notAfter)
           } (${nowText}); renew the server's certificate, or fix this node's clock`,
+          FIXES.dates,
         );
       }
       if (validity !== undefined && now < validity.notBefore) {
@@ -191,15 +277,18 @@ export async function describeTransportError(
           `the server certificate is not valid until ${
             iso(validity.notBefore)
           } (${nowText}); check this node's clock, or the certificate's start date`,
+          FIXES.dates,
         );
       }
       if (e.error === "dates") {
         return fail(
           `the server certificate is outside its validity period (${nowText}); renew it or check this node's clock`,
+          FIXES.dates,
         );
       }
       return fail(
         "the server certificate is not trusted; if the server uses a private CA, pass its certificate with --ca-bundle-file / BERTH_CA_BUNDLE_FILE",
+        FIXES.untrusted,
       );
     }
     case "other":

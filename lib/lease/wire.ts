@@ -1,16 +1,15 @@
 /**
  * What the client puts on the wire, as pure functions: the API server URL
  * checked and split, each RPC's path and exact request body, the headers.
- * The spec's servers reject unknown fields, trailing data and non-int32
- * numbers, so bodies are built as text in the spec's field order rather
- * than by serialising an object. No I/O here, so every byte is testable
- * without a socket.
+ * The bodies are byte for byte the Go helper's: Go marshals a map, so the
+ * keys come out sorted, and its encoder escapes `<`, `>`, `&`, U+2028 and
+ * U+2029 (and writes invalid UTF-8 as `\ufffd`), which `JSON.stringify`
+ * does not. No I/O here, so every byte is testable without a socket.
  *
  * @module
  */
 import type { LeaseKey } from "./rpc.ts";
 import { VERSION } from "../version.ts";
-import { randomHex } from "../encoding/hex.ts";
 
 /** The largest value of a JSON int32 field. */
 export const INT32_MAX = 2147483647;
@@ -107,13 +106,67 @@ export function rpcPath(target: Target, key: LeaseKey, rpc: Rpc): string {
   }/leases/${encodeURIComponent(key.name)}/${rpc}`;
 }
 
-/** The Acquire body: `{"holder":...,"ttlSeconds":...}`. @throws {RangeError} on a bad TTL. */
-export function acquireBody(holder: string, ttlSeconds: number): string {
-  checkInt32("ttlSeconds", ttlSeconds);
-  return `{"holder":${JSON.stringify(holder)},"ttlSeconds":${ttlSeconds}}`;
+/**
+ * A string as Go's `encoding/json` writes it: `JSON.stringify`'s escapes
+ * (the same short ones, `\u00xx` in lower case for the other control
+ * characters, U+007F as is), plus `\u003c`, `\u003e`, `\u0026`, `\u2028`
+ * and `\u2029`; a lone surrogate, which UTF-8 cannot carry, is `\ufffd`, as
+ * Go writes each byte of invalid UTF-8. Checked against Go 1.26's
+ * `json.Marshal` (tests/lease/wire_test.ts holds its output).
+ *
+ * @param s The string.
+ * @returns Its JSON text, quotes included.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * assert.equal(goJsonString("a<b>&\u2028"), '"a\\u003cb\\u003e\\u0026\\u2028"');
+ * ```
+ */
+export function goJsonString(s: string): string {
+  const parts = s.split(/\p{Surrogate}/u).map((p) =>
+    JSON.stringify(p).slice(1, -1).replace(
+      /[<>&\u2028\u2029]/g,
+      (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`,
+    )
+  );
+  return `"${parts.join("\\ufffd")}"`;
 }
 
-/** The Renew body, fields in spec order. @throws {RangeError} on a bad token or TTL. */
+/**
+ * The Acquire body, `{"holder":...,"ttlSeconds":...}`.
+ *
+ * @param holder The holder identity.
+ * @param ttlSeconds The TTL, 1..2147483647.
+ * @returns The body, as the Go helper sends it.
+ * @throws {RangeError} On a TTL out of range.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * assert.equal(acquireBody("a/b", 30), '{"holder":"a/b","ttlSeconds":30}');
+ * ```
+ */
+export function acquireBody(holder: string, ttlSeconds: number): string {
+  checkInt32("ttlSeconds", ttlSeconds);
+  return `{"holder":${goJsonString(holder)},"ttlSeconds":${ttlSeconds}}`;
+}
+
+/**
+ * The Renew body, `{"fencingToken":...,"holder":...,"ttlSeconds":...}`.
+ *
+ * @param holder The holder identity.
+ * @param fencingToken The token held, 1..2147483647.
+ * @param ttlSeconds The TTL, 1..2147483647.
+ * @returns The body, as the Go helper sends it.
+ * @throws {RangeError} On a token or TTL out of range.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * assert.equal(renewBody("h", 4, 30), '{"fencingToken":4,"holder":"h","ttlSeconds":30}');
+ * ```
+ */
 export function renewBody(
   holder: string,
   fencingToken: number,
@@ -121,15 +174,28 @@ export function renewBody(
 ): string {
   checkInt32("fencingToken", fencingToken);
   checkInt32("ttlSeconds", ttlSeconds);
-  return `{"holder":${
-    JSON.stringify(holder)
-  },"fencingToken":${fencingToken},"ttlSeconds":${ttlSeconds}}`;
+  return `{"fencingToken":${fencingToken},"holder":${
+    goJsonString(holder)
+  },"ttlSeconds":${ttlSeconds}}`;
 }
 
-/** The Release body. @throws {RangeError} on a bad token. */
+/**
+ * The Release body, `{"fencingToken":...,"holder":...}`.
+ *
+ * @param holder The holder identity.
+ * @param fencingToken The token held, 1..2147483647.
+ * @returns The body, as the Go helper sends it.
+ * @throws {RangeError} On a token out of range.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * assert.equal(releaseBody("h", 4), '{"fencingToken":4,"holder":"h"}');
+ * ```
+ */
 export function releaseBody(holder: string, fencingToken: number): string {
   checkInt32("fencingToken", fencingToken);
-  return `{"holder":${JSON.stringify(holder)},"fencingToken":${fencingToken}}`;
+  return `{"fencingToken":${fencingToken},"holder":${goJsonString(holder)}}`;
 }
 
 /** A caller bug, not a server answer: config validation keeps these in range. */
@@ -167,5 +233,5 @@ export function requestHeaders(
 
 /** 32 hex characters: inside the `[A-Za-z0-9_-]{1,64}` the server honours. */
 export function newRequestId(): string {
-  return randomHex(16);
+  return crypto.getRandomValues(new Uint8Array(16)).toHex();
 }

@@ -52,7 +52,6 @@ import {
 } from "./nofollow.ts";
 import type { CheckSource } from "./install_check.ts";
 import { LIBRARY_FILE_PATTERN, LOADER_FILE } from "./probe_libraries.ts";
-import { randomHex } from "../encoding/hex.ts";
 
 /** The file names in the state directory; fixed by the webhook and the probe argv. */
 const STATE_FILES = {
@@ -299,7 +298,9 @@ export class StateDir {
     try {
       for (const f of files) {
         current = f.name;
-        const tmp = this.path(`.${f.name}.tmp-${randomHex(8)}`);
+        const tmp = this.path(
+          `.${f.name}.tmp-${crypto.getRandomValues(new Uint8Array(8)).toHex()}`,
+        );
         tmps.push(tmp);
         await f.fill(tmp);
       }
@@ -376,7 +377,9 @@ export class StateDir {
     fill: (tmp: string) => Promise<void>,
   ): Promise<void> {
     const target = this.path(name);
-    const tmp = this.path(`.${name}.tmp-${randomHex(8)}`);
+    const tmp = this.path(
+      `.${name}.tmp-${crypto.getRandomValues(new Uint8Array(8)).toHex()}`,
+    );
     try {
       await fill(tmp);
       await Deno.rename(tmp, target);

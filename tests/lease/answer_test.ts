@@ -10,9 +10,10 @@ import {
   grantOutcome,
   releaseOutcome,
 } from "../../lib/lease/answer.ts";
-import { jsonNumberLiteral } from "../../lib/lease/json_scan.ts";
 import {
+  configFix,
   describeFailure,
+  FIXES,
   isPersistentFailure,
   type LeaseFailure,
 } from "../../lib/lease/rpc.ts";
@@ -49,14 +50,25 @@ Deno.test("fencingToken must be a JSON integer literal in int32 range", () => {
   assert.equal(out.kind === "acquired" && out.lease.fencingToken, 3);
 });
 
-Deno.test("the number scan returns the literal as written, last duplicate winning", () => {
-  assert.equal(
-    jsonNumberLiteral(`{"a":"}","b":[1,{"a":2}],"a":-0}`, "a"),
-    "-0",
+Deno.test("the token's literal is the one JSON.parse keeps: the last duplicate's, never a nested member's", () => {
+  const body = (tokens: string) =>
+    `{"acquired":true,"holder":"${HOLDER}",${TIMES},"b":[1,{"fencingToken":2}],${tokens}}`;
+  const last = grantOutcome(
+    { status: 200, body: body(`"fencingToken":1.0,"fencingToken":-0`) },
+    CTX,
   );
-  assert.equal(jsonNumberLiteral(`{"a":1e0}`, "a"), "1e0");
-  assert.equal(jsonNumberLiteral(`{"a":"1"}`, "a"), undefined);
-  assert.equal(jsonNumberLiteral(`{"b":1}`, "a"), undefined);
+  assert.equal(last.kind, "bad-response"); // -0 is an integer literal, but < 1
+  assert.match(last.kind === "bad-response" ? last.message : "", /at least 1/);
+  const good = grantOutcome(
+    { status: 200, body: body(`"fencingToken":1e0,"fencingToken":5`) },
+    CTX,
+  );
+  assert.equal(good.kind === "acquired" && good.lease.fencingToken, 5);
+  const bad = grantOutcome(
+    { status: 200, body: body(`"fencingToken":5,"fencingToken":5.0`) },
+    CTX,
+  );
+  assert.equal(bad.kind, "bad-response");
 });
 
 Deno.test("acquired:true naming another holder (or none) is a protocol error, on Acquire and Renew", () => {
@@ -118,4 +130,111 @@ Deno.test("400, 401, 403 and 404 say what to do and are persistent; others are n
   assert.ok(
     !isPersistentFailure({ kind: "transport-error", message: "refused" }),
   );
+});
+
+// ---------------------------------------------------------------------------
+// Answers no wait can heal name their fix; every other answer has none.
+
+/** What `python3 -m http.server` answers a POST. */
+const PYTHON_501 = `<!DOCTYPE HTML>
+<html lang="en">
+    <head>
+        <meta charset="utf-8">
+        <title>Error response</title>
+    </head>
+    <body>
+        <h1>Error response</h1>
+        <p>Error code: 501</p>
+        <p>Message: Unsupported method ('POST').</p>
+    </body>
+</html>
+`;
+
+const HTTP_CTX: AnswerContext = {
+  holder: HOLDER,
+  url: "http://127.0.0.1:8443/v1alpha1/namespaces/p/leases/l/acquire",
+};
+
+Deno.test("http:// on a TLS port: the Go server's 400 (and nginx's) names use https://", () => {
+  for (
+    const body of [
+      "Client sent an HTTP request to an HTTPS server.\n",
+      "<html><head><title>400 The plain HTTP request was sent to HTTPS port</title></head></html>",
+    ]
+  ) {
+    const out = grantOutcome({ status: 400, body }, HTTP_CTX);
+    assert.equal(out.kind, "server-error", body);
+    assert.equal(configFix(out as LeaseFailure), FIXES.useHttps, body);
+    assert.match(FIXES.useHttps, /^use https:\/\//);
+  }
+});
+
+Deno.test("not a Berth API server: python's 501 page, an HTML page, a status Berth never gives without its JSON error, a 2xx that is not JSON", () => {
+  const cases: [number, string][] = [
+    [501, PYTHON_501],
+    [405, "<html><head><title>405 Not Allowed</title></head></html>"],
+    [404, "<!doctype html><title>Not Found</title>"],
+    [401, "<html><body><h1>Sign in</h1></body></html>"],
+    [418, "I'm a teapot"],
+    [429, "slow down"],
+    [200, "<html>welcome</html>"],
+    [200, "ok"],
+    [201, "created"],
+  ];
+  for (const [status, body] of cases) {
+    const out = grantOutcome({ status, body }, CTX);
+    assert.equal(
+      configFix(out as LeaseFailure),
+      FIXES.notBerth,
+      `${status} ${JSON.stringify(out)}`,
+    );
+  }
+  assert.equal(
+    FIXES.notBerth,
+    "this is not a Berth API server: check --api-server / BERTH_API_SERVER",
+  );
+  // An HTML page is said to be one, by its title, never quoted raw.
+  const page = grantOutcome({ status: 501, body: PYTHON_501 }, CTX);
+  assert.equal(
+    page.kind === "server-error" && page.message,
+    'an HTML page titled "Error response", not the API\'s JSON',
+  );
+  // A release is judged alike.
+  const rel = releaseOutcome({ status: 501, body: PYTHON_501 }, CTX);
+  assert.equal(configFix(rel as LeaseFailure), FIXES.notBerth);
+});
+
+Deno.test("no fix for what may heal or has its own advice: 5xx, a gateway's page, 409, Berth's 4xx, redirects, a JSON body that breaks a promise", () => {
+  const cases: [number, string][] = [
+    [500, '{"error":"internal error"}\n'],
+    [502, "<html><title>502 Bad Gateway</title></html>"],
+    [503, "<html><title>Service Temporarily Unavailable</title></html>"],
+    [504, ""],
+    [409, '{"error":"lease held by another identity or token"}\n'],
+    [401, '{"error":"unauthorized"}\n'],
+    [403, '{"error":"not authorized for this namespace"}\n'],
+    [404, "404 page not found\n"],
+    [400, '{"error":"invalid json body: unexpected EOF"}\n'],
+    [413, '{"error":"request body must be at most 4096 bytes"}\n'],
+    [405, "Method Not Allowed\n"],
+    [307, ""],
+    [501, '{"error":"not implemented"}'],
+    [429, '{"error":"slow down"}'],
+    [200, '{"acquired":true}'],
+    [204, ""],
+  ];
+  for (const [status, body] of cases) {
+    const out = grantOutcome({ status, body }, CTX);
+    assert.equal(
+      configFix(out as LeaseFailure),
+      undefined,
+      `${status} ${JSON.stringify(out)}`,
+    );
+  }
+  // The Go server's 400 over https:// is not a scheme mistake.
+  const tls = grantOutcome({
+    status: 400,
+    body: "Client sent an HTTP request to an HTTPS server.\n",
+  }, CTX);
+  assert.equal(configFix(tls as LeaseFailure), undefined);
 });

@@ -2,7 +2,9 @@
  * The scripted loopback server and helpers the lease client tests share: a
  * raw-socket HTTP/1.1 (or TLS) server that records the exact bytes it
  * receives and answers what each test scripts, and a way to run one test
- * once per transport.
+ * once per transport: `fetch` (the default, over plain HTTP) and
+ * `node:https` (what the server-name override uses: over TLS, with a test
+ * CA and `--server-name`).
  *
  * @module
  */
@@ -14,6 +16,7 @@ import {
   type HttpLeaseClientOptions,
 } from "../../lib/lease/client.ts";
 import type { LeaseClient } from "../../lib/lease/rpc.ts";
+import { makeTestPki, opensslMissing, type TestPki } from "../support/tls.ts";
 
 // ---------------------------------------------------------------------------
 // A scripted HTTP/1.1 server on raw sockets, so the test sees exact bytes.
@@ -52,13 +55,16 @@ export function header(r: Recorded, name: string): string | undefined {
 }
 
 /**
- * Starts a scripted server on 127.0.0.1: plain, or TLS with `tlsOptions`.
- * Every response closes its connection unless the reply is raw bytes.
+ * Starts a scripted server on 127.0.0.1: plain, or TLS with `tlsOptions`
+ * (by default, in a `node` test, TLS with the certificate of
+ * {@linkcode NODE_NAME}). Every response closes its connection unless the
+ * reply is raw bytes.
  */
 export async function startServer(
   reply: (r: Recorded) => Reply,
   tlsOptions?: { cert: string; key: string },
 ): Promise<TestServer> {
+  tlsOptions ??= await nodeTls();
   const requests: Recorded[] = [];
   const sockets = new Set<net.Socket>();
   const waiters: (() => void)[] = [];
@@ -98,7 +104,9 @@ export async function startServer(
       const r = reply(rec);
       if (r === "hang") return;
       if ("raw" in r) {
-        socket.end(r.raw);
+        // (An empty write before the end keeps Deno's TLS server from ending.)
+        if (r.raw === "") socket.end();
+        else socket.end(r.raw);
         return;
       }
       const bodyBytes = Buffer.from(r.body ?? "", "utf8");
@@ -153,7 +161,7 @@ export const ZERO = "0001-01-01T00:00:00Z";
 export const never = () => new AbortController().signal;
 
 /** The transports every socket-level test runs against. */
-export const TRANSPORTS = ["fetch", "node", "stream"] as const;
+export const TRANSPORTS = ["fetch", "node"] as const;
 /** One of {@linkcode TRANSPORTS}. */
 export type TransportName = typeof TRANSPORTS[number];
 let transport: TransportName = "fetch";
@@ -163,38 +171,103 @@ export function currentTransport(): TransportName {
   return transport;
 }
 
+/** The name the `node` tests' server certificate carries and `--server-name` gives. */
+export const NODE_NAME = "berth.test";
+
+let pki: TestPki | undefined;
+globalThis.addEventListener("unload", () => {
+  if (pki) Deno.removeSync(pki.dir, { recursive: true });
+});
+
+/** The test CA and server certificate of the `node` tests, made once per process. */
+export async function nodePki(): Promise<TestPki> {
+  pki ??= await makeTestPki({ names: [NODE_NAME] });
+  return pki;
+}
+
+/** In a `node` test, the TLS settings of its server; undefined in a `fetch` test. */
+async function nodeTls(): Promise<{ cert: string; key: string } | undefined> {
+  if (transport !== "node") return undefined;
+  const p = await nodePki();
+  return {
+    cert: await Deno.readTextFile(p.serverCert),
+    key: await Deno.readTextFile(p.serverKey),
+  };
+}
+
 /**
- * A client for `url` on the running test's transport, or on the default
- * one for options that transport cannot do (skip-verify is node's alone;
- * fetch cannot override the server name).
+ * A client for `url` on the running test's transport: in a `node` test,
+ * with `--server-name` {@linkcode NODE_NAME} and the test CA (unless
+ * `extra` names its own server name or skips verification).
  */
 export function client(
   url: string,
   extra: Partial<HttpLeaseClientOptions> = {},
 ): LeaseClient {
-  const cannot =
-    (extra.insecureSkipTlsVerify === true && transport !== "node") ||
-    (extra.serverName !== undefined && transport === "fetch");
-  return createHttpLeaseClient({
-    apiServer: url,
-    key: KEY,
-    ...(cannot ? {} : { transport }),
-    ...extra,
-  });
+  return createHttpLeaseClient({ apiServer: url, key: KEY, ...node(extra) });
 }
 
-/** `Deno.test` once per transport. */
+/** `extra`, with the `node` test's server name and CA added when it names neither. */
+export function node(
+  extra: Partial<HttpLeaseClientOptions> = {},
+): Partial<HttpLeaseClientOptions> {
+  const viaNode = transport === "node" && extra.serverName === undefined &&
+    !extra.insecureSkipTlsVerify;
+  return viaNode
+    ? { serverName: NODE_NAME, caBundleFile: pki!.caCert, ...extra }
+    : extra;
+}
+
+/** `Deno.test` once per transport; the `node` one skipped without openssl. */
 export function both(name: string, fn: () => Promise<void>, ignore = false) {
   for (const t of TRANSPORTS) {
     Deno.test({
       name: `[${t}] ${name}`,
-      ignore,
+      ignore: ignore || (t === "node" && opensslMissing() !== undefined),
       fn: async () => {
         transport = t;
-        await fn();
+        if (t === "node") await nodePki();
+        try {
+          await fn();
+        } finally {
+          transport = "fetch";
+        }
       },
     });
   }
+}
+
+/**
+ * A raw loopback server whose `answer` writes on each connection's socket
+ * (TLS in a `node` test).
+ */
+export async function rawServer(
+  answer: (socket: net.Socket, request: number) => void,
+): Promise<{ url: string; connections: () => number } & AsyncDisposable> {
+  let connections = 0;
+  const sockets = new Set<net.Socket>();
+  const onSocket = (socket: net.Socket) => {
+    connections++;
+    sockets.add(socket);
+    socket.on("error", () => {});
+    let n = 0;
+    socket.on("data", () => answer(socket, ++n));
+  };
+  const tlsOptions = await nodeTls();
+  const server = tlsOptions
+    ? tls.createServer(tlsOptions, onSocket)
+    : net.createServer(onSocket);
+  server.on("tlsClientError", () => {});
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", () => r()));
+  const port = (server.address() as net.AddressInfo).port;
+  return {
+    url: `${tlsOptions ? "https" : "http"}://127.0.0.1:${port}`,
+    connections: () => connections,
+    async [Symbol.asyncDispose]() {
+      for (const s of sockets) s.destroy();
+      await new Promise<void>((r) => server.close(() => r()));
+    },
+  };
 }
 
 /** A JSON reply with a trailing newline, as the real server writes it. */

@@ -1,7 +1,8 @@
 /**
  * The HTTP lease client against a real loopback server that records the raw
  * bytes it receives and answers scripted responses: what goes on the wire,
- * how every answer (or none) maps to an outcome, over both transports.
+ * how every answer (or none) maps to an outcome, over both transports
+ * (`fetch`; `node:https`, which the server-name override uses).
  */
 import assert from "node:assert/strict";
 import * as net from "node:net";
@@ -11,24 +12,32 @@ import {
   type HttpLeaseClientOptions,
 } from "../../lib/lease/client.ts";
 import { MAX_RESPONSE_BYTES } from "../../lib/lease/transport.ts";
-import { describeFailure } from "../../lib/lease/rpc.ts";
+import {
+  configFix,
+  describeFailure,
+  FIXES,
+  type LeaseFailure,
+} from "../../lib/lease/rpc.ts";
 import { Secret } from "../../lib/obs/log.ts";
 import { VERSION } from "../../lib/version.ts";
 import { timersOf } from "../support/timers.ts";
 import { FakeClock } from "../support/fake_clock.ts";
+import { opensslMissing } from "../support/tls.ts";
 import {
   both,
   client,
-  currentTransport,
   GRANT,
   header,
   HOLDER,
   json,
   KEY,
   never,
+  node,
+  NODE_NAME,
+  nodePki,
+  rawServer,
   type Reply,
   startServer,
-  TRANSPORTS,
   ZERO,
 } from "./client_fixture.ts";
 
@@ -69,30 +78,33 @@ both(
   },
 );
 
-both("renew and release send exactly their fields, in spec order", async () => {
-  await using srv = await startServer((r) =>
-    r.path.endsWith("/release") ? { status: 204 } : json(200, GRANT)
-  );
-  const c = client(srv.url);
-  assert.equal((await c.renew(HOLDER, 4, 30, never())).kind, "acquired");
-  assert.equal((await c.release(HOLDER, 4, never())).kind, "released");
-  const [renew, release] = srv.requests;
-  assert.equal(renew.path, "/v1alpha1/namespaces/prod/leases/checkout/renew");
-  assert.equal(
-    renew.body,
-    `{"holder":"${HOLDER}","fencingToken":4,"ttlSeconds":30}`,
-  );
-  assert.equal(
-    release.path,
-    "/v1alpha1/namespaces/prod/leases/checkout/release",
-  );
-  assert.equal(release.body, `{"holder":"${HOLDER}","fencingToken":4}`);
-  // Each request carries its own id, so server logs can be correlated.
-  assert.notEqual(
-    header(renew, "X-Request-Id"),
-    header(release, "X-Request-Id"),
-  );
-});
+both(
+  "renew and release send exactly their fields, keys sorted as the Go helper's",
+  async () => {
+    await using srv = await startServer((r) =>
+      r.path.endsWith("/release") ? { status: 204 } : json(200, GRANT)
+    );
+    const c = client(srv.url);
+    assert.equal((await c.renew(HOLDER, 4, 30, never())).kind, "acquired");
+    assert.equal((await c.release(HOLDER, 4, never())).kind, "released");
+    const [renew, release] = srv.requests;
+    assert.equal(renew.path, "/v1alpha1/namespaces/prod/leases/checkout/renew");
+    assert.equal(
+      renew.body,
+      `{"fencingToken":4,"holder":"${HOLDER}","ttlSeconds":30}`,
+    );
+    assert.equal(
+      release.path,
+      "/v1alpha1/namespaces/prod/leases/checkout/release",
+    );
+    assert.equal(release.body, `{"fencingToken":4,"holder":"${HOLDER}"}`);
+    // Each request carries its own id, so server logs can be correlated.
+    assert.notEqual(
+      header(renew, "X-Request-Id"),
+      header(release, "X-Request-Id"),
+    );
+  },
+);
 
 both("no API key: no Authorization header at all", async () => {
   await using srv = await startServer(() => json(200, GRANT));
@@ -143,6 +155,7 @@ both("key segments are escaped as single path segments", async () => {
   await createHttpLeaseClient({
     apiServer: srv.url,
     key: { namespace: "a/b", name: "c d?" },
+    ...node(),
   }).acquire(HOLDER, 1, never());
   assert.equal(
     srv.requests[0].path,
@@ -448,7 +461,7 @@ both("a CLI-like script exits as soon as its call is done", async () => {
       `import { createHttpLeaseClient } from ${JSON.stringify(clientUrl)};
        const c = createHttpLeaseClient({ apiServer: ${JSON.stringify(srv.url)},
          key: { namespace: "a", name: "b" }, requestTimeoutMs: 600000,
-         transport: ${JSON.stringify(currentTransport())} });
+         ...${JSON.stringify(node())} });
        console.log((await c.acquire(${
         JSON.stringify(HOLDER)
       }, 10, new AbortController().signal)).kind);`,
@@ -490,6 +503,7 @@ both(
       out.kind === "transport-error" ? out.message : "",
       /may not speak TLS.*scheme/,
     );
+    assert.equal(configFix(out as LeaseFailure), FIXES.useHttp);
   },
 );
 
@@ -573,32 +587,37 @@ both("a redirect names its Location, not an empty body", async () => {
   );
 });
 
-Deno.test("every transport words a refused connection and a non-TLS server alike", async () => {
-  const l = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const port = (l.addr as Deno.NetAddr).port;
-  l.close();
-  const server = net.createServer((socket) => {
-    socket.on("error", () => {});
-    socket.once("data", () => socket.end("HTTP/1.1 400 Bad Request\r\n\r\n"));
-  });
-  await new Promise<void>((r) => server.listen(0, "127.0.0.1", () => r()));
-  const plain = (server.address() as net.AddressInfo).port;
-  try {
-    for (
-      const url of [`http://127.0.0.1:${port}`, `https://127.0.0.1:${plain}`]
-    ) {
-      const [a, ...others] = await Promise.all(
-        TRANSPORTS.map((t) =>
-          createHttpLeaseClient({ apiServer: url, key: KEY, transport: t })
-            .acquire(HOLDER, 1, AbortSignal.timeout(5_000))
-        ),
-      );
-      assert.equal(a.kind, "transport-error", JSON.stringify(a));
-      for (const b of others) assert.deepEqual(a, b);
+Deno.test({
+  name: "both transports word a refused connection and a non-TLS server alike",
+  ignore: opensslMissing() !== undefined,
+  fn: async () => {
+    const l = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+    const port = (l.addr as Deno.NetAddr).port;
+    l.close();
+    const server = net.createServer((socket) => {
+      socket.on("error", () => {});
+      socket.once("data", () => socket.end("HTTP/1.1 400 Bad Request\r\n\r\n"));
+    });
+    await new Promise<void>((r) => server.listen(0, "127.0.0.1", () => r()));
+    const plain = (server.address() as net.AddressInfo).port;
+    const pki = await nodePki();
+    try {
+      for (
+        const url of [`https://127.0.0.1:${port}`, `https://127.0.0.1:${plain}`]
+      ) {
+        const [a, b] = await Promise.all(
+          [{}, { serverName: NODE_NAME, caBundleFile: pki.caCert }].map((o) =>
+            createHttpLeaseClient({ apiServer: url, key: KEY, ...o })
+              .acquire(HOLDER, 1, AbortSignal.timeout(5_000))
+          ),
+        );
+        assert.equal(a.kind, "transport-error", JSON.stringify(a));
+        assert.deepEqual(a, b);
+      }
+    } finally {
+      await new Promise<void>((r) => server.close(() => r()));
     }
-  } finally {
-    await new Promise<void>((r) => server.close(() => r()));
-  }
+  },
 });
 
 both(
@@ -644,41 +663,14 @@ both(
   },
 );
 
-/** A raw loopback server whose `answer` writes on each connection's socket. */
-async function rawServer(
-  answer: (socket: net.Socket, request: number) => void,
-): Promise<{ url: string; connections: () => number } & AsyncDisposable> {
-  let connections = 0;
-  const sockets = new Set<net.Socket>();
-  const server = net.createServer((socket) => {
-    connections++;
-    sockets.add(socket);
-    socket.on("error", () => {});
-    let n = 0;
-    socket.on("data", () => answer(socket, ++n));
-  });
-  await new Promise<void>((r) => server.listen(0, "127.0.0.1", () => r()));
-  const port = (server.address() as net.AddressInfo).port;
-  return {
-    url: `http://127.0.0.1:${port}`,
-    connections: () => connections,
-    async [Symbol.asyncDispose]() {
-      for (const s of sockets) s.destroy();
-      await new Promise<void>((r) => server.close(() => r()));
-    },
-  };
-}
-
 const grantText = (extra = "") =>
   `HTTP/1.1 200 OK\r\nContent-Length: ${
     JSON.stringify(GRANT).length
   }\r\n${extra}\r\n${JSON.stringify(GRANT)}`;
 
-// fetch retries only a kept connection it saw close while idle; a 408 that
-// arrives as the next request is sent is its answer there (fetch is used only
-// for https:// and socks5:// proxies).
-for (const transport of ["node", "stream"] as const) {
-  Deno.test(`[${transport}] a 408 the server left on an idle kept connection is retried on a fresh one, not reported`, async () => {
+both(
+  "a 408 the server left on an idle kept connection is retried on a fresh one, not reported",
+  async () => {
     // Each connection answers its first request; the test then times the
     // first one out as idle, once the client holds it as kept.
     const answered: net.Socket[] = [];
@@ -687,11 +679,7 @@ for (const transport of ["node", "stream"] as const) {
       answered.push(socket);
       socket.write(grantText());
     });
-    const c = createHttpLeaseClient({
-      apiServer: srv.url,
-      key: KEY,
-      transport,
-    });
+    const c = client(srv.url);
     const first = await c.renew(HOLDER, 4, 1, AbortSignal.timeout(5_000));
     assert.equal(first.kind, "acquired", JSON.stringify(first));
     // The 408 is written and the socket closed before the next request.
@@ -704,56 +692,63 @@ for (const transport of ["node", "stream"] as const) {
     const second = await c.renew(HOLDER, 4, 1, AbortSignal.timeout(5_000));
     assert.equal(second.kind, "acquired", JSON.stringify(second));
     assert.equal(srv.connections(), 2, "the second went on a fresh connection");
-  });
-}
+  },
+);
 
-// node:https (skip-verify, development only) refuses a repeated length.
-for (const transport of ["fetch", "stream"] as const) {
-  Deno.test(`[${transport}] a Content-Length repeated with the same value is one length`, async () => {
-    const n = JSON.stringify(GRANT).length;
-    await using srv = await rawServer((socket) => {
-      socket.end(
-        `HTTP/1.1 200 OK\r\nContent-Length: ${n}\r\nContent-Length: ${n}\r\nConnection: close\r\n\r\n${
-          JSON.stringify(GRANT)
-        }`,
-      );
-    });
-    const out = await createHttpLeaseClient({
-      apiServer: srv.url,
-      key: KEY,
-      transport,
-    }).acquire(HOLDER, 1, never());
-    assert.equal(out.kind, "acquired", JSON.stringify(out));
-  });
-}
-
-Deno.test("[stream] a compressed answer nobody asked for is a transport error that says so", async () => {
+// node:https (skip-verify, the server-name override) refuses a repeated length.
+Deno.test("[fetch] a Content-Length repeated with the same value is one length", async () => {
+  const n = JSON.stringify(GRANT).length;
   await using srv = await rawServer((socket) => {
     socket.end(
-      "HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Length: 3\r\nConnection: close\r\n\r\nxyz",
+      `HTTP/1.1 200 OK\r\nContent-Length: ${n}\r\nContent-Length: ${n}\r\nConnection: close\r\n\r\n${
+        JSON.stringify(GRANT)
+      }`,
     );
   });
-  const out = await createHttpLeaseClient({
-    apiServer: srv.url,
-    key: KEY,
-    transport: "stream",
-  }).acquire(HOLDER, 1, never());
-  assert.equal(out.kind, "transport-error", JSON.stringify(out));
-  assert.match(
-    out.kind === "transport-error" ? out.message : "",
-    /compressed \(Content-Encoding "gzip"\)/,
-  );
+  const out = await client(srv.url).acquire(HOLDER, 1, never());
+  assert.equal(out.kind, "acquired", JSON.stringify(out));
 });
 
-Deno.test("[stream] a 101 is a final answer, not an interim one to wait past", async () => {
+Deno.test("[fetch] a gzip-compressed answer is read as the server meant it", async () => {
+  const body = new Uint8Array(
+    await new Response(
+      new Blob([JSON.stringify(GRANT)]).stream().pipeThrough(
+        new CompressionStream("gzip"),
+      ),
+    ).arrayBuffer(),
+  );
+  await using srv = await rawServer((socket) => {
+    socket.write(
+      `HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Length: ${body.length}\r\nConnection: close\r\n\r\n`,
+    );
+    socket.end(body);
+  });
+  const out = await client(srv.url).acquire(HOLDER, 1, never());
+  assert.equal(out.kind, "acquired", JSON.stringify(out));
+});
+
+both("a 101 is a final answer, not an interim one to wait past", async () => {
   await using srv = await rawServer((socket) => {
     socket.end("HTTP/1.1 101 Switching Protocols\r\nConnection: close\r\n\r\n");
   });
-  const out = await createHttpLeaseClient({
-    apiServer: srv.url,
-    key: KEY,
-    transport: "stream",
-  }).acquire(HOLDER, 1, AbortSignal.timeout(5_000));
+  const out = await client(srv.url).acquire(
+    HOLDER,
+    1,
+    AbortSignal.timeout(5_000),
+  );
   assert.notEqual(out.kind, "timeout", JSON.stringify(out));
   assert.notEqual(out.kind, "aborted", JSON.stringify(out));
+});
+
+Deno.test("[fetch] http:// on a TLS port: the Go server's plain-text 400 names use https://", async () => {
+  // What Go's net/http TLS server answers a request in plain HTTP.
+  await using srv = await rawServer((socket) => {
+    const body = "Client sent an HTTP request to an HTTPS server.\n";
+    socket.end(
+      `HTTP/1.0 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n${body}`,
+    );
+  });
+  const out = await client(srv.url).acquire(HOLDER, 1, never());
+  assert.equal(out.kind, "server-error", JSON.stringify(out));
+  assert.equal(configFix(out as LeaseFailure), FIXES.useHttps);
 });

@@ -1,10 +1,12 @@
 /**
- * The request side as pure functions: exact bodies in spec field order,
- * paths with the base prefix, headers, and the API server URL's checks.
+ * The request side as pure functions: bodies byte for byte the Go helper's
+ * (sorted keys, Go's escapes), paths with the base prefix, headers, and the
+ * API server URL's checks.
  */
 import assert from "node:assert/strict";
 import {
   acquireBody,
+  goJsonString,
   parseApiServer,
   releaseBody,
   renewBody,
@@ -13,17 +15,51 @@ import {
 } from "../../lib/lease/wire.ts";
 import { VERSION } from "../../lib/version.ts";
 
-Deno.test("bodies are the spec's fields in the spec's order, nothing else", () => {
-  assert.equal(acquireBody("a/b", 30), `{"holder":"a/b","ttlSeconds":30}`);
-  assert.equal(
-    renewBody('a"b', 4, 30),
-    `{"holder":"a\\"b","fencingToken":4,"ttlSeconds":30}`,
+/** The UTF-8 bytes of a body, as they go on the wire. */
+const bytes = (text: string) => [...new TextEncoder().encode(text)];
+
+Deno.test("bodies are the Go helper's bytes: keys sorted as Go marshals a map, no space, no newline", () => {
+  assert.deepEqual(
+    bytes(acquireBody("a/b", 30)),
+    bytes('{"holder":"a/b","ttlSeconds":30}'),
   );
-  assert.equal(
-    releaseBody("é", 2147483647),
-    `{"holder":"é","fencingToken":2147483647}`,
+  assert.deepEqual(
+    bytes(renewBody('a"b', 4, 30)),
+    bytes('{"fencingToken":4,"holder":"a\\"b","ttlSeconds":30}'),
+  );
+  assert.deepEqual(
+    bytes(releaseBody("é", 2147483647)),
+    // "é" as its two UTF-8 bytes, unescaped, as Go writes it.
+    [
+      ...bytes('{"fencingToken":2147483647,"holder":"'),
+      0xc3,
+      0xa9,
+      ...bytes('"}'),
+    ],
   );
   assert.throws(() => renewBody("h", 1.5, 1), RangeError);
+});
+
+Deno.test("holder strings are escaped as Go's encoding/json escapes them", () => {
+  // Each: the string, and the JSON text Go's json.Marshal gives for it.
+  const cases: [string, string][] = [
+    ["<script>&", '"\\u003cscript\\u003e\\u0026"'],
+    ["line\u2028para\u2029", '"line\\u2028para\\u2029"'],
+    ['q"b\\s/', '"q\\"b\\\\s/"'],
+    ["\b\f\n\r\t", '"\\b\\f\\n\\r\\t"'],
+    ["\x00\x01\x1f\x7f", '"\\u0000\\u0001\\u001f\x7f"'],
+    ["é😀", '"é😀"'],
+    // A lone surrogate (invalid UTF-8 for Go) is the replacement character.
+    ["a\ud800b\udfffc", '"a\\ufffdb\\ufffdc"'],
+    ["\\ud800", '"\\\\ud800"'],
+  ];
+  for (const [s, want] of cases) {
+    assert.equal(goJsonString(s), want, JSON.stringify(s));
+  }
+  assert.deepEqual(
+    bytes(acquireBody("east/<a>&b", 1)),
+    bytes('{"holder":"east/\\u003ca\\u003e\\u0026b","ttlSeconds":1}'),
+  );
 });
 
 Deno.test("paths keep the base prefix and escape each key part as one segment", () => {

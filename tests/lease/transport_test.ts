@@ -1,0 +1,168 @@
+/**
+ * The one table of transport error texts (fetch's causes carry text only),
+ * one test per row with the wording Deno 2.9 gives, and the codes
+ * `node:https` gives, by which its errors are classified first.
+ */
+import assert from "node:assert/strict";
+import { configFix, FIXES } from "../../lib/lease/rpc.ts";
+import {
+  classifyError,
+  describeTransportError,
+  ERROR_CODES,
+  ERROR_TEXTS,
+  kindOfErrorText,
+  type TransportErrorKind,
+} from "../../lib/lease/transport.ts";
+import { parseApiServer } from "../../lib/lease/wire.ts";
+
+/** A fetch error as Deno throws it: a TypeError whose cause says what happened. */
+function fetchError(cause: string): TypeError {
+  return new TypeError("fetch failed", {
+    cause: new Error(
+      `error sending request for url (https://127.0.0.1:8443/v1alpha1/namespaces/a/leases/b/renew): ${cause}`,
+    ),
+  });
+}
+
+/** One row each: the text as Deno 2.9's fetch words it, and its kind. */
+const ROWS: [string, TransportErrorKind][] = [
+  [
+    "client error (Connect): tcp connect error: Connection refused (os error 111)",
+    "refused",
+  ],
+  [
+    "client error (Connect): dns error: failed to lookup address information: Name or service not known",
+    "dns",
+  ],
+  [
+    "client error (Connect): received corrupt message of type InvalidContentType",
+    "not-tls",
+  ],
+  [
+    "client error (Connect): invalid peer certificate: certificate expired: verification time 1796179573 (UNIX), but certificate is not valid after 1580515200 (215664373 seconds ago)",
+    "dates",
+  ],
+  [
+    'client error (Connect): invalid peer certificate: certificate not valid for name "127.0.0.1"; certificate is only valid for DnsName("berth.test")',
+    "wrong-name",
+  ],
+  [
+    "client error (Connect): invalid peer certificate: Other(OtherError(CaUsedAsEndEntity))",
+    "ca-as-leaf",
+  ],
+  [
+    "client error (Connect): invalid peer certificate: UnknownIssuer",
+    "untrusted",
+  ],
+];
+
+for (const [text, kind] of ROWS) {
+  Deno.test(`fetch's "${text.slice(23, 80)}..." is ${kind}`, () => {
+    assert.equal(kindOfErrorText(text), kind);
+    assert.deepEqual(classifyError(fetchError(text)), {
+      error: kind,
+      detail: text,
+    });
+  });
+}
+
+Deno.test("every row of the table is tested, and the rows are in the order tested", () => {
+  const kinds = ERROR_TEXTS.map(([, k]) => k);
+  assert.deepEqual(kinds, ROWS.map(([, k]) => k));
+});
+
+Deno.test("a certificate that is not yet valid is a dates one too", () => {
+  assert.equal(
+    kindOfErrorText(
+      "invalid peer certificate: certificate not valid yet: verification time 1796179573 (UNIX), but certificate is not valid before 2208988800 (412809227 seconds in future)",
+    ),
+    "dates",
+  );
+});
+
+Deno.test("anything else is other, with fetch's wording of the URL cut (the message names the server)", () => {
+  const text =
+    "client error (Connect): Connection reset by peer (os error 104)";
+  assert.deepEqual(classifyError(fetchError(text)), {
+    error: "other",
+    detail: text,
+  });
+  // A refusal before any connection (fetch's blocked ports) has no cause.
+  assert.deepEqual(
+    classifyError(
+      new TypeError("Fetch failed: Requests to port 1 are blocked"),
+    ),
+    {
+      error: "other",
+      detail: "Fetch failed: Requests to port 1 are blocked",
+    },
+  );
+});
+
+Deno.test("node:https errors are classified by their code, named in the detail", () => {
+  const cases: [string, string, TransportErrorKind][] = [
+    ["ECONNREFUSED", "connect ECONNREFUSED 127.0.0.1:1", "refused"],
+    ["ENOTFOUND", "getaddrinfo ENOTFOUND nonexistent.invalid", "dns"],
+    [
+      "ERR_SSL_WRONG_VERSION_NUMBER",
+      "received corrupt message of type InvalidContentType (SSL routines:ssl3_get_record:wrong version number)",
+      "not-tls",
+    ],
+    [
+      "ERR_TLS_CERT_ALTNAME_INVALID",
+      "Hostname/IP does not match certificate's altnames",
+      "wrong-name",
+    ],
+    [
+      "UNABLE_TO_VERIFY_LEAF_SIGNATURE",
+      "unable to verify the first certificate",
+      "untrusted",
+    ],
+    ["CERT_HAS_EXPIRED", "certificate has expired", "dates"],
+    [
+      "ECONNRESET",
+      "Client network socket disconnected before secure TLS connection was established",
+      "other",
+    ],
+  ];
+  for (const [code, message, kind] of cases) {
+    const e = Object.assign(new Error(message), { code });
+    assert.deepEqual(
+      classifyError(e),
+      { error: kind, detail: `${code}: ${message}` },
+      code,
+    );
+  }
+  // Every code in the table names a kind the messages know.
+  for (const kind of Object.values(ERROR_CODES)) {
+    assert.notEqual(kind, "other");
+  }
+});
+
+Deno.test("the scheme and the certificate failures name their fix; refused, DNS and the rest do not (they may heal)", async () => {
+  const ctx = {
+    target: parseApiServer("https://berth.example:8443"),
+    verifiedName: "berth.example",
+    // Through a proxy: no second look at the certificate.
+    proxy: "HTTPS_PROXY",
+    signal: new AbortController().signal,
+  };
+  const want: [TransportErrorKind, string | undefined][] = [
+    ["not-tls", FIXES.useHttp],
+    ["untrusted", FIXES.untrusted],
+    ["wrong-name", FIXES.wrongName],
+    ["ca-as-leaf", FIXES.caAsLeaf],
+    ["dates", FIXES.dates],
+    ["refused", undefined],
+    ["dns", undefined],
+    ["other", undefined],
+  ];
+  for (const [error, fix] of want) {
+    const f = await describeTransportError({ error, detail: "d" }, ctx);
+    assert.equal(f.kind, "transport-error");
+    assert.equal(configFix(f), fix, error);
+  }
+  assert.match(FIXES.useHttp, /^use http:\/\//);
+  assert.match(FIXES.untrusted, /--ca-bundle-file \/ BERTH_CA_BUNDLE_FILE/);
+  assert.match(FIXES.wrongName, /--server-name \/ BERTH_SERVER_NAME/);
+});
