@@ -11,8 +11,7 @@
  * @module
  */
 import { DEFAULT_STATE_DIR } from "../config/defaults.ts";
-import { withTwoDashes } from "../config/flag_name.ts";
-import { flagSuggestion } from "../config/nearest.ts";
+import { isSet, lastValue, parseArgv, UsageError } from "../config/argv.ts";
 import type { Logger } from "../obs/log.ts";
 import { ElfError } from "../probe/elf.ts";
 import {
@@ -24,8 +23,9 @@ import { ensureStateDir } from "../state/ensure_dir.ts";
 import { checkWrapperScript } from "../state/install_check.ts";
 import { StateDir } from "../state/state_dir.ts";
 import { CHECKOUT_ROOT, denoRunArgv } from "./self_argv.ts";
+import { EXIT_USAGE } from "./exit_codes.ts";
 
-/** Exit status on a usage error or a failed install. */
+/** Exit status of a failed install (a usage error is {@linkcode EXIT_USAGE}). */
 const EXIT_FAILURE = 1;
 
 const USAGE = `Usage: berth-acquire install-check [--from FILE] [STATE_DIR]
@@ -41,8 +41,8 @@ of at most ${STATE_DIR_MAX_BYTES} bytes (the webhook's /berth fits); it is creat
                  (required under "deno run", which is no single executable)
   --help         show this help
 
-Exit status 0 when installed; 1 with one line on stderr otherwise (nothing
-half-written is left in STATE_DIR).`;
+Exit status 0 when installed; 78 on a usage error; 1 with one line on stderr
+when it cannot install (nothing half-written is left in STATE_DIR).`;
 
 interface InstallArgs {
   help: boolean;
@@ -50,58 +50,40 @@ interface InstallArgs {
   dir?: string;
 }
 
+/**
+ * Parses install-check's arguments with the one argument parser.
+ *
+ * @throws {UsageError} Naming what is wrong.
+ */
 function parseInstallArgs(args: string[]): InstallArgs {
-  const out: InstallArgs = { help: false };
-  let positionalOnly = false;
-  for (let i = 0; i < args.length; i++) {
-    const a = args[i];
-    if (!positionalOnly && a.startsWith("-") && a !== "-") {
-      const flag = withTwoDashes(a);
-      const eq = flag.indexOf("=");
-      const name = eq < 0 ? flag : flag.slice(0, eq);
-      if (a === "--") positionalOnly = true;
-      else if (flag === "--help" || a === "-h") out.help = true;
-      else if (name === "--from") {
-        if (eq >= 0) out.from = flag.slice(eq + 1);
-        else if (i + 1 < args.length) out.from = args[++i];
-        else throw new Error("flag --from needs a value");
-        if (out.from === "") throw new Error("flag --from is empty");
-      } else {
-        const written = a.split("=")[0];
-        throw new Error(
-          `unknown flag ${JSON.stringify(written)}${
-            flagSuggestion(written, ["from", "help"])
-          }`,
-        );
-      }
-      continue;
-    }
-    if (out.dir !== undefined) {
-      throw new Error(
-        `unexpected extra argument ${
-          JSON.stringify(a)
-        } (only one state directory is accepted)`,
-      );
-    }
-    if (a === "") throw new Error("the state directory is empty");
-    out.dir = a;
-  }
-  return out;
+  const argv = parseArgv(args, {
+    flags: {
+      from: { kind: "value", wants: "the executable to install" },
+      help: { kind: "boolean", short: "h" },
+    },
+    positionals: 1,
+    positionalHint: "install-check takes one state directory",
+    dashDash: "positionals",
+  });
+  const from = lastValue(argv, "from");
+  if (from === "") throw new UsageError("flag --from is empty");
+  const dir = argv.positionals[0];
+  if (dir === "") throw new UsageError("the state directory is empty");
+  return { help: isSet(argv, "help"), from, dir };
 }
 
 /** `berth-acquire install-check`: see the usage text. Returns the exit code. */
 export async function main(args: string[]): Promise<number> {
-  const fail = (msg: string) => {
+  const fail = (msg: string, code = EXIT_FAILURE) => {
     console.error(`berth-acquire install-check: ${msg}`);
-    return EXIT_FAILURE;
+    return code;
   };
   let parsed: InstallArgs;
   try {
     parsed = parseInstallArgs(args);
   } catch (e) {
-    return fail(
-      `${(e as Error).message} (run "berth-acquire install-check --help")`,
-    );
+    if (!(e instanceof UsageError)) throw e;
+    return fail(e.message, EXIT_USAGE);
   }
   if (parsed.help) {
     console.log(USAGE);

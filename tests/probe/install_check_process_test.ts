@@ -138,17 +138,24 @@ Deno.test("install-check refuses a non-ELF, a truncated executable, a long path 
     f.close();
     Deno.writeFileSync(cut, head, { mode: 0o755 });
     const state = `${work}/s`;
-    const cases: [string[], RegExp][] = [
-      [["--from", script, state], /script: not an ELF file/],
-      [["--from", cut, state], /cut: truncated: .* beyond the end of the file/],
-      [["--from", `${work}/none`, state], /cannot open .*none/],
-      [["--from", DENO, state], /is \d+ bytes; .* at most 7 bytes/],
-      [[state], /pass --from with a compiled berth-acquire/],
-      [["--frm", DENO], /unknown flag "--frm"/],
+    // A file it cannot install: 1; a usage error: 78, as every subcommand
+    // the Go helper lacks.
+    const cases: [string[], RegExp, number][] = [
+      [["--from", script, state], /script: not an ELF file/, 1],
+      [
+        ["--from", cut, state],
+        /cut: truncated: .* beyond the end of the file/,
+        1,
+      ],
+      [["--from", `${work}/none`, state], /cannot open .*none/, 1],
+      [["--from", DENO, state], /is \d+ bytes; .* at most 7 bytes/, 1],
+      [[state], /pass --from with a compiled berth-acquire/, 1],
+      [["--frm", DENO], /unknown flag --frm: did you mean --from\?/, 78],
+      [[state, state], /unexpected argument/, 78],
     ];
-    for (const [args, want] of cases) {
+    for (const [args, want, code] of cases) {
       const r = await runCli(["install-check", ...args]);
-      equal(r.code, 1, args.join(" "));
+      equal(r.code, code, args.join(" "));
       equal(r.stdout, "");
       match(r.stderr, /^berth-acquire install-check: [^\n]*\n$/);
       match(r.stderr, want);
