@@ -15,10 +15,10 @@ import { createHttpLeaseClient } from "../lease/client.ts";
 import type { Clock } from "../state/clock.ts";
 import {
   type Config,
-  givenSettings,
   resolveConfig,
   type ResolveOptions,
 } from "../config/config.ts";
+import { givenSettings } from "../config/given.ts";
 import { type MissingSetting, missingSettings } from "../config/missing.ts";
 import { ConfigError } from "../config/error.ts";
 import {

@@ -137,30 +137,6 @@ export interface ResolveOptions {
 }
 
 /**
- * The settings given explicitly: by a non-empty env variable or by a flag
- * (even an empty one), the same rule {@linkcode resolveConfig} applies. For a
- * role whose behaviour depends on whether a setting was given at all (`run`
- * writes a state directory only when one is configured).
- *
- * @param env The environment.
- * @param flags The configuration flags given.
- * @returns The flag names of the settings given.
- */
-export function givenSettings(
-  env: Record<string, string | undefined>,
-  flags: ConfigFlags,
-): Set<ConfigFlagName> {
-  const out = new Set<ConfigFlagName>();
-  for (const s of CONFIG_SETTINGS) {
-    const v = env[s.env];
-    if ((v !== undefined && v !== "") || flags[s.flag] !== undefined) {
-      out.add(s.flag);
-    }
-  }
-  return out;
-}
-
-/**
  * Builds the validated configuration from the environment and the flags given
  * on the command line, in the order and with the messages the spec lists (see
  * the module doc).
