@@ -21,7 +21,8 @@ import {
 import { ChildEnforcer } from "./child_enforcer.ts";
 import { executableProblem } from "./executable.ts";
 import { type Clock, systemClock } from "../state/clock.ts";
-import { RUN_ROLE, start } from "../cmd/startup.ts";
+import { start } from "../cmd/startup.ts";
+import { RUN_ROLE } from "./run_role.ts";
 import type { Config } from "../config/config.ts";
 import { ConfigError } from "../config/error.ts";
 import type { ExtraFlag } from "../config/flags.ts";
