@@ -27,7 +27,7 @@
  *
  * The settings table is `settings.ts`, flag parsing `flags.ts`, value parsing
  * `values.ts`, the enforcement lead `lead.ts`, the holder identity
- * `holder.ts`.
+ * `holder.ts`, which settings were given at all `given.ts`.
  *
  * @module
  */

@@ -20,6 +20,9 @@
  *   stopped or the enforcement lead has passed since the gate closed (see
  *   `shutdown.ts`).
  *
+ * What it logs about a renewal that did not confirm the lease is worded in
+ * `renew_report.ts`.
+ *
  * @module
  */
 import { GO_MESSAGES } from "../obs/go_messages.ts";

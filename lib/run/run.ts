@@ -6,6 +6,9 @@
  * (SIGTERM, SIGKILL after the grace), and the lease is released or given up
  * only once the group is gone.
  *
+ * The wait for the lease is `run_acquire.ts`; what `run` differs in at
+ * start-up, `run_role.ts`; the command's supervision, `run_supervise.ts`.
+ *
  * @module
  */
 import { handoffMarker, writeHandoff } from "../hold/write_handoff.ts";
