@@ -15,10 +15,10 @@ import { createHttpLeaseClient } from "../lease/client.ts";
 import type { Clock } from "../state/clock.ts";
 import {
   type Config,
-  givenSettings,
   resolveConfig,
   type ResolveOptions,
 } from "../config/config.ts";
+import { givenSettings } from "../config/given.ts";
 import { type MissingSetting, missingSettings } from "../config/missing.ts";
 import { ConfigError } from "../config/error.ts";
 import {
@@ -28,13 +28,7 @@ import {
   parseCommandLine,
 } from "../config/flags.ts";
 import { configFlagsHelp, formatExtraFlagsHelp } from "../config/help.ts";
-import {
-  type GraceRoom,
-  type LeadDefault,
-  RUN_GRACE_DEFAULT_TEXT,
-  runGraceDefaultSeconds,
-  SIGNAL_SENDER_LEAD_DEFAULT,
-} from "../config/lead.ts";
+import type { GraceRoom, LeadDefault } from "../config/lead.ts";
 import {
   type ConfigFlagName,
   type ConfigFlags,
@@ -107,43 +101,6 @@ export interface CommandSpec {
    */
   goFailureLine?: boolean;
 }
-
-/**
- * What `run` differs in: it stops its own command's process group, so its
- * lead default is the signal sender's, and it has runtime-singleton
- * semantics only, so its help offers no `--mode` and releases by default.
- */
-export const RUN_ROLE: Pick<
-  CommandSpec,
-  | "leadDefault"
-  | "hiddenSettings"
-  | "helpDefaults"
-  | "graceDefault"
-  | "hostHolder"
-  | "unused"
-  | "listMissing"
-> = {
-  leadDefault: SIGNAL_SENDER_LEAD_DEFAULT,
-  hiddenSettings: ["mode", "enforce", "signal-target"],
-  helpDefaults: {
-    "release-on-shutdown": "true",
-    // Without it run keeps its state private and writes nothing shared.
-    "state-dir": "none (nothing is written)",
-    "enforce-grace-seconds": RUN_GRACE_DEFAULT_TEXT,
-    "holder-identity":
-      "from the pod when POD_* is set, else from the host: HOST/pid:PID:uid:RANDOM, new for every start",
-  },
-  graceDefault: runGraceDefaultSeconds,
-  hostHolder: true,
-  unused: {
-    settings: ["mode", "enforce", "signal-target"],
-    why:
-      "run keeps the lease while its command runs and stops the command's own process group itself",
-    // BERTH_MODE=startup-gate asks for what run does not do: refused (78).
-    envRead: ["mode"],
-  },
-  listMissing: true,
-};
 
 /** Exit status for a configuration error (the same as any failure, as upstream). */
 export { EXIT_FAILURE };

@@ -27,7 +27,7 @@
  *
  * The settings table is `settings.ts`, flag parsing `flags.ts`, value parsing
  * `values.ts`, the enforcement lead `lead.ts`, the holder identity
- * `holder.ts`.
+ * `holder.ts`, which settings were given at all `given.ts`.
  *
  * @module
  */
@@ -134,30 +134,6 @@ export interface ResolveOptions {
    * machine. Undefined: the pod rules alone (the spec's).
    */
   hostHolder?: HostFacts;
-}
-
-/**
- * The settings given explicitly: by a non-empty env variable or by a flag
- * (even an empty one), the same rule {@linkcode resolveConfig} applies. For a
- * role whose behaviour depends on whether a setting was given at all (`run`
- * writes a state directory only when one is configured).
- *
- * @param env The environment.
- * @param flags The configuration flags given.
- * @returns The flag names of the settings given.
- */
-export function givenSettings(
-  env: Record<string, string | undefined>,
-  flags: ConfigFlags,
-): Set<ConfigFlagName> {
-  const out = new Set<ConfigFlagName>();
-  for (const s of CONFIG_SETTINGS) {
-    const v = env[s.env];
-    if ((v !== undefined && v !== "") || flags[s.flag] !== undefined) {
-      out.add(s.flag);
-    }
-  }
-  return out;
 }
 
 /**

@@ -6,7 +6,8 @@
  *
  * @module
  */
-import { givenSettings, type ResolveOptions } from "./config.ts";
+import type { ResolveOptions } from "./config.ts";
+import { givenSettings } from "./given.ts";
 import {
   type ConfigFlagName,
   type ConfigFlags,

@@ -20,18 +20,18 @@
  *   stopped or the enforcement lead has passed since the gate closed (see
  *   `shutdown.ts`).
  *
+ * What it logs about a renewal that did not confirm the lease is worded in
+ * `renew_report.ts`.
+ *
  * @module
  */
 import { GO_MESSAGES } from "../obs/go_messages.ts";
 import { bounded, type Clock } from "../state/clock.ts";
 import { type Enforcer, reportingMarkerWrites } from "../enforce/enforcer.ts";
 import { classifyRenew, deadlineFrom, renewBound } from "./deadline.ts";
-import {
-  configFix,
-  type LeaseClient,
-  type LeaseFailure,
-} from "../lease/rpc.ts";
+import type { LeaseClient, LeaseFailure } from "../lease/rpc.ts";
 import { RejectionLog } from "./rejection_log.ts";
+import { reportLost, reportUnconfirmed } from "./renew_report.ts";
 import type { Logger } from "../obs/log.ts";
 import {
   HandoffWriter,
@@ -249,50 +249,30 @@ export class Renewer {
       case "lost":
         this.#lost = verdict.summary;
         this.#control.deadline = undefined;
-        if (verdict.message === undefined) {
-          logger.error("lease lost; stopping the workload", {
-            reason: verdict.reason,
-            fencing_token: token,
-          });
-        } else {
-          logger.warn(verdict.message, {
-            reason: verdict.reason,
-            ...(verdict.holder ? { current_holder: verdict.holder } : {}),
-            detail: "stopping the workload",
-            fencing_token: token,
-          });
-        }
+        reportLost(logger, verdict, token);
         this.#close(`lease lost: ${verdict.summary}`);
         return;
       case "unconfirmed": {
         // Every answer but a grant or a loss is a failure here.
-        const failure = outcome as LeaseFailure;
-        const fix = configFix(failure);
-        if (fix !== undefined) this.#fixes.report(failure, heartbeatMs);
-        if (!this.#control.isOpen) {
-          // In the lead before the deadline: the workload is stopped already.
-          logger.warn(GO_MESSAGES.renewFailed, {
-            error: verdict.reason,
-            detail:
-              "the gate is closed and the workload stays stopped until a renewal succeeds",
-            fencing_token: token,
-            fix,
-          });
-          return;
-        }
-        const closes = this.status().gateClosesAt;
-        logger.warn(
-          GO_MESSAGES.renewFailed,
-          {
-            error: verdict.reason,
-            detail: "the workload keeps running until the gate closes",
-            fencing_token: token,
-            gate_closes_in_ms: closes === undefined
-              ? undefined
-              : Math.max(0, Math.round(closes - clock.now())),
-            fix,
-          },
-        );
+        const closes = this.#control.isOpen
+          ? this.status().gateClosesAt
+          : undefined;
+        reportUnconfirmed({
+          logger,
+          fixes: this.#fixes,
+          failure: outcome as LeaseFailure,
+          reason: verdict.reason,
+          heartbeatMs,
+          token,
+          gate: this.#control.isOpen
+            ? {
+              open: true,
+              closesInMs: closes === undefined
+                ? undefined
+                : closes - clock.now(),
+            }
+            : { open: false },
+        });
         return;
       }
       case "cancelled":

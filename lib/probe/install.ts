@@ -26,7 +26,8 @@ import {
   type RewritePlan,
 } from "./rewrite.ts";
 import { findObject, type MappedObject, mappedPaths } from "./mapped.ts";
-import type { InstallFile, StateDir } from "../state/state_dir.ts";
+import type { InstallFile } from "../state/atomic_write.ts";
+import type { StateDir } from "../state/state_dir.ts";
 
 /** Options of {@linkcode installPortableCheck}; the defaults describe this process. */
 export interface PortableCheckOptions {

@@ -6,22 +6,22 @@
  * (SIGTERM, SIGKILL after the grace), and the lease is released or given up
  * only once the group is gone.
  *
+ * The wait for the lease is `run_acquire.ts`; what `run` differs in at
+ * start-up, `run_role.ts`; the command's supervision, `run_supervise.ts`.
+ *
  * @module
  */
-import {
-  type AcquiredLease,
-  acquireLease,
-  UnusableServerError,
-} from "../hold/acquire_loop.ts";
 import { handoffMarker, writeHandoff } from "../hold/write_handoff.ts";
 import {
   EXIT_CANNOT_EXECUTE,
   EXIT_COMMAND_NOT_FOUND,
 } from "../enforce/process_group.ts";
+import { acquireForRun } from "./run_acquire.ts";
 import { ChildEnforcer } from "./child_enforcer.ts";
 import { executableProblem } from "./executable.ts";
 import { type Clock, systemClock } from "../state/clock.ts";
-import { RUN_ROLE, start } from "../cmd/startup.ts";
+import { start } from "../cmd/startup.ts";
+import { RUN_ROLE } from "./run_role.ts";
 import type { Config } from "../config/config.ts";
 import { ConfigError } from "../config/error.ts";
 import type { ExtraFlag } from "../config/flags.ts";
@@ -41,14 +41,7 @@ import { MemoryRenewerStore } from "./memory_store.ts";
 import { SignalRouter, type SignalSource } from "./run_signals.ts";
 import { type CommandLauncher, gatedLauncher } from "./launcher.ts";
 
-import {
-  EXIT_ACQUIRE_TIMEOUT,
-  EXIT_CANCELLED,
-  EXIT_CONFIG,
-  isTimeout,
-  supervise,
-  waitBound,
-} from "./run_supervise.ts";
+import { EXIT_CONFIG, supervise } from "./run_supervise.ts";
 
 export { FORWARDED_SIGNALS, type SignalSource } from "./run_signals.ts";
 export { EXIT_CANNOT_EXECUTE, EXIT_COMMAND_NOT_FOUND };
@@ -268,51 +261,14 @@ export async function runWith(o: RunOptions): Promise<number> {
   const signals = new SignalRouter(logger, o.signalSource ?? Deno);
   const client = keeper.client;
   try {
-    logger.info("acquiring lease", {
-      ttl_seconds: config.ttlSeconds,
-      enforce_lead_ms: config.enforceLeadMs,
-      enforce_grace_seconds: config.enforceGraceSeconds,
+    const lease = await acquireForRun({
+      config,
+      client,
+      clock,
+      logger,
+      cancelled: signals.cancelled,
     });
-    const bound = waitBound(config, clock, signals.cancelled);
-    let lease: AcquiredLease | undefined;
-    try {
-      lease = await acquireLease({
-        client,
-        holder: config.holder,
-        ttlSeconds: config.ttlSeconds,
-        heartbeatMs: config.heartbeatMs,
-        enforceLeadMs: config.enforceLeadMs,
-        signal: bound,
-        clock,
-        logger,
-        endOnFix: true,
-        quiet: true,
-      });
-    } catch (e) {
-      if (!(e instanceof UnusableServerError)) throw e;
-      // No wait heals it: one line with the fix, and the configuration exit.
-      logger.error(`the API server cannot be used as configured: ${e.fix}`, {
-        error: e.detail,
-        fix: e.fix,
-      });
-      return EXIT_CONFIG;
-    }
-    if (!lease) {
-      if (isTimeout(bound)) {
-        logger.error(
-          "gave up waiting for the lease: --acquire-timeout reached",
-        );
-        return EXIT_ACQUIRE_TIMEOUT;
-      }
-      // A standby stopped on purpose (systemctl stop): no failure.
-      logger.info("stopped before the lease was acquired", {
-        reason: bound.reason instanceof Error
-          ? bound.reason.message
-          : String(bound.reason),
-      });
-      return EXIT_CANCELLED;
-    }
-    logger.info("lease acquired", { fencing_token: lease.token });
+    if (typeof lease === "number") return lease;
     const dirs = state ? [fence, state] : [fence];
     for (const dir of dirs) {
       const handed = await writeHandoff({

@@ -13,7 +13,7 @@
  * same paths in the container that runs the probe, which holds on one
  * machine but not in a real pod.
  *
- * The files are written like every state file (see `state_dir.ts`): atomic,
+ * The files are written like every state file (see `atomic_write.ts`): atomic,
  * not fsync-ed, because a new pod sandbox reruns the init container that
  * installs them.
  *

@@ -10,19 +10,8 @@
  * | `check` | the probe executable | 0755 |
  * | `ld.so`, `c`, `m`, ... | the probe's loader and libraries (`probe_libraries.ts`), when installed | 0755 |
  *
- * Writes are atomic, and no more: a temp file named `.<name>.tmp-<16 hex>`
- * in the same directory is created with the file's mode, written, closed and
- * renamed over the target (chmod-ed first only when the process umask would
- * strip a bit of the mode). A reader (the probe, a restarted sidecar) sees
- * the old file or the new one, never a part: rename(2) is atomic for
- * concurrent readers on its own. Nothing is fsync-ed, because nothing here
- * must outlive a node crash: the volume is the pod's `emptyDir`, and after a
- * node crash the kubelet starts the pod in a new sandbox, which runs the init
- * container again before the sidecar and the main containers; it rewrites
- * `holder`, `token`, `healthy` and `check` before anyone reads them, so a
- * file a crash left empty or torn is never read (with `medium: Memory` the
- * files are gone anyway). A container restart (not a node crash) keeps the
- * page cache, so it sees every completed write. A crash can leave a temp
+ * Writes are atomic (a temp file renamed over the target) and not
+ * fsync-ed; `atomic_write.ts` says how and why. A crash can leave a temp
  * file behind; {@linkcode StateDir.cleanStaleTemps} removes ours at start-up
  * (the init container and the sidecar never run at the same time, so every
  * temp file seen at start-up is stale).
@@ -51,6 +40,14 @@ import {
   StateFileError,
 } from "./nofollow.ts";
 import type { CheckSource } from "./install_check.ts";
+import {
+  type InstallFile,
+  replaceAtomic,
+  replaceFilesAtomic,
+  stateDirError,
+  statePath,
+  writeAtomic,
+} from "./atomic_write.ts";
 import { LIBRARY_FILE_PATTERN, LOADER_FILE } from "./probe_libraries.ts";
 
 /** The file names in the state directory; fixed by the webhook and the probe argv. */
@@ -80,14 +77,6 @@ const TEMP_RE = new RegExp(
     LOADER_FILE.replace(".", "\\.")
   }|${LIBRARY_FILE_PATTERN})\\.tmp-[0-9a-f]{16}$`,
 );
-
-/** One file of a set written by {@linkcode StateDir.installFiles}. */
-export interface InstallFile {
-  /** Its name in the state directory. */
-  name: string;
-  /** Creates the temp file at `tmp` with its content and mode. */
-  fill(tmp: string): Promise<void>;
-}
 
 /**
  * Parses a token file's content. Strict on purpose: berth-acquire (and the
@@ -131,7 +120,7 @@ export class StateDir {
 
   /** The path of one of the `STATE_FILES`, for logs and messages. */
   path(name: string): string {
-    return `${this.dir.replace(/\/+$/, "")}/${name}`;
+    return statePath(this.dir, name);
   }
 
   /** The marker path the probe checks (`<dir>/healthy`). */
@@ -271,7 +260,7 @@ export class StateDir {
    */
   async installCheck(source: CheckSource): Promise<void> {
     if ("copyOf" in source) {
-      await this.#replaceAtomic(STATE_FILES.check, async (tmp) => {
+      await replaceAtomic(this.dir, STATE_FILES.check, async (tmp) => {
         await Deno.copyFile(source.copyOf, tmp);
         // copyFile takes the source's mode, whatever the umask.
         await Deno.chmod(tmp, 0o755);
@@ -291,29 +280,8 @@ export class StateDir {
    * @param files The files, in the order they are renamed into place.
    * @throws {StateFileError} Naming the file that could not be written.
    */
-  async installFiles(files: readonly InstallFile[]): Promise<void> {
-    const tmps: string[] = [];
-    let renamed = 0;
-    let current = files[0]?.name ?? "";
-    try {
-      for (const f of files) {
-        current = f.name;
-        const tmp = this.path(
-          `.${f.name}.tmp-${crypto.getRandomValues(new Uint8Array(8)).toHex()}`,
-        );
-        tmps.push(tmp);
-        await f.fill(tmp);
-      }
-      for (; renamed < files.length; renamed++) {
-        current = files[renamed].name;
-        await Deno.rename(tmps[renamed], this.path(current));
-      }
-    } catch (e) {
-      for (const tmp of tmps.slice(renamed)) {
-        await Deno.remove(tmp).catch(() => {});
-      }
-      throw this.#writeError(this.path(current), e);
-    }
+  installFiles(files: readonly InstallFile[]): Promise<void> {
+    return replaceFilesAtomic(this.dir, files);
   }
 
   /**
@@ -335,7 +303,7 @@ export class StateDir {
         }
       }
     } catch (e) {
-      throw this.#dirError("clean up stale temp files in", e);
+      throw stateDirError(this.dir, "clean up stale temp files in", e);
     }
     return removed;
   }
@@ -351,54 +319,7 @@ export class StateDir {
   }
 
   #writeAtomic(name: string, bytes: Uint8Array, mode: number): Promise<void> {
-    return this.#replaceAtomic(name, async (tmp) => {
-      const umask = this.#umask();
-      if ((0o666 & ~umask) === mode) {
-        // The default creation mode is the one wanted: one operation (open,
-        // write all, close) instead of one per step. (`writeFile` with a
-        // mode would add a chmod.)
-        await Deno.writeFile(tmp, bytes, { createNew: true });
-        return;
-      }
-      const f = await Deno.open(tmp, { write: true, createNew: true, mode });
-      try {
-        let off = 0;
-        while (off < bytes.length) off += await f.write(bytes.subarray(off));
-      } finally {
-        f.close();
-      }
-      if (mode & umask) await Deno.chmod(tmp, mode);
-    });
-  }
-
-  /** Creates the temp file with `fill` (which sets its mode), then renames it over the target. */
-  async #replaceAtomic(
-    name: string,
-    fill: (tmp: string) => Promise<void>,
-  ): Promise<void> {
-    const target = this.path(name);
-    const tmp = this.path(
-      `.${name}.tmp-${crypto.getRandomValues(new Uint8Array(8)).toHex()}`,
-    );
-    try {
-      await fill(tmp);
-      await Deno.rename(tmp, target);
-    } catch (e) {
-      await Deno.remove(tmp).catch(() => {});
-      throw this.#writeError(target, e, tmp);
-    }
-  }
-
-  #writeError(target: string, e: unknown, tmp?: string): Error {
-    if (e instanceof Deno.errors.NotFound) {
-      return this.#dirError("write into", e);
-    }
-    return new StateFileError(
-      target,
-      `cannot write it${tmp ? ` (via ${tmp})` : ""}: ${
-        (e as Error).message
-      }; check that the state volume is mounted read-write and has space`,
-    );
+    return writeAtomic(this.dir, name, bytes, mode, this.#umask());
   }
 
   /**
@@ -408,17 +329,5 @@ export class StateDir {
    */
   #umask(): number {
     return this.#umaskValue ??= Deno.umask();
-  }
-
-  #dirError(doing: string, e: unknown): Error {
-    const msg = (e as Error).message;
-    if (e instanceof Deno.errors.NotFound) {
-      return new Error(
-        `cannot ${doing} the state directory ${this.dir}: it does not exist; mount the state volume there or set --state-dir / BERTH_STATE_DIR`,
-      );
-    }
-    return new Error(
-      `cannot ${doing} the state directory ${this.dir}: ${msg}`,
-    );
   }
 }

@@ -7,10 +7,10 @@
 import assert from "node:assert/strict";
 import {
   type CommandSpec,
-  RUN_ROLE,
   start,
   type Started,
 } from "../../lib/cmd/startup.ts";
+import { RUN_ROLE } from "../../lib/run/run_role.ts";
 
 const BASE = {
   BERTH_LEASE_NAME: "web",

@@ -1,0 +1,107 @@
+/**
+ * What the renewer says about a Renew that did not confirm the lease, one
+ * line each, with the fencing token:
+ * - lost (409 or `acquired:false`): ERROR `lease lost; stopping the
+ *   workload`, or the server's own message at WARN with the current holder
+ *   when it names one;
+ * - unconfirmed (any other failure): the Go helper's `renew failed` at
+ *   WARN, saying whether the workload keeps running (and how long until the
+ *   gate closes) or stays stopped, with the fix when the failure names one;
+ *   such a failure is also said at ERROR, at most once a minute
+ *   (`rejection_log.ts`).
+ *
+ * The renewer (`renewer.ts`) decides what happens; this module only words
+ * it.
+ *
+ * @module
+ */
+import { GO_MESSAGES } from "../obs/go_messages.ts";
+import type { Logger } from "../obs/log.ts";
+import { configFix, type LeaseFailure } from "../lease/rpc.ts";
+import type { RenewVerdict } from "./deadline.ts";
+import type { RejectionLog } from "./rejection_log.ts";
+
+/**
+ * Logs a lost lease: the server's message at WARN when it gave one, else
+ * `lease lost; stopping the workload` at ERROR.
+ *
+ * @param logger Where the line goes.
+ * @param verdict The Renew's verdict.
+ * @param token The fencing token that was renewed.
+ */
+export function reportLost(
+  logger: Logger,
+  verdict: Extract<RenewVerdict, { kind: "lost" }>,
+  token: number,
+): void {
+  if (verdict.message === undefined) {
+    logger.error("lease lost; stopping the workload", {
+      reason: verdict.reason,
+      fencing_token: token,
+    });
+  } else {
+    logger.warn(verdict.message, {
+      reason: verdict.reason,
+      ...(verdict.holder ? { current_holder: verdict.holder } : {}),
+      detail: "stopping the workload",
+      fencing_token: token,
+    });
+  }
+}
+
+/** What {@linkcode reportUnconfirmed} words. */
+export interface UnconfirmedRenew {
+  /** Where the lines go. */
+  logger: Logger;
+  /** Says a failure that names its fix at ERROR, once a minute. */
+  fixes: RejectionLog;
+  /** The Renew's answer. */
+  failure: LeaseFailure;
+  /** The verdict's reason, the `error` field. */
+  reason: string;
+  /** When the next Renew comes (ms), for the ERROR line. */
+  heartbeatMs: number;
+  /** The fencing token that was renewed. */
+  token: number;
+  /**
+   * Whether the gate is open (the workload runs), and if so in how many ms
+   * it closes (undefined when unknown).
+   */
+  gate: { open: false } | { open: true; closesInMs: number | undefined };
+}
+
+/**
+ * Logs a Renew that neither confirmed nor lost the lease: `renew failed`
+ * at WARN, and, when the failure names its fix, at ERROR once a minute.
+ *
+ * @param r The failure and what to say with it.
+ */
+export function reportUnconfirmed(r: UnconfirmedRenew): void {
+  const { logger, failure, token } = r;
+  const fix = configFix(failure);
+  if (fix !== undefined) r.fixes.report(failure, r.heartbeatMs);
+  if (!r.gate.open) {
+    // In the lead before the deadline: the workload is stopped already.
+    logger.warn(GO_MESSAGES.renewFailed, {
+      error: r.reason,
+      detail:
+        "the gate is closed and the workload stays stopped until a renewal succeeds",
+      fencing_token: token,
+      fix,
+    });
+    return;
+  }
+  const closesIn = r.gate.closesInMs;
+  logger.warn(
+    GO_MESSAGES.renewFailed,
+    {
+      error: r.reason,
+      detail: "the workload keeps running until the gate closes",
+      fencing_token: token,
+      gate_closes_in_ms: closesIn === undefined
+        ? undefined
+        : Math.max(0, Math.round(closesIn)),
+      fix,
+    },
+  );
+}
