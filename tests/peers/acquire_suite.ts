@@ -27,6 +27,13 @@ export interface AcquireConfig {
   args?: string[];
   /** A documented difference this configuration may show. */
   allowed?: string;
+  /**
+   * With `allowed`: what this helper must do instead, refuse the
+   * configuration: exit 1 without sending a request, with an error matching
+   * this (in the log line, where quotes are escaped). Checked whether or not
+   * the helpers differ.
+   */
+  oursRefuses?: RegExp;
 }
 
 /** A pod of the default shape: runtime-singleton, tenant root `team`. */
@@ -47,6 +54,12 @@ const KEY_CHECK =
 
 const HOLDER_LIMIT =
   "this helper refuses a holder over the API's 253-byte limit at start-up, where the Go helper retries against the server's 400 for ever";
+
+const GO_INTEGERS =
+  "this helper refuses an integer flag the Go helper reads as Go source does (docs/compatibility.md, Differences: integer flags are plain decimal)";
+
+const EMPTY_FLAG =
+  "an explicitly empty flag value overrides the environment and then fails validation (helper contract, Configuration; docs/compatibility.md, Differences); the Go helper falls back to POD_NAMESPACE";
 
 const holder = (
   h: string,
@@ -131,9 +144,25 @@ export const CONFIGS: readonly AcquireConfig[] = [
     env: { BERTH_HEARTBEAT_SECONDS: "30" },
   },
   { name: "--ttl-seconds=45", args: ["--ttl-seconds=45"] },
-  { name: "--ttl-seconds=030", args: ["--ttl-seconds=030"] },
-  { name: "--ttl-seconds=0x1e", args: ["--ttl-seconds=0x1e"] },
-  { name: "--ttl-seconds=3_0", args: ["--ttl-seconds=3_0"] },
+  {
+    name: "--ttl-seconds=030",
+    args: ["--ttl-seconds=030"],
+    allowed: GO_INTEGERS,
+    oursRefuses:
+      /--ttl-seconds=\\?"030\\?": the Go helper reads [^;]*\(24, not 30\)/,
+  },
+  {
+    name: "--ttl-seconds=0x1e",
+    args: ["--ttl-seconds=0x1e"],
+    allowed: GO_INTEGERS,
+    oursRefuses: /--ttl-seconds=\\?"0x1e\\?": the Go helper reads it as 30 /,
+  },
+  {
+    name: "--ttl-seconds=3_0",
+    args: ["--ttl-seconds=3_0"],
+    allowed: GO_INTEGERS,
+    oursRefuses: /--ttl-seconds=\\?"3_0\\?": the Go helper reads it as 30 /,
+  },
   { name: "--heartbeat-seconds=0", args: ["--heartbeat-seconds=0"] },
   {
     name: "--lease-name flag over the environment",
@@ -143,6 +172,8 @@ export const CONFIGS: readonly AcquireConfig[] = [
   {
     name: "an explicitly empty --lease-namespace",
     args: ["--lease-namespace="],
+    allowed: EMPTY_FLAG,
+    oursRefuses: /lease namespace is required/,
   },
   {
     name: "--holder-identity flag",
@@ -250,6 +281,28 @@ function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
 }
 
 /**
+ * What is wrong with this helper's refusal of a configuration it must refuse:
+ * a request sent, an exit code other than 1, or an error not matching.
+ *
+ * @param ours What this helper did.
+ * @param expected What its error must match.
+ * @returns One line per fault; empty when it refused as expected.
+ */
+function refusalFaults(ours: Observed, expected: RegExp): string[] {
+  const out: string[] = [];
+  if (ours.request) out.push(`ours sent a request: ${describe(ours.request)}`);
+  if (ours.code !== 1) out.push(`ours exited ${ours.code}, not 1`);
+  if (!expected.test(ours.stderr)) {
+    out.push(
+      `ours did not say ${expected}: ${
+        JSON.stringify(ours.stderr.trim().split("\n").at(-1))
+      }`,
+    );
+  }
+  return out;
+}
+
+/**
  * The differences between what the Go helper and this one did.
  *
  * @param go The Go helper's.
@@ -307,7 +360,9 @@ export function registerAcquireSuite(ignore: boolean): void {
     fn: async (t) => {
       await using dir = await tempDir("berth-peer-acqsrv-");
       await using real = await startRealServer(dir.path);
-      const results: string[][] = new Array(CONFIGS.length);
+      const results: { diffs: string[]; faults: string[] }[] = new Array(
+        CONFIGS.length,
+      );
       let next = 0;
       await Promise.all(Array.from({ length: 4 }, async () => {
         while (next < CONFIGS.length) {
@@ -316,13 +371,22 @@ export function registerAcquireSuite(ignore: boolean): void {
             observe("go", CONFIGS[i], real),
             observe("ours", CONFIGS[i], real),
           ]);
-          results[i] = compare(go, ours);
+          const expected = CONFIGS[i].oursRefuses;
+          results[i] = {
+            diffs: compare(go, ours),
+            faults: expected ? refusalFaults(ours, expected) : [],
+          };
         }
       }));
       let same = 0, differ = 0, allowed = 0;
       for (const [i, config] of CONFIGS.entries()) {
-        const diffs = results[i];
+        const { diffs, faults } = results[i];
         await t.step(config.name, () => {
+          if (faults.length > 0) {
+            throw new Error(
+              `this helper did not refuse as documented:\n${faults.join("\n")}`,
+            );
+          }
           if (diffs.length === 0) return;
           if (config.allowed) {
             console.log(

@@ -13,6 +13,7 @@ import {
   type PeerServer,
   sqlite3Runs,
   startDevServer,
+  startDevServerWithClock,
   startRealServer,
   TEAM,
   waitSwept,
@@ -37,6 +38,13 @@ interface Side {
   token: number;
   sentAt: number[];
 }
+
+/**
+ * How far a cleaned-up sequence moves both servers past its lease's expiry:
+ * the real server's row is backdated by it, the development server's clock
+ * moved forward by it. Over the 5 minutes after which the sweep cleans up.
+ */
+const CLEANUP_BACKDATE_S = 400;
 
 const isPause = (s: Call | Pause): s is Pause =>
   "expire" in s || "cleanup" in s;
@@ -82,9 +90,21 @@ async function pause(
   await waitFor(expired, { timeoutMs: 10_000, what: "the 1 s TTL to pass" });
   if ("cleanup" in p) {
     const real = sides.find((s) => s.server.kind === "real")!;
+    const dev = sides.find((s) => s.server.kind === "dev")!;
     const key = { namespace: "prod", name: lease };
-    await backdate(real.server.dbPath!, key, 400);
+    await backdate(real.server.dbPath!, key, CLEANUP_BACKDATE_S);
     await waitSwept(real.server.dbPath!, [key]);
+    if (!dev.server.advanceAndSweep) {
+      throw new Error(
+        "a cleaned-up sequence needs the development server started with a clock (startDevServerWithClock)",
+      );
+    }
+    const cleaned = dev.server.advanceAndSweep(CLEANUP_BACKDATE_S * 1000);
+    if (cleaned !== 1) {
+      throw new Error(
+        `the development server's sweep cleaned up ${cleaned} records after its clock moved ${CLEANUP_BACKDATE_S} s, not the sequence's one lease`,
+      );
+    }
   }
 }
 
@@ -177,6 +197,14 @@ export function registerApiSuite(ignore: boolean): void {
             diffs: [],
             skipped: "sqlite3 is not installed",
           });
+        }
+        if (seq.steps.some((s) => "cleanup" in s)) {
+          return (async () => {
+            // Its own server: moving the clock must not expire other
+            // sequences' leases.
+            await using clocked = await startDevServerWithClock();
+            return await runSequence(seq, `s${i}`, real, clocked);
+          })();
         }
         return runSequence(seq, `s${i}`, real, dev);
       });

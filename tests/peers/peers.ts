@@ -3,11 +3,16 @@
  * helper, named by `BERTH_PEER_APISERVER` and `BERTH_PEER_HELPER`, next to
  * this project's development server and helper. Starts both servers with the
  * same API keys (the real one over HTTPS with a throw-away CA and a SQLite
- * store in a temporary directory), and backdates SQLite rows so that the
- * real server's clean-up sweep can be observed without waiting five minutes.
+ * store in a temporary directory), and backdates SQLite rows (real server)
+ * or moves an injected clock (development server started in-process) so that
+ * both servers' clean-up sweeps can be observed without waiting five minutes.
  *
  * @module
  */
+import {
+  startDevServer as startDevServerInProcess,
+  systemClockMs,
+} from "../../lib/devserver/server.ts";
 import { spawnCli } from "../support/cli.ts";
 import { makeTestPki, opensslMissing, type TestPki } from "../support/tls.ts";
 import { waitFor } from "../support/wait.ts";
@@ -89,6 +94,15 @@ export interface PeerServer extends AsyncDisposable {
   caFile?: string;
   /** Its log so far (stderr). */
   log(): string;
+  /**
+   * Only for an in-process development server
+   * ({@linkcode startDevServerWithClock}): moves its clock forward and runs
+   * its clean-up sweep.
+   *
+   * @param ms How far to move the clock, in milliseconds.
+   * @returns How many records the sweep turned into tombstones.
+   */
+  advanceAndSweep?(ms: number): number;
 }
 
 async function sha256Hex(text: string): Promise<string> {
@@ -231,6 +245,42 @@ export async function startDevServer(): Promise<PeerServer> {
     url,
     log: () => err.text,
     [Symbol.asyncDispose]: stop,
+  };
+}
+
+/**
+ * Starts this project's development server in this process, with the same
+ * keys as {@linkcode startRealServer}, over plain HTTP, on a clock that runs
+ * with the system clock plus an offset the tier moves forward
+ * ({@linkcode PeerServer.advanceAndSweep}). The cleaned-up sequences use it:
+ * the 5 minutes after which the sweep cleans a record up cannot be waited
+ * for, and the server process started by {@linkcode startDevServer} has no
+ * way to move its clock. Each such sequence gets its own server, so moving
+ * the clock touches no other sequence's leases.
+ *
+ * @returns The running server; dispose to stop it.
+ */
+export async function startDevServerWithClock(): Promise<PeerServer> {
+  let offsetMs = 0;
+  const server = await startDevServerInProcess({
+    hostname: "127.0.0.1",
+    port: 0,
+    apiKeys: [
+      `${TEAM.keyId}:${await sha256Hex(TEAM.token)}`,
+      `${OTHER.keyId}:${await sha256Hex(OTHER.token)}`,
+    ],
+    now: () => systemClockMs() + offsetMs,
+  });
+  return {
+    kind: "dev",
+    target: { hostname: "127.0.0.1", port: server.port },
+    url: server.url,
+    log: () => "",
+    advanceAndSweep: (ms) => {
+      offsetMs += ms;
+      return server.sweep();
+    },
+    [Symbol.asyncDispose]: () => server.close(),
   };
 }
 
