@@ -223,7 +223,7 @@ echo "left=$(ls -A /mnt | tr '\\n' ' ')"`;
 
 /**
  * Sets up, in the namespace, `$W/host`: the host's top-level entries bound
- * in plus an empty `/berth` (the volume `$W/vol`), so the installer sees the
+ * in (but a `/berth` of the host's own) plus an empty `/berth` (the volume `$W/vol`), so the installer sees the
  * volume at `/berth`; and `$W/root`: the volume at `/berth`, `/proc`, `/dev`
  * and the sources at `/src`, nothing else. Then runs `chroot DIR CMD...`,
  * bounded by `timeout`.
@@ -235,7 +235,9 @@ mkdir -p "$H" "$W/root/berth" "$W/root/proc" "$W/root/dev"
 mount -t tmpfs -o size=1m tmpfs "$H"
 for e in /*; do
   b=\${e#/}
-  if [ -L "$e" ]; then cp -P "$e" "$H/$b"
+  # The host's own /berth, if any, is not the volume: the volume goes there.
+  if [ "$b" = berth ]; then continue
+  elif [ -L "$e" ]; then cp -P "$e" "$H/$b"
   elif [ -d "$e" ]; then mkdir "$H/$b"; mount --rbind "$e" "$H/$b"
   fi
 done
