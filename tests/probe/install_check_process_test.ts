@@ -223,7 +223,7 @@ echo "left=$(ls -A /mnt | tr '\\n' ' ')"`;
 
 /**
  * Sets up, in the namespace, `$W/host`: the host's top-level entries bound
- * in plus an empty `/berth` (the volume `$W/vol`), so the installer sees the
+ * in, its own `/berth` if any left out, plus `/berth` (the volume `$W/vol`), so the installer sees the
  * volume at `/berth`; and `$W/root`: the volume at `/berth`, `/proc`, `/dev`
  * and the sources at `/src`, nothing else. Then runs `chroot DIR CMD...`,
  * bounded by `timeout`.
@@ -235,6 +235,8 @@ mkdir -p "$H" "$W/root/berth" "$W/root/proc" "$W/root/dev"
 mount -t tmpfs -o size=1m tmpfs "$H"
 for e in /*; do
   b=\${e#/}
+  # The host's own /berth (a state directory left by a run) is not the volume.
+  [ "$b" = berth ] && continue
   if [ -L "$e" ]; then cp -P "$e" "$H/$b"
   elif [ -d "$e" ]; then mkdir "$H/$b"; mount --rbind "$e" "$H/$b"
   fi
