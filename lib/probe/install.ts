@@ -86,10 +86,18 @@ function readElfFile(path: string): { info: ElfInfo; size: number } {
   }
   try {
     const stat = file.statSync();
-    if (!stat.isFile) throw new ElfError(`${path} is not a regular file`);
+    if (!stat.isFile) {
+      throw new ElfError(
+        `${path} is ${
+          stat.isDirectory ? "a directory" : "not a regular file"
+        }, not an executable; name the berth-acquire executable`,
+      );
+    }
     if (((stat.mode ?? 0o755) & 0o111) === 0) {
       throw new ElfError(
-        `${path} is not executable (mode ${(stat.mode! & 0o7777).toString(8)})`,
+        `${path} is not executable (mode ${
+          (stat.mode! & 0o7777).toString(8)
+        }); name the berth-acquire executable, or make it executable (chmod +x)`,
       );
     }
     return {
@@ -189,11 +197,13 @@ export async function installPortableCheck(
         );
       }
       const lib = readLibrary(obj.path);
-      if (lib.machine !== info.machine) {
+      if (lib.machine !== info.machine || lib.bits !== info.bits) {
         throw new RewriteError(
-          `${obj.path} is built for ${machineName(lib.machine)}, not ${
+          `${from} is a ${info.bits}-bit ${
             machineName(info.machine)
-          } as ${from}`,
+          } executable, but ${obj.path}, which this process runs with, is ${lib.bits}-bit ${
+            machineName(lib.machine)
+          }, so the probe could not load it; install it with a berth-acquire of its own architecture`,
         );
       }
       closure.push({

@@ -19,6 +19,7 @@ import { StateDir } from "../../lib/state/state_dir.ts";
 import { REPO_ROOT, runCli, runExecutable } from "../support/cli.ts";
 import { cliArgv } from "../support/cli.ts";
 import { shortTempDir } from "../support/short_dir.ts";
+import { syntheticElf } from "./synthetic_elf.ts";
 
 const DENO = Deno.execPath();
 const LIBS = ["c", "dl", "gcc_s", "ld.so", "m", "pthread", "rt"];
@@ -167,6 +168,57 @@ Deno.test("install-check refuses a non-ELF, a truncated executable, a long path 
     }
   } finally {
     await Deno.remove(work, { recursive: true });
+  }
+});
+
+Deno.test("install-check refuses a directory, a file not executable, another architecture and a 32-bit executable, leaving nothing", async () => {
+  const state = shortTempDir();
+  if (!state) return console.log("skipped: no free /tmp/XX directory");
+  const work = await Deno.makeTempDir({ prefix: "berth-install-from-" });
+  try {
+    const noExec = `${work}/noexec`;
+    await Deno.copyFile("/bin/true", noExec);
+    await Deno.chmod(noExec, 0o644);
+    const aarch64 = `${work}/aarch64`;
+    Deno.writeFileSync(
+      aarch64,
+      syntheticElf({
+        machine: 183,
+        interp: "/lib/ld-linux-aarch64.so.1",
+        needed: ["libc.so.6"],
+      }),
+      { mode: 0o755 },
+    );
+    // x86_64's machine number with the 32-bit class (the x32 ABI): the
+    // loader and libc this process runs with are 64-bit.
+    const x32 = `${work}/x32`;
+    Deno.writeFileSync(
+      x32,
+      syntheticElf({
+        bits: 32,
+        machine: 62,
+        interp: "/lib64/ld-linux-x86-64.so.2",
+        needed: ["libc.so.6"],
+      }),
+      { mode: 0o755 },
+    );
+    const cases: [string, RegExp][] = [
+      [work, /is a directory, not an executable; name the berth-acquire/],
+      [noExec, /is not executable \(mode 644\); .*chmod \+x/],
+      [aarch64, /is built for aarch64, but berth-acquire runs on x86_64/],
+      [x32, /x32 is a 32-bit x86_64 executable, but .* is 64-bit x86_64/],
+    ];
+    for (const [from, want] of cases) {
+      const r = await runCli(["install-check", "--from", from, state]);
+      equal(r.code, 1, from);
+      equal(r.stdout, "");
+      match(r.stderr, /^berth-acquire install-check: [^\n]*\n$/);
+      match(r.stderr, want);
+      deepEqual(names(state), [], `${from} left files`);
+    }
+  } finally {
+    await Deno.remove(work, { recursive: true });
+    await Deno.remove(state, { recursive: true });
   }
 });
 
