@@ -15,6 +15,7 @@ import { isSet, lastValue, parseArgv, UsageError } from "../config/argv.ts";
 import type { Logger } from "../obs/log.ts";
 import { ElfError } from "../probe/elf.ts";
 import {
+  type InstalledFile,
   installPortableCheck,
   type PortableCheckOptions,
 } from "../probe/install.ts";
@@ -23,10 +24,7 @@ import { ensureStateDir } from "../state/ensure_dir.ts";
 import { checkWrapperScript } from "../state/install_check.ts";
 import { StateDir } from "../state/state_dir.ts";
 import { CHECKOUT_ROOT, denoRunArgv } from "./self_argv.ts";
-import { EXIT_USAGE } from "./exit_codes.ts";
-
-/** Exit status of a failed install (a usage error is {@linkcode EXIT_USAGE}). */
-const EXIT_FAILURE = 1;
+import { EXIT_FAILURE, EXIT_USAGE } from "./exit_codes.ts";
 
 const USAGE = `Usage: berth-acquire install-check [--from FILE] [STATE_DIR]
 
@@ -72,6 +70,40 @@ function parseInstallArgs(args: string[]): InstallArgs {
   return { help: isSet(argv, "help"), from, dir };
 }
 
+/**
+ * The line `install-check` prints when it has installed the probe.
+ *
+ * @param check The installed probe's path.
+ * @param from The executable it was made from.
+ * @param companions The loader and libraries beside it, the loader first.
+ * @returns The line, without a newline.
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * assert.equal(
+ *   installedLine("/b/check", "/x", [
+ *     { name: "ld.so", from: "/l", size: 1048576 },
+ *     { name: "c", from: "/c", size: 1048576 },
+ *   ]),
+ *   "installed /b/check from /x with its loader and 1 library (2.0 MiB) beside it",
+ * );
+ * ```
+ */
+export function installedLine(
+  check: string,
+  from: string,
+  companions: readonly InstalledFile[],
+): string {
+  if (companions.length === 0) {
+    return `installed ${check} from ${from} (a static executable: nothing beside it)`;
+  }
+  const libraries = companions.length - 1;
+  const added = companions.reduce((n, c) => n + c.size, 0);
+  return `installed ${check} from ${from} with its loader and ${libraries} ${
+    libraries === 1 ? "library" : "libraries"
+  } (${(added / 1048576).toFixed(1)} MiB) beside it`;
+}
+
 /** `berth-acquire install-check`: see the usage text. Returns the exit code. */
 export async function main(args: string[]): Promise<number> {
   const fail = (msg: string, code = EXIT_FAILURE) => {
@@ -101,15 +133,7 @@ export async function main(args: string[]): Promise<number> {
   try {
     await ensureStateDir(state.dir);
     const { companions } = await installPortableCheck(state, from);
-    const added = companions.reduce((n, c) => n + c.size, 0);
-    console.log(
-      `installed ${state.checkPath} from ${from}` +
-        (companions.length
-          ? ` with its loader and ${companions.length - 1} libraries (${
-            (added / 1048576).toFixed(1)
-          } MiB) beside it`
-          : " (a static executable: nothing beside it)"),
-    );
+    console.log(installedLine(state.checkPath, from, companions));
     return 0;
   } catch (e) {
     return fail((e as Error).message);

@@ -55,7 +55,10 @@ export interface PortableCheckResult {
   companions: InstalledFile[];
 }
 
-/** Reads `path` through a {@linkcode ByteSource}; the caller closes the file. */
+/**
+ * A {@linkcode ByteSource} over an open file of `size` bytes; the caller
+ * closes the file.
+ */
 function fileSource(file: Deno.FsFile, size: number): ByteSource {
   return {
     size,
@@ -76,8 +79,13 @@ function fileSource(file: Deno.FsFile, size: number): ByteSource {
   };
 }
 
-/** The headers of the ELF file at `path` (and its size). */
-function readElfFile(path: string): { info: ElfInfo; size: number } {
+/**
+ * The headers of the executable at `path`.
+ *
+ * @throws {ElfError} When it cannot be opened, is not a regular executable
+ *   file, or is not an ELF file this module can read.
+ */
+function readExecutable(path: string): ElfInfo {
   let file: Deno.FsFile;
   try {
     file = Deno.openSync(path, { read: true });
@@ -100,10 +108,7 @@ function readElfFile(path: string): { info: ElfInfo; size: number } {
         }); name the berth-acquire executable, or make it executable (chmod +x)`,
       );
     }
-    return {
-      info: readElf(fileSource(file, stat.size), path),
-      size: stat.size,
-    };
+    return readElf(fileSource(file, stat.size), path);
   } finally {
     file.close();
   }
@@ -170,7 +175,7 @@ export async function installPortableCheck(
   from: string,
   options: PortableCheckOptions = {},
 ): Promise<PortableCheckResult> {
-  const { info } = readElfFile(from);
+  const info = readExecutable(from);
   const plan = planRewrite(info, state.dir, from);
   const companions: InstalledFile[] = [];
   if (plan.loader) {

@@ -286,8 +286,9 @@ export class StateDir {
 
   /**
    * Removes temp files that an interrupted write of ours left behind (only
-   * names of the form `.<state file>.tmp-<16 hex>`; nothing else is
-   * touched). Returns the removed paths, for the log.
+   * names of the form `.<name>.tmp-<16 hex>` where `<name>` is a state file
+   * or one of the probe's loader and libraries, `probe_libraries.ts`;
+   * nothing else is touched). Returns the removed paths, for the log.
    */
   async cleanStaleTemps(): Promise<string[]> {
     const removed: string[] = [];

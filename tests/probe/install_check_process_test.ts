@@ -222,6 +222,26 @@ Deno.test("install-check refuses a directory, a file not executable, another arc
   }
 });
 
+Deno.test("install-check of an executable needing libc alone: the loader and 1 library beside it, and it runs", async () => {
+  const state = shortTempDir();
+  if (!state) return console.log("skipped: no free /tmp/XX directory");
+  try {
+    const r = await runCli(["install-check", "--from", "/bin/true", state]);
+    equal(r.code, 0, r.stderr);
+    match(
+      r.stdout,
+      new RegExp(
+        `^installed ${state}/check from /bin/true with its loader and 1 library \\(\\d+\\.\\d MiB\\) beside it\n$`,
+      ),
+    );
+    deepEqual(names(state), ["c", "check", "ld.so"]);
+    equal(headers(`${state}/check`).interp?.value, `${state}/ld.so`);
+    equal((await runExecutable([`${state}/check`])).code, 0);
+  } finally {
+    await Deno.remove(state, { recursive: true });
+  }
+});
+
 /** Runs `script` with `args` in a private mount namespace as root. */
 async function inMountNamespace(script: string, args: string[]) {
   const out = await new Deno.Command("unshare", {
