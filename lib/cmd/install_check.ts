@@ -130,12 +130,15 @@ export async function main(args: string[]): Promise<number> {
   const state = new StateDir(
     parsed.dir ?? (Deno.env.get("BERTH_STATE_DIR") || DEFAULT_STATE_DIR),
   );
+  const existed = await Deno.lstat(state.dir).then(() => true, () => false);
   try {
     await ensureStateDir(state.dir);
     const { companions } = await installPortableCheck(state, from);
     console.log(installedLine(state.checkPath, from, companions));
     return 0;
   } catch (e) {
+    // A directory created for nothing goes too (when empty, as it then is).
+    if (!existed) await Deno.remove(state.dir).catch(() => {});
     return fail((e as Error).message);
   }
 }

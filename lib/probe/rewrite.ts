@@ -168,6 +168,13 @@ export function planRewrite(
   const byFile = new Map<string, string>();
   for (const n of info.needed) {
     const file = libraryFileName(n.value, interpBase);
+    if (file === undefined && n.value.startsWith("/")) {
+      throw new RewriteError(
+        `${name} names its library ${
+          JSON.stringify(n.value)
+        } by an absolute path, so it is an installed probe already; install from the berth-acquire executable itself`,
+      );
+    }
     if (file === undefined) {
       throw new RewriteError(
         `${name}: the needed library ${

@@ -12,6 +12,7 @@
  * (`unshare --mount`); they are skipped with the reason elsewhere.
  */
 import { deepEqual, equal, match, ok } from "node:assert/strict";
+import { existsSync } from "node:fs";
 import { installProbe } from "../../lib/cmd/install_check.ts";
 import { bytesSource, type ElfInfo, readElf } from "../../lib/probe/elf.ts";
 import { createLogger } from "../../lib/obs/log.ts";
@@ -127,7 +128,7 @@ Deno.test("acquire's install, compiled, with a state directory path too long: th
   }
 });
 
-Deno.test("install-check refuses a non-ELF, a truncated executable, a long path and deno run without --from, leaving nothing", async () => {
+Deno.test("install-check refuses a non-ELF, a truncated executable, a long or relative path and deno run without --from, leaving nothing, not even the directory it created", async () => {
   const work = await Deno.makeTempDir({ prefix: "berth-install-check-" });
   try {
     const script = `${work}/script`;
@@ -151,27 +152,25 @@ Deno.test("install-check refuses a non-ELF, a truncated executable, a long path 
       [["--from", `${work}/none`, state], /cannot open .*none/, 1],
       [["--from", DENO, state], /is \d+ bytes; .* at most 7 bytes/, 1],
       [[state], /pass --from with a compiled berth-acquire/, 1],
+      [["--from", DENO, "s"], /"s" is not an absolute path/, 1],
       [["--frm", DENO], /unknown flag --frm: did you mean --from\?/, 78],
       [[state, state], /unexpected argument/, 78],
     ];
     for (const [args, want, code] of cases) {
-      const r = await runCli(["install-check", ...args]);
+      // In `work`, so that the relative "s" is `state`.
+      const r = await runCli(["install-check", ...args], { cwd: work });
       equal(r.code, code, args.join(" "));
       equal(r.stdout, "");
       match(r.stderr, /^berth-acquire install-check: [^\n]*\n$/);
       match(r.stderr, want);
-      let left: string[] = [];
-      try {
-        left = names(state);
-      } catch { /* not created */ }
-      deepEqual(left, [], `${args.join(" ")} left files`);
+      ok(!existsSync(state), `${args.join(" ")} left ${state}`);
     }
   } finally {
     await Deno.remove(work, { recursive: true });
   }
 });
 
-Deno.test("install-check refuses a directory, a file not executable, another architecture and a 32-bit executable, leaving nothing", async () => {
+Deno.test("install-check refuses a directory, a file not executable, another architecture, an installed probe and a 32-bit executable, leaving nothing", async () => {
   const state = shortTempDir();
   if (!state) return console.log("skipped: no free /tmp/XX directory");
   const work = await Deno.makeTempDir({ prefix: "berth-install-from-" });
@@ -202,10 +201,17 @@ Deno.test("install-check refuses a directory, a file not executable, another arc
       }),
       { mode: 0o755 },
     );
+    // A probe install-check installed before, given as --from.
+    const installed = `${work}/installed`;
+    const first = await runCli(["install-check", "--from", "/bin/true", state]);
+    equal(first.code, 0, first.stderr);
+    await Deno.rename(`${state}/check`, installed);
+    for (const n of names(state)) await Deno.remove(`${state}/${n}`);
     const cases: [string, RegExp][] = [
       [work, /is a directory, not an executable; name the berth-acquire/],
       [noExec, /is not executable \(mode 644\); .*chmod \+x/],
       [aarch64, /is built for aarch64, but berth-acquire runs on x86_64/],
+      [installed, /installed probe already; install from the berth-acquire/],
       [x32, /x32 is a 32-bit x86_64 executable, but .* is 64-bit x86_64/],
     ];
     for (const [from, want] of cases) {
