@@ -169,7 +169,8 @@ export async function replaceFilesAtomic(
 
 /**
  * The error for a failed write: the directory's when it does not exist,
- * else the file's, with what to check.
+ * else the file's, with what to check (a directory in the file's place, or
+ * the volume's mount and space).
  *
  * @param dir The state directory.
  * @param target The file that was being written.
@@ -185,6 +186,12 @@ export function writeError(
 ): Error {
   if (e instanceof Deno.errors.NotFound) {
     return stateDirError(dir, "write into", e);
+  }
+  if (e instanceof Deno.errors.IsADirectory) {
+    return new StateFileError(
+      target,
+      `cannot write it: a directory is in its place; remove that directory`,
+    );
   }
   return new StateFileError(
     target,
