@@ -248,6 +248,43 @@ Deno.test("install-check of an executable needing libc alone: the loader and 1 l
   }
 });
 
+const strace = await new Deno.Command("strace", { args: ["-V"] }).output()
+  .then((o) => o.success, () => false);
+if (!strace) console.log("skipped: the rename order: strace is not installed");
+
+Deno.test({
+  name:
+    "install-check renames the loader and the libraries into place first and check last, once each",
+  ignore: !strace,
+  async fn() {
+    const state = shortTempDir();
+    if (!state) return console.log("skipped: no free /tmp/XX directory");
+    const trace = await Deno.makeTempFile({ prefix: "berth-rename-trace-" });
+    try {
+      const r = await runExecutable([
+        "strace",
+        "-f",
+        "-qq",
+        "-e",
+        "trace=rename,renameat,renameat2",
+        "-o",
+        trace,
+        ...cliArgv(["install-check", "--from", DENO, state]),
+      ]);
+      equal(r.code, 0, r.stderr);
+      // Each rename's target, in the order the calls were made.
+      const targets = Deno.readTextFileSync(trace).split("\n")
+        .filter((l) => l.includes(`"${state}/`))
+        .map((l) => /, "([^"]+)"(?:, \w+)?\) = 0$/.exec(l)?.[1]);
+      deepEqual(targets.slice(0, -1).sort(), LIBS.map((n) => `${state}/${n}`));
+      equal(targets.at(-1), `${state}/check`);
+    } finally {
+      await Deno.remove(trace);
+      await Deno.remove(state, { recursive: true });
+    }
+  },
+});
+
 /** Runs `script` with `args` in a private mount namespace as root. */
 async function inMountNamespace(script: string, args: string[]) {
   const out = await new Deno.Command("unshare", {
