@@ -32,7 +32,8 @@ Installs the liveness probe STATE_DIR/check so that it runs in any main image,
 with or without glibc: a copy of the executable whose program interpreter and
 library names are rewritten in place to STATE_DIR, and the loader and the
 libraries copied there (ld.so, c, m, ...). STATE_DIR must be an absolute path
-of at most ${STATE_DIR_MAX_BYTES} bytes (the webhook's /berth fits); it is created when missing.
+of at most ${STATE_DIR_MAX_BYTES} bytes (the webhook's /berth fits); it is created (mode 0755)
+when missing.
 
   STATE_DIR      the state directory; default $BERTH_STATE_DIR or ${DEFAULT_STATE_DIR}
   --from FILE    the berth-acquire executable to install; default this one
@@ -133,6 +134,9 @@ export async function main(args: string[]): Promise<number> {
   const existed = await Deno.lstat(state.dir).then(() => true, () => false);
   try {
     await ensureStateDir(state.dir);
+    // The probe runs as any uid: a directory made here must let it in,
+    // whatever the umask.
+    if (!existed) await Deno.chmod(state.dir, 0o755);
     const { companions } = await installPortableCheck(state, from);
     console.log(installedLine(state.checkPath, from, companions));
     return 0;

@@ -261,6 +261,38 @@ Deno.test("install-check of an executable needing libc alone: the loader and 1 l
   }
 });
 
+Deno.test({
+  name:
+    "install-check under umask 077 creates a state directory the probe can be run from by any uid",
+  ignore: Deno.uid() !== 0,
+  async fn() {
+    const state = shortTempDir();
+    if (!state) return console.log("skipped: no free /tmp/XX directory");
+    await Deno.remove(state); // a free short name, for install-check to create
+    try {
+      const r = await runExecutable([
+        "/bin/sh",
+        "-c",
+        'umask 077 && exec "$@"',
+        "sh",
+        ...cliArgv(["install-check", "--from", "/bin/true", state]),
+      ]);
+      equal(r.code, 0, r.stderr);
+      equal(Deno.statSync(state).mode! & 0o777, 0o755);
+      const other = await runExecutable([
+        "setpriv",
+        "--reuid=65534",
+        "--regid=65534",
+        "--clear-groups",
+        `${state}/check`,
+      ], { cwd: "/" });
+      equal(other.code, 0, other.stderr);
+    } finally {
+      await Deno.remove(state, { recursive: true });
+    }
+  },
+});
+
 const strace = await new Deno.Command("strace", { args: ["-V"] }).output()
   .then((o) => o.success, () => false);
 if (!strace) console.log("skipped: the rename order: strace is not installed");
