@@ -26,7 +26,7 @@ import {
   type RewritePlan,
 } from "./rewrite.ts";
 import { findObject, type MappedObject, mappedPaths } from "./mapped.ts";
-import type { InstallFile } from "../state/atomic_write.ts";
+import { copyExecutable, type InstallFile } from "../state/atomic_write.ts";
 import type { StateDir } from "../state/state_dir.ts";
 
 /** Options of {@linkcode installPortableCheck}; the defaults describe this process. */
@@ -226,16 +226,12 @@ export async function installPortableCheck(
   }
   const files: InstallFile[] = companions.map((c) => ({
     name: c.name,
-    async fill(tmp) {
-      await Deno.copyFile(c.from, tmp);
-      await Deno.chmod(tmp, 0o755);
-    },
+    fill: copyExecutable(c.from),
   }));
   files.push({
     name: "check",
     async fill(tmp) {
-      await Deno.copyFile(from, tmp);
-      await Deno.chmod(tmp, 0o755);
+      await copyExecutable(from)(tmp);
       if (plan.patches.length === 0) return;
       const f = await Deno.open(tmp, { write: true });
       try {
