@@ -188,10 +188,11 @@ export async function installProbe(
     return;
   } catch (e) {
     if (!(e instanceof RewriteError || e instanceof ElfError)) throw e;
+    await state.installCheck({ copyOf: execPath });
+    // Logged once the plain copy is in place, so the line is true.
     logger.warn(
       "installed the probe as a plain copy: it then needs glibc in the main image (the probe fails in static, scratch, distroless/static and musl images)",
       { reason: e.message, check: state.checkPath },
     );
   }
-  await state.installCheck({ copyOf: execPath });
 }

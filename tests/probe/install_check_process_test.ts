@@ -11,7 +11,7 @@
  * The chroot and volume tests need root and a mount namespace
  * (`unshare --mount`); they are skipped with the reason elsewhere.
  */
-import { deepEqual, equal, match, ok } from "node:assert/strict";
+import { deepEqual, equal, match, ok, rejects } from "node:assert/strict";
 import { existsSync } from "node:fs";
 import { installProbe } from "../../lib/cmd/install_check.ts";
 import { bytesSource, type ElfInfo, readElf } from "../../lib/probe/elf.ts";
@@ -139,6 +139,19 @@ Deno.test("acquire's install, compiled, with a state directory path too long: th
   } finally {
     await Deno.remove(dir, { recursive: true });
   }
+});
+
+Deno.test("acquire's install, compiled, when even the plain copy cannot be written: the error, and no WARN line claiming it was", async () => {
+  const logs: string[] = [];
+  await rejects(
+    installProbe(
+      new StateDir("/nonexistent-berth-state-dir"),
+      createLogger({ write: (l) => logs.push(l) }),
+      { standalone: true, execPath: DENO },
+    ),
+    /state directory \/nonexistent-berth-state-dir: it does not exist/,
+  );
+  deepEqual(logs, []);
 });
 
 Deno.test("install-check refuses a non-ELF, a truncated executable, a long or relative path and deno run without --from, leaving nothing, not even the directory it created", async () => {
