@@ -15,6 +15,7 @@ import { isSet, lastValue, parseArgv, UsageError } from "../config/argv.ts";
 import type { Logger } from "../obs/log.ts";
 import { ElfError } from "../probe/elf.ts";
 import {
+  type InstalledFile,
   installPortableCheck,
   type PortableCheckOptions,
 } from "../probe/install.ts";
@@ -23,10 +24,7 @@ import { ensureStateDir } from "../state/ensure_dir.ts";
 import { checkWrapperScript } from "../state/install_check.ts";
 import { StateDir } from "../state/state_dir.ts";
 import { CHECKOUT_ROOT, denoRunArgv } from "./self_argv.ts";
-import { EXIT_USAGE } from "./exit_codes.ts";
-
-/** Exit status of a failed install (a usage error is {@linkcode EXIT_USAGE}). */
-const EXIT_FAILURE = 1;
+import { EXIT_FAILURE, EXIT_USAGE } from "./exit_codes.ts";
 
 const USAGE = `Usage: berth-acquire install-check [--from FILE] [STATE_DIR]
 
@@ -34,7 +32,8 @@ Installs the liveness probe STATE_DIR/check so that it runs in any main image,
 with or without glibc: a copy of the executable whose program interpreter and
 library names are rewritten in place to STATE_DIR, and the loader and the
 libraries copied there (ld.so, c, m, ...). STATE_DIR must be an absolute path
-of at most ${STATE_DIR_MAX_BYTES} bytes (the webhook's /berth fits); it is created when missing.
+of at most ${STATE_DIR_MAX_BYTES} bytes (the webhook's /berth fits); it is created (mode 0755)
+when missing.
 
   STATE_DIR      the state directory; default $BERTH_STATE_DIR or ${DEFAULT_STATE_DIR}
   --from FILE    the berth-acquire executable to install; default this one
@@ -72,6 +71,40 @@ function parseInstallArgs(args: string[]): InstallArgs {
   return { help: isSet(argv, "help"), from, dir };
 }
 
+/**
+ * The line `install-check` prints when it has installed the probe.
+ *
+ * @param check The installed probe's path.
+ * @param from The executable it was made from.
+ * @param companions The loader and libraries beside it, the loader first.
+ * @returns The line, without a newline.
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * assert.equal(
+ *   installedLine("/b/check", "/x", [
+ *     { name: "ld.so", from: "/l", size: 1048576 },
+ *     { name: "c", from: "/c", size: 1048576 },
+ *   ]),
+ *   "installed /b/check from /x with its loader and 1 library (2.0 MiB) beside it",
+ * );
+ * ```
+ */
+export function installedLine(
+  check: string,
+  from: string,
+  companions: readonly InstalledFile[],
+): string {
+  if (companions.length === 0) {
+    return `installed ${check} from ${from} (a static executable: nothing beside it)`;
+  }
+  const libraries = companions.length - 1;
+  const added = companions.reduce((n, c) => n + c.size, 0);
+  return `installed ${check} from ${from} with its loader and ${libraries} ${
+    libraries === 1 ? "library" : "libraries"
+  } (${(added / 1048576).toFixed(1)} MiB) beside it`;
+}
+
 /** `berth-acquire install-check`: see the usage text. Returns the exit code. */
 export async function main(args: string[]): Promise<number> {
   const fail = (msg: string, code = EXIT_FAILURE) => {
@@ -98,20 +131,18 @@ export async function main(args: string[]): Promise<number> {
   const state = new StateDir(
     parsed.dir ?? (Deno.env.get("BERTH_STATE_DIR") || DEFAULT_STATE_DIR),
   );
+  const existed = await Deno.lstat(state.dir).then(() => true, () => false);
   try {
     await ensureStateDir(state.dir);
+    // The probe runs as any uid: a directory made here must let it in,
+    // whatever the umask.
+    if (!existed) await Deno.chmod(state.dir, 0o755);
     const { companions } = await installPortableCheck(state, from);
-    const added = companions.reduce((n, c) => n + c.size, 0);
-    console.log(
-      `installed ${state.checkPath} from ${from}` +
-        (companions.length
-          ? ` with its loader and ${companions.length - 1} libraries (${
-            (added / 1048576).toFixed(1)
-          } MiB) beside it`
-          : " (a static executable: nothing beside it)"),
-    );
+    console.log(installedLine(state.checkPath, from, companions));
     return 0;
   } catch (e) {
+    // A directory created for nothing goes too (when empty, as it then is).
+    if (!existed) await Deno.remove(state.dir).catch(() => {});
     return fail((e as Error).message);
   }
 }
@@ -157,10 +188,11 @@ export async function installProbe(
     return;
   } catch (e) {
     if (!(e instanceof RewriteError || e instanceof ElfError)) throw e;
+    await state.installCheck({ copyOf: execPath });
+    // Logged once the plain copy is in place, so the line is true.
     logger.warn(
       "installed the probe as a plain copy: it then needs glibc in the main image (the probe fails in static, scratch, distroless/static and musl images)",
       { reason: e.message, check: state.checkPath },
     );
   }
-  await state.installCheck({ copyOf: execPath });
 }

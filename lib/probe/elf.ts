@@ -64,6 +64,12 @@ export interface ElfString {
   offset: number;
   /** The bytes it may occupy, its terminating NUL included. */
   capacity: number;
+  /**
+   * True when the string is the tail of a longer one (a linker may let
+   * `foo_libc.so.6` and `libc.so.6` share their bytes), so that writing over
+   * it would change the longer string too.
+   */
+  tailOfLonger?: boolean;
 }
 
 /** What {@linkcode readElf} found. */
@@ -271,11 +277,13 @@ export function readElf(src: ByteSource, name: string): ElfInfo {
     if (end < 0) {
       throw fail(`a name at string index ${index} is not NUL-terminated`);
     }
-    return {
+    const s: ElfString = {
       value: latin1(strs.subarray(index, end)),
       offset: strOff + index,
       capacity: end - index + 1,
     };
+    if (index > 0 && strs[index - 1] !== 0) s.tailOfLonger = true;
+    return s;
   };
   out.needed = neededAt.map(str);
   if (sonameAt !== undefined) out.soname = str(sonameAt).value;

@@ -26,7 +26,7 @@ import {
   type RewritePlan,
 } from "./rewrite.ts";
 import { findObject, type MappedObject, mappedPaths } from "./mapped.ts";
-import type { InstallFile } from "../state/atomic_write.ts";
+import { copyExecutable, type InstallFile } from "../state/atomic_write.ts";
 import type { StateDir } from "../state/state_dir.ts";
 
 /** Options of {@linkcode installPortableCheck}; the defaults describe this process. */
@@ -55,7 +55,10 @@ export interface PortableCheckResult {
   companions: InstalledFile[];
 }
 
-/** Reads `path` through a {@linkcode ByteSource}; the caller closes the file. */
+/**
+ * A {@linkcode ByteSource} over an open file of `size` bytes; the caller
+ * closes the file.
+ */
 function fileSource(file: Deno.FsFile, size: number): ByteSource {
   return {
     size,
@@ -76,8 +79,13 @@ function fileSource(file: Deno.FsFile, size: number): ByteSource {
   };
 }
 
-/** The headers of the ELF file at `path` (and its size). */
-function readElfFile(path: string): { info: ElfInfo; size: number } {
+/**
+ * The headers of the executable at `path`.
+ *
+ * @throws {ElfError} When it cannot be opened, is not a regular executable
+ *   file, or is not an ELF file this module can read.
+ */
+function readExecutable(path: string): ElfInfo {
   let file: Deno.FsFile;
   try {
     file = Deno.openSync(path, { read: true });
@@ -86,16 +94,21 @@ function readElfFile(path: string): { info: ElfInfo; size: number } {
   }
   try {
     const stat = file.statSync();
-    if (!stat.isFile) throw new ElfError(`${path} is not a regular file`);
-    if (((stat.mode ?? 0o755) & 0o111) === 0) {
+    if (!stat.isFile) {
       throw new ElfError(
-        `${path} is not executable (mode ${(stat.mode! & 0o7777).toString(8)})`,
+        `${path} is ${
+          stat.isDirectory ? "a directory" : "not a regular file"
+        }, not an executable; name the berth-acquire executable`,
       );
     }
-    return {
-      info: readElf(fileSource(file, stat.size), path),
-      size: stat.size,
-    };
+    if (((stat.mode ?? 0o755) & 0o111) === 0) {
+      throw new ElfError(
+        `${path} is not executable (mode ${
+          (stat.mode! & 0o7777).toString(8)
+        }); name the berth-acquire executable, or make it executable (chmod +x)`,
+      );
+    }
+    return readElf(fileSource(file, stat.size), path);
   } finally {
     file.close();
   }
@@ -162,7 +175,7 @@ export async function installPortableCheck(
   from: string,
   options: PortableCheckOptions = {},
 ): Promise<PortableCheckResult> {
-  const { info } = readElfFile(from);
+  const info = readExecutable(from);
   const plan = planRewrite(info, state.dir, from);
   const companions: InstalledFile[] = [];
   if (plan.loader) {
@@ -189,11 +202,13 @@ export async function installPortableCheck(
         );
       }
       const lib = readLibrary(obj.path);
-      if (lib.machine !== info.machine) {
+      if (lib.machine !== info.machine || lib.bits !== info.bits) {
         throw new RewriteError(
-          `${obj.path} is built for ${machineName(lib.machine)}, not ${
+          `${from} is a ${info.bits}-bit ${
             machineName(info.machine)
-          } as ${from}`,
+          } executable, but ${obj.path}, which this process runs with, is ${lib.bits}-bit ${
+            machineName(lib.machine)
+          }, so the probe could not load it; install it with a berth-acquire of its own architecture`,
         );
       }
       closure.push({
@@ -211,16 +226,12 @@ export async function installPortableCheck(
   }
   const files: InstallFile[] = companions.map((c) => ({
     name: c.name,
-    async fill(tmp) {
-      await Deno.copyFile(c.from, tmp);
-      await Deno.chmod(tmp, 0o755);
-    },
+    fill: copyExecutable(c.from),
   }));
   files.push({
     name: "check",
     async fill(tmp) {
-      await Deno.copyFile(from, tmp);
-      await Deno.chmod(tmp, 0o755);
+      await copyExecutable(from)(tmp);
       if (plan.patches.length === 0) return;
       const f = await Deno.open(tmp, { write: true });
       try {

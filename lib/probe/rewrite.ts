@@ -12,7 +12,7 @@
  *
  * @module
  */
-import type { ElfInfo } from "./elf.ts";
+import type { ElfInfo, ElfString } from "./elf.ts";
 import { libraryFileName, LOADER_FILE } from "../state/probe_libraries.ts";
 
 /**
@@ -102,7 +102,8 @@ function prefixOf(stateDir: string): string {
  * @throws {RewriteError} When the file is not an executable, the state
  *   directory's path is not absolute or longer than
  *   {@linkcode STATE_DIR_MAX_BYTES}, a needed name has no file name rule,
- *   or a new name does not fit the old one.
+ *   a new name does not fit the old one, or a name to rewrite is the tail
+ *   of a longer string.
  * @example
  * ```ts
  * import assert from "node:assert/strict";
@@ -132,11 +133,7 @@ export function planRewrite(
   }
   const prefix = prefixOf(stateDir);
   const patches: Patch[] = [];
-  const patch = (
-    at: { value: string; offset: number; capacity: number },
-    to: string,
-    what: string,
-  ) => {
+  const patch = (at: ElfString, to: string, what: string) => {
     const bytes = encoder.encode(to);
     if (bytes.length + 1 > at.capacity) {
       throw new RewriteError(
@@ -153,6 +150,13 @@ export function planRewrite(
     if (old.length + 1 === out.length && old.every((b, i) => b === out[i])) {
       return;
     }
+    if (at.tailOfLonger) {
+      throw new RewriteError(
+        `${name}: the ${what} ${
+          JSON.stringify(at.value)
+        } shares its bytes with a longer string in the dynamic string table, so it cannot be rewritten without changing that string; the probe of this build needs glibc in the main image`,
+      );
+    }
     patches.push({ offset: at.offset, bytes: out, from: at.value, to });
   };
   const interpBase = info.interp.value.slice(
@@ -164,6 +168,13 @@ export function planRewrite(
   const byFile = new Map<string, string>();
   for (const n of info.needed) {
     const file = libraryFileName(n.value, interpBase);
+    if (file === undefined && n.value.startsWith("/")) {
+      throw new RewriteError(
+        `${name} names its library ${
+          JSON.stringify(n.value)
+        } by an absolute path, so it is an installed probe already; install from the berth-acquire executable itself`,
+      );
+    }
     if (file === undefined) {
       throw new RewriteError(
         `${name}: the needed library ${

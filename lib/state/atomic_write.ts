@@ -30,6 +30,30 @@ export interface InstallFile {
 }
 
 /**
+ * A {@linkcode InstallFile.fill} that copies `from` to the temp file with
+ * mode 0755, readable and executable by any uid (`copyFile` takes the
+ * source's mode, whatever the umask, so the mode is set after).
+ *
+ * @param from The file to copy.
+ * @returns The fill.
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * const dir = await Deno.makeTempDir();
+ * await Deno.writeTextFile(`${dir}/a`, "x", { mode: 0o600 });
+ * await copyExecutable(`${dir}/a`)(`${dir}/b`);
+ * assert.equal((await Deno.stat(`${dir}/b`)).mode! & 0o777, 0o755);
+ * await Deno.remove(dir, { recursive: true });
+ * ```
+ */
+export function copyExecutable(from: string): (tmp: string) => Promise<void> {
+  return async (tmp) => {
+    await Deno.copyFile(from, tmp);
+    await Deno.chmod(tmp, 0o755);
+  };
+}
+
+/**
  * The path of a file in the state directory, for writes, logs and messages.
  *
  * @param dir The state directory (trailing slashes are ignored).
@@ -169,7 +193,8 @@ export async function replaceFilesAtomic(
 
 /**
  * The error for a failed write: the directory's when it does not exist,
- * else the file's, with what to check.
+ * else the file's, with what to check (a directory in the file's place, or
+ * the volume's mount and space).
  *
  * @param dir The state directory.
  * @param target The file that was being written.
@@ -185,6 +210,12 @@ export function writeError(
 ): Error {
   if (e instanceof Deno.errors.NotFound) {
     return stateDirError(dir, "write into", e);
+  }
+  if (e instanceof Deno.errors.IsADirectory) {
+    return new StateFileError(
+      target,
+      `cannot write it: a directory is in its place; remove that directory`,
+    );
   }
   return new StateFileError(
     target,

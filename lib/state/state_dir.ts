@@ -41,6 +41,7 @@ import {
 } from "./nofollow.ts";
 import type { CheckSource } from "./install_check.ts";
 import {
+  copyExecutable,
   type InstallFile,
   replaceAtomic,
   replaceFilesAtomic,
@@ -260,11 +261,11 @@ export class StateDir {
    */
   async installCheck(source: CheckSource): Promise<void> {
     if ("copyOf" in source) {
-      await replaceAtomic(this.dir, STATE_FILES.check, async (tmp) => {
-        await Deno.copyFile(source.copyOf, tmp);
-        // copyFile takes the source's mode, whatever the umask.
-        await Deno.chmod(tmp, 0o755);
-      });
+      await replaceAtomic(
+        this.dir,
+        STATE_FILES.check,
+        copyExecutable(source.copyOf),
+      );
       return;
     }
     await this.#writeAtomic(STATE_FILES.check, source.script, 0o755);
@@ -286,8 +287,9 @@ export class StateDir {
 
   /**
    * Removes temp files that an interrupted write of ours left behind (only
-   * names of the form `.<state file>.tmp-<16 hex>`; nothing else is
-   * touched). Returns the removed paths, for the log.
+   * names of the form `.<name>.tmp-<16 hex>` where `<name>` is a state file
+   * or one of the probe's loader and libraries, `probe_libraries.ts`;
+   * nothing else is touched). Returns the removed paths, for the log.
    */
   async cleanStaleTemps(): Promise<string[]> {
     const removed: string[] = [];

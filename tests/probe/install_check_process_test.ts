@@ -11,7 +11,8 @@
  * The chroot and volume tests need root and a mount namespace
  * (`unshare --mount`); they are skipped with the reason elsewhere.
  */
-import { deepEqual, equal, match, ok } from "node:assert/strict";
+import { deepEqual, equal, match, ok, rejects } from "node:assert/strict";
+import { existsSync } from "node:fs";
 import { installProbe } from "../../lib/cmd/install_check.ts";
 import { bytesSource, type ElfInfo, readElf } from "../../lib/probe/elf.ts";
 import { createLogger } from "../../lib/obs/log.ts";
@@ -19,6 +20,7 @@ import { StateDir } from "../../lib/state/state_dir.ts";
 import { REPO_ROOT, runCli, runExecutable } from "../support/cli.ts";
 import { cliArgv } from "../support/cli.ts";
 import { shortTempDir } from "../support/short_dir.ts";
+import { syntheticElf } from "./synthetic_elf.ts";
 
 const DENO = Deno.execPath();
 const LIBS = ["c", "dl", "gcc_s", "ld.so", "m", "pthread", "rt"];
@@ -97,6 +99,19 @@ Deno.test("acquire's install, compiled: the rewritten copy and its loader and li
     const r = await runExecutable([`${dir}/check`, "--version"]);
     equal(r.code, 0, r.stderr);
     match(r.stdout, /^deno /);
+    if (Deno.uid() === 0) {
+      // The main container may run as any uid: so does the probe here.
+      const other = await runExecutable([
+        "setpriv",
+        "--reuid=65534",
+        "--regid=65534",
+        "--clear-groups",
+        `${dir}/check`,
+        "--version",
+      ], { cwd: "/" });
+      equal(other.code, 0, other.stderr);
+      match(other.stdout, /^deno /);
+    } else console.log("not run as another uid: needs root");
   } finally {
     await Deno.remove(dir, { recursive: true });
   }
@@ -126,7 +141,20 @@ Deno.test("acquire's install, compiled, with a state directory path too long: th
   }
 });
 
-Deno.test("install-check refuses a non-ELF, a truncated executable, a long path and deno run without --from, leaving nothing", async () => {
+Deno.test("acquire's install, compiled, when even the plain copy cannot be written: the error, and no WARN line claiming it was", async () => {
+  const logs: string[] = [];
+  await rejects(
+    installProbe(
+      new StateDir("/nonexistent-berth-state-dir"),
+      createLogger({ write: (l) => logs.push(l) }),
+      { standalone: true, execPath: DENO },
+    ),
+    /state directory \/nonexistent-berth-state-dir: it does not exist/,
+  );
+  deepEqual(logs, []);
+});
+
+Deno.test("install-check refuses a non-ELF, a truncated executable, a long or relative path and deno run without --from, leaving nothing, not even the directory it created", async () => {
   const work = await Deno.makeTempDir({ prefix: "berth-install-check-" });
   try {
     const script = `${work}/script`;
@@ -150,24 +178,169 @@ Deno.test("install-check refuses a non-ELF, a truncated executable, a long path 
       [["--from", `${work}/none`, state], /cannot open .*none/, 1],
       [["--from", DENO, state], /is \d+ bytes; .* at most 7 bytes/, 1],
       [[state], /pass --from with a compiled berth-acquire/, 1],
+      [["--from", DENO, "s"], /"s" is not an absolute path/, 1],
       [["--frm", DENO], /unknown flag --frm: did you mean --from\?/, 78],
       [[state, state], /unexpected argument/, 78],
     ];
     for (const [args, want, code] of cases) {
-      const r = await runCli(["install-check", ...args]);
+      // In `work`, so that the relative "s" is `state`.
+      const r = await runCli(["install-check", ...args], { cwd: work });
       equal(r.code, code, args.join(" "));
       equal(r.stdout, "");
       match(r.stderr, /^berth-acquire install-check: [^\n]*\n$/);
       match(r.stderr, want);
-      let left: string[] = [];
-      try {
-        left = names(state);
-      } catch { /* not created */ }
-      deepEqual(left, [], `${args.join(" ")} left files`);
+      ok(!existsSync(state), `${args.join(" ")} left ${state}`);
     }
   } finally {
     await Deno.remove(work, { recursive: true });
   }
+});
+
+Deno.test("install-check refuses a directory, a file not executable, another architecture, an installed probe and a 32-bit executable, leaving nothing", async () => {
+  const state = shortTempDir();
+  if (!state) return console.log("skipped: no free /tmp/XX directory");
+  const work = await Deno.makeTempDir({ prefix: "berth-install-from-" });
+  try {
+    const noExec = `${work}/noexec`;
+    await Deno.copyFile("/bin/true", noExec);
+    await Deno.chmod(noExec, 0o644);
+    const aarch64 = `${work}/aarch64`;
+    Deno.writeFileSync(
+      aarch64,
+      syntheticElf({
+        machine: 183,
+        interp: "/lib/ld-linux-aarch64.so.1",
+        needed: ["libc.so.6"],
+      }),
+      { mode: 0o755 },
+    );
+    // x86_64's machine number with the 32-bit class (the x32 ABI): the
+    // loader and libc this process runs with are 64-bit.
+    const x32 = `${work}/x32`;
+    Deno.writeFileSync(
+      x32,
+      syntheticElf({
+        bits: 32,
+        machine: 62,
+        interp: "/lib64/ld-linux-x86-64.so.2",
+        needed: ["libc.so.6"],
+      }),
+      { mode: 0o755 },
+    );
+    // A probe install-check installed before, given as --from.
+    const installed = `${work}/installed`;
+    const first = await runCli(["install-check", "--from", "/bin/true", state]);
+    equal(first.code, 0, first.stderr);
+    await Deno.rename(`${state}/check`, installed);
+    for (const n of names(state)) await Deno.remove(`${state}/${n}`);
+    const cases: [string, RegExp][] = [
+      [work, /is a directory, not an executable; name the berth-acquire/],
+      [noExec, /is not executable \(mode 644\); .*chmod \+x/],
+      [aarch64, /is built for aarch64, but berth-acquire runs on x86_64/],
+      [installed, /installed probe already; install from the berth-acquire/],
+      [x32, /x32 is a 32-bit x86_64 executable, but .* is 64-bit x86_64/],
+    ];
+    for (const [from, want] of cases) {
+      const r = await runCli(["install-check", "--from", from, state]);
+      equal(r.code, 1, from);
+      equal(r.stdout, "");
+      match(r.stderr, /^berth-acquire install-check: [^\n]*\n$/);
+      match(r.stderr, want);
+      deepEqual(names(state), [], `${from} left files`);
+    }
+  } finally {
+    await Deno.remove(work, { recursive: true });
+    await Deno.remove(state, { recursive: true });
+  }
+});
+
+Deno.test("install-check of an executable needing libc alone: the loader and 1 library beside it, and it runs", async () => {
+  const state = shortTempDir();
+  if (!state) return console.log("skipped: no free /tmp/XX directory");
+  try {
+    const r = await runCli(["install-check", "--from", "/bin/true", state]);
+    equal(r.code, 0, r.stderr);
+    match(
+      r.stdout,
+      new RegExp(
+        `^installed ${state}/check from /bin/true with its loader and 1 library \\(\\d+\\.\\d MiB\\) beside it\n$`,
+      ),
+    );
+    deepEqual(names(state), ["c", "check", "ld.so"]);
+    equal(headers(`${state}/check`).interp?.value, `${state}/ld.so`);
+    equal((await runExecutable([`${state}/check`])).code, 0);
+  } finally {
+    await Deno.remove(state, { recursive: true });
+  }
+});
+
+Deno.test({
+  name:
+    "install-check under umask 077 creates a state directory the probe can be run from by any uid",
+  ignore: Deno.uid() !== 0,
+  async fn() {
+    const state = shortTempDir();
+    if (!state) return console.log("skipped: no free /tmp/XX directory");
+    await Deno.remove(state); // a free short name, for install-check to create
+    try {
+      const r = await runExecutable([
+        "/bin/sh",
+        "-c",
+        'umask 077 && exec "$@"',
+        "sh",
+        ...cliArgv(["install-check", "--from", "/bin/true", state]),
+      ]);
+      equal(r.code, 0, r.stderr);
+      equal(Deno.statSync(state).mode! & 0o777, 0o755);
+      const other = await runExecutable([
+        "setpriv",
+        "--reuid=65534",
+        "--regid=65534",
+        "--clear-groups",
+        `${state}/check`,
+      ], { cwd: "/" });
+      equal(other.code, 0, other.stderr);
+    } finally {
+      await Deno.remove(state, { recursive: true });
+    }
+  },
+});
+
+const strace = await new Deno.Command("strace", { args: ["-V"] }).output()
+  .then((o) => o.success, () => false);
+if (!strace) console.log("skipped: the rename order: strace is not installed");
+
+Deno.test({
+  name:
+    "install-check renames the loader and the libraries into place first and check last, once each",
+  ignore: !strace,
+  async fn() {
+    const state = shortTempDir();
+    if (!state) return console.log("skipped: no free /tmp/XX directory");
+    const trace = await Deno.makeTempFile({ prefix: "berth-rename-trace-" });
+    try {
+      const r = await runExecutable([
+        "strace",
+        "-f",
+        "-qq",
+        "-e",
+        "trace=rename,renameat,renameat2",
+        "-o",
+        trace,
+        ...cliArgv(["install-check", "--from", DENO, state]),
+      ]);
+      equal(r.code, 0, r.stderr);
+      // Each rename's target, in the order the calls were made.
+      const targets = Deno.readTextFileSync(trace).split("\n")
+        .filter((l) => l.includes(`"${state}/`))
+        .map((l) => /, "([^"]+)"(?:, \w+)?\) = 0$/.exec(l)?.[1]);
+      deepEqual(targets.slice(0, -1).sort(), LIBS.map((n) => `${state}/${n}`));
+      equal(targets.at(-1), `${state}/check`);
+    } finally {
+      await Deno.remove(trace);
+      await Deno.remove(state, { recursive: true });
+    }
+  },
 });
 
 /** Runs `script` with `args` in a private mount namespace as root. */
@@ -198,14 +371,15 @@ Deno.test({
     "install-check on a full or read-only volume: one line, exit 1, no file left",
   ignore: skipRoot !== undefined,
   async fn() {
-    // The volume at /mnt inside the namespace: 8 MiB hold the libraries, not check.
+    // The volume at /mnt inside the namespace: 8 MiB hold the libraries, not
+    // check; 1 MiB fills up mid-way through the libraries.
     const script = `set -u
 mount -t tmpfs -o "$1" tmpfs /mnt || exit 99
 shift
 "$@"
 echo "exit=$?"
 echo "left=$(ls -A /mnt | tr '\\n' ' ')"`;
-    for (const opts of ["size=8m", "size=64m,ro"]) {
+    for (const opts of ["size=8m", "size=1m", "size=64m,ro"]) {
       const r = await inMountNamespace(script, [
         opts,
         ...cliArgv(["install-check", "--from", DENO, "/mnt"]),
@@ -215,7 +389,9 @@ echo "left=$(ls -A /mnt | tr '\\n' ' ')"`;
       match(r.stderr, /^berth-acquire install-check: [^\n]*\n$/);
       match(
         r.stderr,
-        opts === "size=8m" ? /No space left|space/ : /Read-only file system/,
+        opts.endsWith(",ro")
+          ? /Read-only file system/
+          : /No space left on device.*has space$/m,
       );
     }
   },
@@ -223,7 +399,7 @@ echo "left=$(ls -A /mnt | tr '\\n' ' ')"`;
 
 /**
  * Sets up, in the namespace, `$W/host`: the host's top-level entries bound
- * in (but a `/berth` of the host's own) plus an empty `/berth` (the volume `$W/vol`), so the installer sees the
+ * in, its own `/berth` if any left out, plus `/berth` (the volume `$W/vol`), so the installer sees the
  * volume at `/berth`; and `$W/root`: the volume at `/berth`, `/proc`, `/dev`
  * and the sources at `/src`, nothing else. Then runs `chroot DIR CMD...`,
  * bounded by `timeout`.
@@ -235,9 +411,9 @@ mkdir -p "$H" "$W/root/berth" "$W/root/proc" "$W/root/dev"
 mount -t tmpfs -o size=1m tmpfs "$H"
 for e in /*; do
   b=\${e#/}
-  # The host's own /berth, if any, is not the volume: the volume goes there.
-  if [ "$b" = berth ]; then continue
-  elif [ -L "$e" ]; then cp -P "$e" "$H/$b"
+  # The host's own /berth (a state directory left by a run) is not the volume.
+  [ "$b" = berth ] && continue
+  if [ -L "$e" ]; then cp -P "$e" "$H/$b"
   elif [ -d "$e" ]; then mkdir "$H/$b"; mount --rbind "$e" "$H/$b"
   fi
 done

@@ -198,6 +198,29 @@ Deno.test("a needed name with no short form, or one that would take a state file
   equal(libraryFileName("libpcre2-8.so.0", "ld.so.1"), "pcre2-8");
 });
 
+Deno.test("a needed name that is the tail of a longer string is refused, not rewritten with it", () => {
+  const elf = syntheticElf({
+    machine: 62,
+    interp: "/lib64/ld-linux-x86-64.so.2",
+    needed: ["libc.so.6", "libm.so.6"],
+  });
+  const plain = readElf(bytesSource(elf), "x");
+  equal(plain.needed[0].tailOfLonger, undefined);
+  // Turn the table's leading NUL, just before libc.so.6, into a letter: the
+  // table now starts with "xlibc.so.6", whose tail libc.so.6 is.
+  elf[plain.needed[0].offset - 1] = 0x78;
+  const info = readElf(bytesSource(elf), "x");
+  equal(info.needed[0].value, "libc.so.6");
+  equal(info.needed[0].tailOfLonger, true);
+  throws(
+    () => planRewrite(info, "/berth", "x"),
+    (e) =>
+      e instanceof RewriteError &&
+      /x: the needed library "libc.so.6" shares its bytes with a longer string/
+        .test(e.message),
+  );
+});
+
 Deno.test("non-ELF and truncated files are refused with what is wrong", () => {
   throws(
     () =>

@@ -310,6 +310,7 @@ Deno.test("a failed write leaves no temp file and names the target", async () =>
     await rejects(s.writeMarker(DEADLINES), (e) => {
       ok(e instanceof StateFileError);
       equal(e.path, `${dir}/healthy`);
+      match(e.message, /a directory is in its place; remove that directory$/);
       return true;
     });
     deepEqual(names(dir), ["healthy"]);
