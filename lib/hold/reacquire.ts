@@ -144,6 +144,10 @@ export class Reacquirer {
         (quiet ? logger.debug : logger.info)(GO_MESSAGES.waitingToReacquire, {
           current_holder: verdict.holder,
           current_fencing_token: verdict.token,
+          // run says when the current lease would expire, as its standby does.
+          ...(this.#o.quiet && outcome.kind === "not-acquired"
+            ? { expires_at: outcome.lease.expiresAt }
+            : {}),
         });
         return undefined;
       }

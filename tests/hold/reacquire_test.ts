@@ -107,6 +107,11 @@ Deno.test("quiet (run's reacquire after a loss): the wait is said once per holde
   const quiet = setup(true);
   for (let i = 0; i < 4; i++) await quiet.attempt(0, held("other", 3));
   assert.equal(infos(quiet.logs), 1);
+  // With when the current lease would expire, as run's standby says it.
+  assert.equal(
+    JSON.parse(quiet.logs[0]).expires_at,
+    record("other", 3).expiresAt,
+  );
   await quiet.attempt(0, held("third", 4));
   assert.equal(infos(quiet.logs), 2);
   // The sidecar keeps Go's line at every attempt.
