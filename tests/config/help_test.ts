@@ -1,5 +1,7 @@
 import assert from "node:assert/strict";
 import { configFlagsHelp } from "../../lib/config/help.ts";
+import { hostHolderIdentity } from "../../lib/config/holder.ts";
+import { RUN_USAGE } from "../../lib/run/run.ts";
 import { RUN_ROLE } from "../../lib/run/run_role.ts";
 
 function entry(help: string, flag: string): string {
@@ -36,4 +38,16 @@ Deno.test("run's help speaks of what run uses: no enforcer, whose flags it refus
   }
   assert.doesNotMatch(help, /enforcer/);
   assert.match(entry(help, "enforce-grace-seconds"), /run's command/);
+});
+
+Deno.test("run --help gives the host holder's shapes as they are derived, with and without a cluster id", () => {
+  const host = { hostname: "HOST", pid: 0, instance: "RANDOM" };
+  const shape = (clusterId: string) =>
+    hostHolderIdentity(clusterId, host).replace(":pid:0:", ":pid:PID:")
+      .replace("/pid:0:", "/pid:PID:");
+  const usage = RUN_USAGE.replace(/\s+/g, " ");
+  assert.ok(usage.includes(shape("")), shape(""));
+  assert.ok(usage.includes(shape("CLUSTER")), shape("CLUSTER"));
+  const flags = configFlagsHelp({ defaults: RUN_ROLE.helpDefaults });
+  assert.ok(entry(flags, "holder-identity").includes(shape("CLUSTER")));
 });
