@@ -90,9 +90,10 @@ Holder: BERTH_HOLDER_IDENTITY when set; in a pod (POD_* set) the pod's, as
 acquire derives it; else the host's, HOST/pid:PID:uid:RANDOM, or
 CLUSTER/HOST:pid:PID:uid:RANDOM with BERTH_CLUSTER_ID, new for every start:
 two runs never share one, and a restarted run waits for its predecessor's
-lease to be released or to expire. An API server no wait can fix (https:// on a plain-HTTP port or the
-reverse, an untrusted certificate, not a Berth API server) ends run at once
-with 78 and the fix; one that does not answer is retried.
+lease to be released or to expire. An API server no wait can fix (https://
+on a plain-HTTP port or the reverse, an untrusted certificate, not a Berth
+API server) ends run at once with 78 and the fix; one that does not answer
+is retried.
 
 The command runs under "berth-acquire gate" with a marker of run's own, so it
 is stopped by the last confirmed deadline even when run is killed or frozen,
