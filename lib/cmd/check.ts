@@ -19,7 +19,13 @@
  *
  * @module
  */
-import { type FlagKind, isSet, lastValue, parseArgv } from "../config/argv.ts";
+import {
+  type FlagKind,
+  isSet,
+  lastValue,
+  parseArgv,
+  usageLine,
+} from "../config/argv.ts";
 import { CONFIG_FLAG_KINDS } from "../config/config_flags.ts";
 import { DEFAULT_STATE_DIR } from "../config/defaults.ts";
 import { parseDurationMs } from "../config/duration.ts";
@@ -91,9 +97,7 @@ export function main(args: string[]): Promise<number> {
     }
   } catch (e) {
     console.log(
-      `berth-acquire check: ${
-        (e as Error).message
-      } (run "berth-acquire check --help")`,
+      usageLine("check", (e as Error).message),
     );
     return Promise.resolve(1);
   }

@@ -33,8 +33,8 @@ acquired, renews it every heartbeat against a local deadline, and stops the
 workload before that deadline when the lease cannot be confirmed: by removing
 the health marker (enforce=probe) or also by signalling the workload through
 a shared PID namespace (enforce=signal). Reacquires when it can, and releases
-the lease on SIGTERM, SIGINT, SIGHUP or SIGQUIT when configured to. Exits 0 after a shutdown, 1 on
-a configuration error.
+the lease on SIGTERM, SIGINT, SIGHUP or SIGQUIT when configured to. Exits 0
+after a shutdown, 1 on a configuration error.
 
 With --health-addr (env ${HEALTH_ADDR_ENV}) it also serves GET /healthz (200
 "ok", or 503 and the reason line: the verdict check would give) and GET

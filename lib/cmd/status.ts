@@ -14,7 +14,7 @@
  * @module
  */
 import { formatDurationMs, parseDurationMs } from "../config/duration.ts";
-import { isSet, lastValue, parseArgv } from "../config/argv.ts";
+import { isSet, lastValue, parseArgv, usageLine } from "../config/argv.ts";
 import { EXIT_USAGE as EXIT_USAGE_CONFIG } from "./exit_codes.ts";
 import {
   type Read,
@@ -231,9 +231,7 @@ export function main(args: string[]): Promise<number> {
     if (parsed.dir === "") throw new Error("the state directory is empty");
   } catch (e) {
     console.error(
-      `berth-acquire status: ${
-        (e as Error).message
-      } (run "berth-acquire status --help")`,
+      usageLine("status", (e as Error).message),
     );
     return Promise.resolve(EXIT_USAGE);
   }

@@ -120,8 +120,40 @@ export function unknownFlagMessage(
     ? flagSuggestion(written, known)
     : "";
   return `unknown flag${shownFlag(written, index)}${
-    suggestion === "" ? "; run with --help for the list" : suggestion
+    suggestion === "" ? SEE_HELP : suggestion
   }`;
+}
+
+/** What {@linkcode unknownFlagMessage} ends with when no flag is near. */
+const SEE_HELP = "; run with --help for the list";
+
+/**
+ * The one usage line of a subcommand that names its `--help`: the message,
+ * then where the flags are listed, unless the message says that already (an
+ * unknown flag with no near one).
+ *
+ * @param subcommand The subcommand, e.g. `gate`.
+ * @param message What was wrong.
+ * @returns The line to print.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * assert.equal(
+ *   usageLine("gate", "flag --grace needs a value"),
+ *   'berth-acquire gate: flag --grace needs a value (run "berth-acquire gate --help")',
+ * );
+ * assert.equal(
+ *   usageLine("gate", "unknown flag --bogus; run with --help for the list"),
+ *   "berth-acquire gate: unknown flag --bogus; run with --help for the list",
+ * );
+ * ```
+ */
+export function usageLine(subcommand: string, message: string): string {
+  const line = `berth-acquire ${subcommand}: ${message}`;
+  return message.endsWith(SEE_HELP)
+    ? line
+    : `${line} (run "berth-acquire ${subcommand} --help")`;
 }
 
 /**

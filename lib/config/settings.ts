@@ -96,7 +96,8 @@ export const CONFIG_SETTINGS = [
     kind: "integer",
     value: "N",
     default: "0",
-    help: "signal enforcer: whole seconds from SIGTERM to SIGKILL",
+    help:
+      "whole seconds from SIGTERM to SIGKILL when the workload is stopped by signal (enforce=signal, or run's command)",
   },
   {
     flag: "enforce-lead-seconds",

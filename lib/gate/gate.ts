@@ -25,6 +25,7 @@
  * @module
  */
 import { formatDurationMs } from "../config/duration.ts";
+import { usageLine } from "../config/argv.ts";
 import {
   EXIT_GATE_USAGE,
   GATE_USAGE,
@@ -55,9 +56,7 @@ export async function main(args: string[]): Promise<number> {
     }).with(leaseFields(env));
   } catch (e) {
     console.error(
-      `berth-acquire gate: ${
-        (e as Error).message
-      } (run "berth-acquire gate --help")`,
+      usageLine("gate", (e as Error).message),
     );
     return EXIT_GATE_USAGE;
   }

@@ -68,6 +68,12 @@ export interface PermissionControlOptions {
   observer?: RenewerObserver;
   /** The fencing token held or last held, for the status and the logs. */
   token(): number;
+  /**
+   * `run` says a close once (`gate closed: stopping the workload`, with the
+   * reason), so the Go helper's line before it, which `renew` keeps, is
+   * DEBUG there. Default: the sidecar.
+   */
+  role?: "sidecar" | "run";
 }
 
 /** The permission, its deadline and its closing timer; see the module doc. */
@@ -256,7 +262,10 @@ export class PermissionControl {
 
   /** The closing time came before a confirmation: the Go helper's line, then the close. */
   #deadlineReached(): void {
-    this.#o.logger.warn(GO_MESSAGES.localDeadline, {
+    const say = this.#o.role === "run"
+      ? this.#o.logger.debug
+      : this.#o.logger.warn;
+    say(GO_MESSAGES.localDeadline, {
       detail:
         "the lease was not confirmed in time: the workload is stopped the enforce lead before its local deadline",
       fencing_token: this.#o.token(),

@@ -8,7 +8,10 @@
  *   for one TTL, since each would extend that lease for it.
  * - A rejection that waiting does not heal (401, say) is logged at ERROR,
  *   at once and then once a minute (`rejection_log.ts`).
- * - Anything else is logged and retried at the next tick.
+ * - Anything else is logged and retried at the next tick; for `run`
+ *   (quiet) with how long the server has not answered usably
+ *   (`failing_for`), and past a minute an ERROR line once a minute, as its
+ *   first acquire says it (`acquire_loop.ts`).
  *
  * @module
  */
@@ -26,7 +29,9 @@ import {
   type LeaseClient,
 } from "../lease/rpc.ts";
 import type { Logger } from "../obs/log.ts";
-import { RejectionLog } from "./rejection_log.ts";
+import { REJECTION_LOG_INTERVAL_MS, RejectionLog } from "./rejection_log.ts";
+import { OUTAGE_MESSAGE } from "./acquire_loop.ts";
+import { formatDurationMs } from "../config/duration.ts";
 
 /** Options for {@linkcode Reacquirer}. */
 export interface ReacquirerOptions {
@@ -76,6 +81,10 @@ export class Reacquirer {
   #rejections: RejectionLog;
   /** The holder and token the last "held" line named (quiet mode). */
   #saidHeld: string | undefined;
+  /** When the first of the failures in a row was sent; undefined after an answer. */
+  #failingSince: number | undefined;
+  /** When the outage's last ERROR line was logged (quiet mode). */
+  #outageSaidAt: number | undefined;
 
   /** @param options See {@linkcode ReacquirerOptions}. */
   constructor(options: ReacquirerOptions) {
@@ -111,6 +120,10 @@ export class Reacquirer {
     const fix = verdict.kind === "failed"
       ? configFix(verdict.failure)
       : undefined;
+    if (verdict.kind === "failed") this.#failingSince ??= sentAt;
+    else if (verdict.kind !== "cancelled") {
+      this.#failingSince = this.#outageSaidAt = undefined;
+    }
     if (
       verdict.kind === "failed" &&
       (fix !== undefined || isPersistentFailure(verdict.failure))
@@ -144,12 +157,34 @@ export class Reacquirer {
         (quiet ? logger.debug : logger.info)(GO_MESSAGES.waitingToReacquire, {
           current_holder: verdict.holder,
           current_fencing_token: verdict.token,
+          // run says when the current lease would expire, as its standby does.
+          ...(this.#o.quiet && outcome.kind === "not-acquired"
+            ? { expires_at: outcome.lease.expiresAt }
+            : {}),
         });
         return undefined;
       }
-      case "failed":
-        logger.warn(GO_MESSAGES.reacquireFailed, { error: verdict.reason });
+      case "failed": {
+        const failingMs = clock.now() - (this.#failingSince ?? sentAt);
+        logger.warn(GO_MESSAGES.reacquireFailed, {
+          error: verdict.reason,
+          ...(this.#o.quiet
+            ? { failing_for: formatDurationMs(failingMs) }
+            : {}),
+        });
+        if (
+          this.#o.quiet && failingMs >= REJECTION_LOG_INTERVAL_MS &&
+          (this.#outageSaidAt === undefined ||
+            clock.now() - this.#outageSaidAt >= REJECTION_LOG_INTERVAL_MS)
+        ) {
+          this.#outageSaidAt = clock.now();
+          logger.error(OUTAGE_MESSAGE, {
+            error: verdict.reason,
+            failing_for: formatDurationMs(failingMs),
+          });
+        }
         return undefined;
+      }
       case "cancelled":
         return undefined;
     }

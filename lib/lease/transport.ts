@@ -57,6 +57,12 @@ export type TransportErrorKind =
   | "dns"
   /** The TLS handshake met something that is not TLS (a plain-HTTP server). */
   | "not-tls"
+  /**
+   * The answer was not HTTP at all: over `http://`, most often a TLS port
+   * answering with a TLS alert (a rustls or Deno server, such as the
+   * development server with `--tls-cert-file`).
+   */
+  | "not-http"
   /** The certificate chain does not lead to a trusted root. */
   | "untrusted"
   /**
@@ -80,6 +86,7 @@ export const ERROR_TEXTS: readonly (readonly [RegExp, TransportErrorKind])[] = [
   [/connection refused/i, "refused"],
   [/dns error|failed to lookup address/i, "dns"],
   [/InvalidContentType|corrupt message|wrong version number/i, "not-tls"],
+  [/invalid HTTP version parsed/i, "not-http"],
   [/certificate expired|not valid yet|not valid before/i, "dates"],
   [/NotValidForName|not valid for name/i, "wrong-name"],
   [/CaUsedAsEndEntity/, "ca-as-leaf"],
@@ -151,7 +158,7 @@ export function classifyError(e: unknown): TransportError {
   const code = typeof err?.code === "string" ? err.code : undefined;
   const detail = (code === undefined ? message : `${code}: ${message}`)
     .replace(
-      /^error sending request (?:from \S+ )?for (?:url )?\([^)]*\)(?: \([^)]*\))?: /,
+      /^error sending request (?:from \S+ )?for (?:url \([^)]*\)|\S+)(?: \([^)]*\))?: /,
       "",
     );
   const kind = code !== undefined && code in ERROR_CODES
@@ -242,6 +249,22 @@ export async function describeTransportError(
       return fail(
         "the TLS handshake failed: the server answered with something that is not TLS, it may not speak TLS (a plain-HTTP server?); check the URL's scheme (https:// or http://) and port",
         FIXES.useHttp,
+      );
+    case "not-http":
+      // Over http://, a port that completes a TLS handshake is a TLS port:
+      // no wait heals that. Anything else is said as it is, without a fix.
+      if (
+        !ctx.target.secure && ctx.proxy === undefined &&
+        await presentedValidity(ctx.target, ctx.serverName, ctx.signal) !==
+          undefined
+      ) {
+        return fail(
+          "the server answered with something that is not HTTP, and the port speaks TLS: the URL says http:// for a TLS port",
+          FIXES.useHttps,
+        );
+      }
+      return fail(
+        `the server answered with something that is not HTTP (${e.detail}); check the URL's scheme (https:// or http://) and port`,
       );
     case "wrong-name":
       return fail(

@@ -69,7 +69,8 @@ export async function removeMarkers(
   if (failed) throw failed.reason;
 }
 
-const USAGE = `Usage: berth-acquire run [flags] -- COMMAND [ARGS...]
+/** The head of `run --help`, before its flags. */
+export const RUN_USAGE = `Usage: berth-acquire run [flags] -- COMMAND [ARGS...]
 
 Acquires the lease (the same configuration as acquire; runtime-singleton
 semantics), then runs COMMAND directly (no shell) in a process group of its
@@ -86,12 +87,13 @@ has exited. BERTH_STATE_DIR / --state-dir is optional: without it nothing is
 written.
 
 Holder: BERTH_HOLDER_IDENTITY when set; in a pod (POD_* set) the pod's, as
-acquire derives it; else the host's, HOST/pid:PID:uid:RANDOM (after
-BERTH_CLUSTER_ID/ when set), new for every start: two runs never share one,
-and a restarted run waits for its predecessor's lease to be released or to
-expire. An API server no wait can fix (https:// on a plain-HTTP port or the
-reverse, an untrusted certificate, not a Berth API server) ends run at once
-with 78 and the fix; one that does not answer is retried.
+acquire derives it; else the host's, HOST/pid:PID:uid:RANDOM, or
+CLUSTER/HOST:pid:PID:uid:RANDOM with BERTH_CLUSTER_ID, new for every start:
+two runs never share one, and a restarted run waits for its predecessor's
+lease to be released or to expire. An API server no wait can fix (https://
+on a plain-HTTP port or the reverse, an untrusted certificate, not a Berth
+API server) ends run at once with 78 and the fix; one that does not answer
+is retried.
 
 The command runs under "berth-acquire gate" with a marker of run's own, so it
 is stopped by the last confirmed deadline even when run is killed or frozen,
@@ -137,7 +139,7 @@ export async function main(args: string[]): Promise<number> {
   const started = start(
     {
       name: "run",
-      usage: USAGE,
+      usage: RUN_USAGE,
       flags: RUN_FLAGS,
       ...RUN_ROLE,
       problemHint: !split.command?.length

@@ -47,7 +47,7 @@ export const RUN_ROLE: Pick<
     "state-dir": "none (nothing is written)",
     "enforce-grace-seconds": RUN_GRACE_DEFAULT_TEXT,
     "holder-identity":
-      "from the pod when POD_* is set, else from the host: HOST/pid:PID:uid:RANDOM, new for every start",
+      "from the pod when POD_* is set, else from the host: HOST/pid:PID:uid:RANDOM (CLUSTER/HOST:pid:PID:uid:RANDOM with --cluster-id), new for every start",
   },
   graceDefault: runGraceDefaultSeconds,
   hostHolder: true,

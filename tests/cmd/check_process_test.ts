@@ -140,7 +140,7 @@ Deno.test("usage errors fail closed with one line naming the problem", async () 
     const cases: [string[], RegExp][] = [
       [["--max-age", "soon"], /--max-age: invalid duration "soon"/],
       [["--max-age"], /flag --max-age needs a value/],
-      [["--bogus"], /unknown flag --bogus; run with --help for the list/],
+      [["--bogus"], /unknown flag --bogus; run with --help for the list$/m],
       [["-bogus=1"], /unknown flag -bogus; run with --help for the list/],
       [["--max-agee=1s"], /unknown flag --max-agee: did you mean --max-age\?/],
       [["extra"], /unexpected argument "extra": check takes one marker path/],

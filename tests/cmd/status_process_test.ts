@@ -220,7 +220,7 @@ Deno.test("the state directory: the argument, then BERTH_STATE_DIR; --max-age as
 Deno.test("usage errors exit 78 with one line naming the problem; --help exits 0", async () => {
   for (
     const [args, re] of [
-      [["--bogus"], /unknown flag --bogus; run with --help for the list/],
+      [["--bogus"], /unknown flag --bogus; run with --help for the list$/m],
       [["-bogus=1"], /unknown flag -bogus; run with --help for the list/],
       [["--jsn"], /unknown flag --jsn: did you mean --json\?/],
       [

@@ -5,6 +5,7 @@ import {
   parseArgv,
   unknownFlagMessage,
   UsageError,
+  usageLine,
 } from "../../lib/config/argv.ts";
 import { CONFIG_FLAG_KINDS } from "../../lib/config/config_flags.ts";
 import { CONFIG_SETTINGS } from "../../lib/config/settings.ts";
@@ -112,5 +113,20 @@ Deno.test("parseArgv: after -- a command, or nothing", () => {
   assert.equal(
     usage(() => parseArgv(["--grace"], spec)),
     "flag --grace needs a value",
+  );
+});
+
+Deno.test("a usage line points to --help once: after the message, unless the message already does", () => {
+  assert.equal(
+    usageLine("status", unknownFlagMessage("--bogus", 0, ["json"])),
+    "berth-acquire status: unknown flag --bogus; run with --help for the list",
+  );
+  assert.equal(
+    usageLine("status", unknownFlagMessage("--jsn", 0, ["json"])),
+    'berth-acquire status: unknown flag --jsn: did you mean --json? (run "berth-acquire status --help")',
+  );
+  assert.equal(
+    usageLine("gate", "flag --grace needs a value"),
+    'berth-acquire gate: flag --grace needs a value (run "berth-acquire gate --help")',
   );
 });

@@ -241,7 +241,7 @@ Deno.test("gate: exit codes: the command's own, 127, 78, 75 with --exit-on-close
   assert.equal(bad.code, 78);
   assert.match(
     bad.stderr,
-    /unknown flag --bogus; run with --help for the list/,
+    /unknown flag --bogus; run with --help for the list$/m,
   );
   const oneDash = await runCli(
     ["gate", "-state-dir", dir, "-interval=1s", "-bogus", "--", "true"],

@@ -31,7 +31,7 @@ class LoggingEnforcer implements Enforcer {
 const TTL_S = 10;
 const LEAD_MS = 3_000;
 
-function control() {
+function control(role?: "sidecar" | "run") {
   const clock = new FakeClock();
   const enforcer = new LoggingEnforcer();
   const lines: string[] = [];
@@ -44,6 +44,7 @@ function control() {
     logger: createLogger({ level: "DEBUG", write: (l) => lines.push(l) }),
     observer: { changed: (s) => seen.push(s) },
     token: () => 4,
+    role,
   });
   return { c, clock, enforcer, lines, seen };
 }
@@ -114,4 +115,27 @@ Deno.test("permission control: an adopted lease opens without telling the enforc
   const other = control();
   assert.equal(other.c.adopt(LEAD_MS), false);
   assert.equal(other.c.isOpen, false);
+});
+
+Deno.test("permission control: the timer's close is one WARN line in run (the reason), the Go helper's line beside it in the sidecar", async () => {
+  for (const role of ["sidecar", "run"] as const) {
+    const { c, clock, lines } = control(role);
+    c.start();
+    c.confirm(clock.now(), "renewed");
+    await clock.advanceTo(clock.now() + TTL_S * 1000 - LEAD_MS);
+    await settle();
+    await c.whenApplied();
+    const warns = lines.filter((l) => l.includes("level=WARN"));
+    const said = warns.map((l) => /msg="([^"]*)"/.exec(l)?.[1]);
+    assert.deepEqual(
+      said,
+      role === "run" ? ["gate closed: stopping the workload"] : [
+        "local lease deadline reached; enforcing",
+        "gate closed: stopping the workload",
+      ],
+      role,
+    );
+    assert.ok(warns.at(-1)!.includes("not confirmed in time"));
+    c.stop();
+  }
 });

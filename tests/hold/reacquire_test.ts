@@ -107,10 +107,50 @@ Deno.test("quiet (run's reacquire after a loss): the wait is said once per holde
   const quiet = setup(true);
   for (let i = 0; i < 4; i++) await quiet.attempt(0, held("other", 3));
   assert.equal(infos(quiet.logs), 1);
+  // With when the current lease would expire, as run's standby says it.
+  assert.equal(
+    JSON.parse(quiet.logs[0]).expires_at,
+    record("other", 3).expiresAt,
+  );
   await quiet.attempt(0, held("third", 4));
   assert.equal(infos(quiet.logs), 2);
   // The sidecar keeps Go's line at every attempt.
   const loud = setup();
   for (let i = 0; i < 4; i++) await loud.attempt(0, held("other", 3));
   assert.equal(infos(loud.logs), 4);
+});
+
+Deno.test("quiet (run's reacquire after a loss): a server that does not answer is retried with the time waited in each line, and an ERROR each minute after the first", async () => {
+  const down = (): GrantOutcome => ({
+    kind: "transport-error",
+    message: "http://127.0.0.1:8080: connection refused",
+  });
+  const quiet = setup(true);
+  // One attempt every 5 s for 3.5 minutes.
+  for (let i = 0; i <= 42; i++) {
+    await quiet.attempt(0, down());
+    await quiet.clock.advanceTo(quiet.clock.now() + 5_000);
+  }
+  const lines = quiet.logs.map((l) => JSON.parse(l));
+  const warns = lines.filter((r) => r.msg === "reacquire failed");
+  assert.equal(warns[0].failing_for, "0s");
+  assert.ok(warns.some((w) => w.failing_for === "1m0s"));
+  const errors = lines.filter((r) => r.level === "ERROR");
+  assert.deepEqual(
+    errors.map((e) => e.failing_for),
+    ["1m0s", "2m0s", "3m0s"],
+    "one ERROR a minute once past a minute",
+  );
+  assert.match(errors[0].msg, /not answered usably for over a minute/);
+  // An answer ends the outage: the next failure starts from 0s again.
+  await quiet.attempt(0, {
+    kind: "not-acquired",
+    lease: record("other", 3),
+  });
+  await quiet.attempt(0, down());
+  assert.equal(JSON.parse(quiet.logs.at(-1)!).failing_for, "0s");
+  // The sidecar keeps Go's line as it was.
+  const loud = setup();
+  await loud.attempt(0, down());
+  assert.equal(JSON.parse(loud.logs[0]).failing_for, undefined);
 });

@@ -5,7 +5,12 @@
  * asked.
  */
 import assert from "node:assert/strict";
-import type { GrantOutcome } from "../../lib/lease/rpc.ts";
+import {
+  configFix,
+  FIXES,
+  type GrantOutcome,
+  type LeaseFailure,
+} from "../../lib/lease/rpc.ts";
 import { createLogger } from "../../lib/obs/log.ts";
 import { makeTestPki, opensslMissing } from "../support/tls.ts";
 import {
@@ -237,6 +242,41 @@ tlsTest(
         out.kind === "transport-error" ? out.message : "",
         /not trusted/,
       );
+    }
+  },
+);
+
+tlsOnce(
+  "TLS: http:// on a TLS port that answers plain HTTP with a TLS alert (a Deno or rustls server, the development server among them) names the fix use https://; a port answering neither HTTP nor TLS names none",
+  async () => {
+    await using pki = await makeTestPki({ names: ["127.0.0.1"] });
+    await using srv = await tlsServer(pki);
+    const plain = srv.url.replace(/^https:/, "http:");
+    const out = await client(plain).acquire(HOLDER, 1, never());
+    expectTransport(out, /the port speaks TLS/);
+    assert.equal(configFix(out as LeaseFailure), FIXES.useHttps);
+    // Not HTTP and not TLS (a banner of another protocol): said as it is,
+    // without a fix, since which setting is wrong is not known.
+    const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+    const serving = (async () => {
+      for await (const conn of listener) {
+        await conn.write(new TextEncoder().encode("SSH-2.0-OpenSSH_9.6\r\n"))
+          .catch(() => {});
+        conn.close();
+      }
+    })();
+    try {
+      const port = (listener.addr as Deno.NetAddr).port;
+      const other = await client(`http://127.0.0.1:${port}`).acquire(
+        HOLDER,
+        1,
+        never(),
+      );
+      expectTransport(other, /not HTTP/);
+      assert.equal(configFix(other as LeaseFailure), undefined);
+    } finally {
+      listener.close();
+      await serving.catch(() => {});
     }
   },
 );

@@ -39,6 +39,10 @@ const ROWS: [string, TransportErrorKind][] = [
     "not-tls",
   ],
   [
+    "client error (SendRequest): invalid HTTP version parsed",
+    "not-http",
+  ],
+  [
     "client error (Connect): invalid peer certificate: certificate expired: verification time 1796179573 (UNIX), but certificate is not valid after 1580515200 (215664373 seconds ago)",
     "dates",
   ],
@@ -87,6 +91,22 @@ Deno.test("anything else is other, with fetch's wording of the URL cut (the mess
     error: "other",
     detail: text,
   });
+  // Deno 2.9's other wording, once a connection was made: its local
+  // address, the URL unbracketed, the peer address.
+  assert.deepEqual(
+    classifyError(
+      new TypeError("fetch failed", {
+        cause: new Error(
+          "error sending request from 127.0.0.1:45068 for http://127.0.0.1:37741/v1alpha1/namespaces/a/leases/b/acquire (127.0.0.1:37741): client error (SendRequest): connection closed before message completed",
+        ),
+      }),
+    ),
+    {
+      error: "other",
+      detail:
+        "client error (SendRequest): connection closed before message completed",
+    },
+  );
   // A refusal before any connection (fetch's blocked ports) has no cause.
   assert.deepEqual(
     classifyError(
@@ -149,6 +169,8 @@ Deno.test("the scheme and the certificate failures name their fix; refused, DNS 
   };
   const want: [TransportErrorKind, string | undefined][] = [
     ["not-tls", FIXES.useHttp],
+    // Through a proxy the port is not probed for TLS: no fix.
+    ["not-http", undefined],
     ["untrusted", FIXES.untrusted],
     ["wrong-name", FIXES.wrongName],
     ["ca-as-leaf", FIXES.caAsLeaf],
