@@ -84,20 +84,20 @@ export function healthAddrFrom(
  * @returns The verdict `/healthz` answers with.
  */
 export function healthVerdict(status: RenewerStatus, now: number): Verdict {
-  if (!status.gateOpen) {
+  if (!status.permissionOpen) {
     return {
       kind: "Absent",
       reason: `lease gate closed: ${status.reason ?? "the lease is not held"}`,
     };
   }
-  if (status.gateClosesAt === undefined) {
+  if (status.permissionClosesAt === undefined) {
     return {
       kind: "Stale",
       reason:
         "lease stale: the gate is open without a confirmed deadline; the renewer is not working",
     };
   }
-  const late = now - status.gateClosesAt;
+  const late = now - status.permissionClosesAt;
   if (late > 0) {
     return {
       kind: "Stale",

@@ -43,7 +43,7 @@ export interface LeaseKeeperOptions {
 
 /** What a process reports before its renewer exists (`run` still acquiring). */
 const WAITING: RenewerStatus = {
-  gateOpen: false,
+  permissionOpen: false,
   token: 0,
   reason: "waiting to acquire the lease",
 };

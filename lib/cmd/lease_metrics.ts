@@ -100,7 +100,7 @@ export class LeaseMetrics implements EnforcementWrappers {
     r.gauge(
       "berth_acquire_lease_held",
       "1 while the lease is confirmed and the workload may run (the gate is open), else 0.",
-      () => this.#o.status()?.gateOpen ? 1 : 0,
+      () => this.#o.status()?.permissionOpen ? 1 : 0,
     );
     r.gauge(
       "berth_acquire_fencing_token",
@@ -156,10 +156,12 @@ export class LeaseMetrics implements EnforcementWrappers {
   observer(): RenewerObserver {
     return {
       changed: (status) => {
-        if (this.#wasOpen && !status.gateOpen && !this.#o.isStopping?.()) {
+        if (
+          this.#wasOpen && !status.permissionOpen && !this.#o.isStopping?.()
+        ) {
           this.#losses.inc();
         }
-        this.#wasOpen = status.gateOpen;
+        this.#wasOpen = status.permissionOpen;
       },
       reacquired: () => this.#reacquires.inc(),
     };

@@ -1,6 +1,6 @@
 /**
- * Enforcement: what the renewer's lease "gate" does to the workload. The
- * health marker is always removed when the gate closes, so the main
+ * Enforcement: what the workload's permission (lib/hold/permission.ts) does
+ * to the workload. The health marker is always removed when it closes, so the main
  * container's liveness probe fails whatever else happens (the backstop).
  * `probe` mode ({@linkcode ProbeEnforcer}) does only that; `signal` mode
  * (`signal.ts`) also stops the workload's processes at once through the
@@ -30,7 +30,7 @@ export interface MarkerStore {
 }
 
 /**
- * What an enforcer knows about the workload after the gate closed, so the
+ * What an enforcer knows about the workload after the permission closed, so the
  * renewer can tell whether releasing the lease at shutdown is safe.
  */
 export interface StopEvidence {
@@ -48,18 +48,18 @@ export interface StopEvidence {
 }
 
 /**
- * The lease gate as the renewer drives it, so the renewer does not care which
+ * The workload's permission as the renewer drives it, so the renewer does not care which
  * enforcement mode was configured.
  */
 export interface Enforcer {
   /**
-   * Gate open or refreshed: (re)writes the marker with these deadlines;
+   * Permission open or refreshed: (re)writes the marker with these deadlines;
    * signal mode also stops scanning and forgets the TERM times. Rejects when
    * the marker cannot be written.
    */
   open(d: MarkerDeadlines): Promise<void>;
   /**
-   * Gate closed (lease lost or about to be): removes the marker first; signal
+   * Permission closed (lease lost or about to be): removes the marker first; signal
    * mode then signals the targets and, until `open()`/`dispose()`, keeps
    * scanning for restarted ones. Idempotent and meant to be called on every
    * renewer tick while the lease is lost; each call re-applies at once.
@@ -72,7 +72,7 @@ export interface Enforcer {
    * aborts (then `stopped` is false). Never rejects.
    *
    * @param signal Bounds the wait; the renewer aborts it when the
-   * enforcement lead has passed since the gate closed.
+   * enforcement lead has passed since the permission closed.
    */
   workloadStopped(signal: AbortSignal): Promise<StopEvidence>;
   /**
@@ -84,12 +84,12 @@ export interface Enforcer {
 }
 
 /**
- * Removes the marker, logging instead of throwing: a gate that closes must
+ * Removes the marker, logging instead of throwing: a permission that closes must
  * go on to stop the workload even when the volume refuses.
  *
  * @param marker The marker store.
  * @param logger Where the failure goes.
- * @param reason Why the gate closed, for the log line.
+ * @param reason Why the permission closed, for the log line.
  * @returns False when the marker could not be removed (see
  * {@linkcode StopEvidence.markerLeft}).
  */
@@ -117,7 +117,7 @@ export async function removeMarker(
  * failures as an ERROR that names the write and (through the error) the
  * path, and the recovery as an INFO; the probe meanwhile reports the marker
  * absent or stale, as if the lease were not confirmed, so the operator must
- * find this line. `open()` then resolves: the gate's decision stands.
+ * find this line. `open()` then resolves: the permission's decision stands.
  *
  * @param inner The enforcer to wrap.
  * @param logger Where the report goes.
@@ -167,7 +167,7 @@ export interface ProbeEnforcerOptions {
 
 /**
  * `probe` mode: the liveness probe of the main container does the stopping,
- * so the gate is only the marker's presence, and the sidecar never knows
+ * so the permission is only the marker's presence, and the sidecar never knows
  * when the workload has stopped (the enforcement lead bounds it).
  */
 export class ProbeEnforcer implements Enforcer {

@@ -2,8 +2,9 @@
  * `signal` enforcement (needs `shareProcessNamespace: true`): stops the
  * workload at once instead of waiting for its liveness probe, SIGTERM then
  * SIGKILL after the grace, and keeps stopping the processes the kubelet
- * restarts while the lease is lost. This module holds the gate (closing
- * starts the rescans, opening ends them) and what it knows of the workload
+ * restarts while the lease is lost. This module carries out what the
+ * workload's permission (lib/hold/permission.ts) decides (a close starts the
+ * rescans, an open ends them) and what it knows of the workload
  * for the release. Which processes one scan finds is decided by
  * lib/enforce/workload_scan.ts (using lib/enforce/target.ts, the targets by
  * name, and lib/enforce/workload_set.ts, what the targets brought along
@@ -33,7 +34,7 @@ export interface SignalEnforcerOptions {
   target: string;
   /** SIGTERM -> SIGKILL grace in milliseconds (`enforceGraceSeconds` * 1000); 0 sends SIGKILL right after SIGTERM. */
   graceMs: number;
-  /** How often to look for restarted targets while the gate is closed; default 250 ms (the kubelet restarts a stopped container at once the first time). */
+  /** How often to look for restarted targets while the permission is closed; default 250 ms (the kubelet restarts a stopped container at once the first time). */
   scanIntervalMs?: number;
   /** Times the grace and the rescans. */
   clock: Clock;
@@ -61,8 +62,8 @@ export interface SignalEnforcerOptions {
  */
 export class SignalEnforcer implements Enforcer {
   #o: Required<SignalEnforcerOptions>;
-  /** Present while the gate is closed; aborting it stops the rescans and pending KILLs. */
-  #gate: AbortController | undefined;
+  /** Present while the permission is closed; aborting it stops the rescans and pending KILLs. */
+  #closing: AbortController | undefined;
   #reason = "";
   #listFailureReported = false;
   /** Whether any scan since start found a target: proof that the PID namespace is shared. */
@@ -144,9 +145,9 @@ export class SignalEnforcer implements Enforcer {
    */
   open(d: MarkerDeadlines): Promise<void> {
     // Stop pending KILLs and rescans now, not after queued work has run.
-    this.#endGate();
+    this.#endClosing();
     return this.#serial(async () => {
-      this.#endGate();
+      this.#endClosing();
       this.#stops.clear();
       this.#workload.clear();
       this.#lastOthers = [];
@@ -176,15 +177,15 @@ export class SignalEnforcer implements Enforcer {
         reason,
       );
       this.#reason = reason;
-      let gate = this.#gate;
-      if (!gate) {
-        gate = new AbortController();
-        this.#gate = gate;
+      let closing = this.#closing;
+      if (!closing) {
+        closing = new AbortController();
+        this.#closing = closing;
         this.#stops.clearDenied();
         this.#listFailureReported = false;
-        this.#track(this.#scanLoop(gate.signal));
+        this.#track(this.#scanLoop(closing.signal));
       }
-      await this.#scan(gate.signal);
+      await this.#scan(closing.signal);
     });
   }
 
@@ -205,11 +206,11 @@ export class SignalEnforcer implements Enforcer {
   async #evidence(signal: AbortSignal): Promise<StopEvidence> {
     const { clock, scanIntervalMs, target } = this.#o;
     for (;;) {
-      const gate = this.#gate;
-      if (!gate) {
+      const closing = this.#closing;
+      if (!closing) {
         return { stopped: false, detail: "the gate is open" };
       }
-      await this.#serial(() => this.#scan(gate.signal));
+      await this.#serial(() => this.#scan(closing.signal));
       if (this.#listError !== undefined) {
         return {
           stopped: false,
@@ -253,14 +254,14 @@ export class SignalEnforcer implements Enforcer {
 
   /** Stops rescans and pending KILLs and waits for them to end. */
   async dispose(): Promise<void> {
-    this.#endGate();
+    this.#endClosing();
     await this.#queue;
     while (this.#tasks.size > 0) await Promise.all([...this.#tasks]);
   }
 
-  #endGate(): void {
-    this.#gate?.abort();
-    this.#gate = undefined;
+  #endClosing(): void {
+    this.#closing?.abort();
+    this.#closing = undefined;
   }
 
   #serial(fn: () => Promise<void>): Promise<void> {

@@ -9,7 +9,11 @@
  * @module
  */
 import { bounded, type Clock } from "../state/clock.ts";
-import { classifyAcquire, deadlineFrom, gateClosesAt } from "./deadline.ts";
+import {
+  classifyAcquire,
+  deadlineFrom,
+  permissionClosesAt,
+} from "./deadline.ts";
 import {
   mayHaveBeenGranted,
   PossibleGrant,
@@ -161,7 +165,10 @@ export async function acquireLease(
         }
         if (
           clock.now() <
-            gateClosesAt(deadlineFrom(sentAt, ttlSeconds), o.enforceLeadMs ?? 0)
+            permissionClosesAt(
+              deadlineFrom(sentAt, ttlSeconds),
+              o.enforceLeadMs ?? 0,
+            )
         ) {
           return { token: verdict.token, sentAt, sentAtBoot, sentAtWall };
         }

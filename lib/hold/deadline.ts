@@ -35,15 +35,18 @@ export function deadlineFrom(sentAt: number, ttlSeconds: number): number {
 }
 
 /**
- * When the gate closes for a deadline: early enough that the workload is
+ * When the permission closes for a deadline: early enough that the workload is
  * stopped (probe period + timeout + grace, or the signal grace) before the
  * server may give the lease to someone else.
  *
  * @param deadline The lease deadline (monotonic ms).
  * @param enforceLeadMs The enforcement lead.
- * @returns When the gate closes (monotonic ms).
+ * @returns When the permission closes (the marker's `gate_closes_*`) (monotonic ms).
  */
-export function gateClosesAt(deadline: number, enforceLeadMs: number): number {
+export function permissionClosesAt(
+  deadline: number,
+  enforceLeadMs: number,
+): number {
   return deadline - enforceLeadMs;
 }
 
@@ -67,7 +70,7 @@ export function markerDeadlines(
   bootNow: number,
   wallNow: number,
 ): MarkerDeadlines {
-  const closes = gateClosesAt(deadline, enforceLeadMs);
+  const closes = permissionClosesAt(deadline, enforceLeadMs);
   return {
     leaseDeadlineBootMs: bootNow + (deadline - now),
     gateClosesBootMs: bootNow + (closes - now),

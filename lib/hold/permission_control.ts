@@ -30,8 +30,8 @@
  * control.start();
  * const sentAt = systemClock.now();
  * control.confirm(sentAt, "renewed"); // open until deadline - lead
- * assert.equal(control.status().gateOpen, true);
- * assert.equal(control.status().gateClosesAt, sentAt + 10_000);
+ * assert.equal(control.status().permissionOpen, true);
+ * assert.equal(control.status().permissionClosesAt, sentAt + 10_000);
  * control.close("lease lost: held by another holder");
  * assert.equal(control.status().reason, "lease lost: held by another holder");
  * control.stop();
@@ -44,7 +44,11 @@ import type { Clock } from "../state/clock.ts";
 import { GO_MESSAGES } from "../obs/go_messages.ts";
 import type { Enforcer } from "../enforce/enforcer.ts";
 import type { Logger } from "../obs/log.ts";
-import { deadlineFrom, gateClosesAt, markerDeadlines } from "./deadline.ts";
+import {
+  deadlineFrom,
+  markerDeadlines,
+  permissionClosesAt,
+} from "./deadline.ts";
 import { Permission } from "./permission.ts";
 import type { RenewerObserver, RenewerStatus } from "./status.ts";
 
@@ -134,12 +138,12 @@ export class PermissionControl {
   /** The current state, for health checks and metrics. */
   status(): RenewerStatus {
     return {
-      gateOpen: this.#permission.isOpen,
+      permissionOpen: this.#permission.isOpen,
       token: this.#o.token(),
       deadline: this.#deadline,
-      gateClosesAt: this.#deadline === undefined
+      permissionClosesAt: this.#deadline === undefined
         ? undefined
-        : gateClosesAt(this.#deadline, this.#o.enforceLeadMs),
+        : permissionClosesAt(this.#deadline, this.#o.enforceLeadMs),
       reason: this.#permission.reason,
     };
   }
@@ -168,7 +172,7 @@ export class PermissionControl {
   adopt(leftMs: number): boolean {
     const { clock, enforceLeadMs } = this.#o;
     this.#deadline = clock.now() + leftMs;
-    if (clock.now() >= gateClosesAt(this.#deadline, enforceLeadMs)) {
+    if (clock.now() >= permissionClosesAt(this.#deadline, enforceLeadMs)) {
       return false;
     }
     this.#permission.adopt();
@@ -190,14 +194,16 @@ export class PermissionControl {
     const deadline = deadlineFrom(sentAt, ttlSeconds);
     const now = clock.now();
     this.#deadline = deadline;
-    if (now >= gateClosesAt(deadline, enforceLeadMs)) {
+    if (now >= permissionClosesAt(deadline, enforceLeadMs)) {
       logger.warn(
         what === "reacquired" ? GO_MESSAGES.acquireLate : GO_MESSAGES.renewLate,
         {
           detail:
             "the server confirmed the lease too late to let the workload run",
           fencing_token: this.#o.token(),
-          late_by_ms: Math.round(now - gateClosesAt(deadline, enforceLeadMs)),
+          late_by_ms: Math.round(
+            now - permissionClosesAt(deadline, enforceLeadMs),
+          ),
         },
       );
       this.close("the last confirmation arrived after its own deadline");
@@ -253,7 +259,7 @@ export class PermissionControl {
     const deadline = this.#deadline;
     if (
       this.#permission.isOpen && deadline !== undefined &&
-      this.#o.clock.now() >= gateClosesAt(deadline, this.#o.enforceLeadMs)
+      this.#o.clock.now() >= permissionClosesAt(deadline, this.#o.enforceLeadMs)
     ) {
       this.#deadlineReached();
       await this.#permission.whenApplied();
@@ -304,7 +310,8 @@ export class PermissionControl {
     ) {
       return;
     }
-    const wait = gateClosesAt(this.#deadline, enforceLeadMs) - clock.now();
+    const wait = permissionClosesAt(this.#deadline, enforceLeadMs) -
+      clock.now();
     if (wait <= 0) {
       this.#deadlineReached();
       return;

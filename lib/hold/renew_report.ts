@@ -64,10 +64,10 @@ export interface UnconfirmedRenew {
   /** The fencing token that was renewed. */
   token: number;
   /**
-   * Whether the gate is open (the workload runs), and if so in how many ms
+   * Whether the permission is open (the workload runs), and if so in how many ms
    * it closes (undefined when unknown).
    */
-  gate: { open: false } | { open: true; closesInMs: number | undefined };
+  permission: { open: false } | { open: true; closesInMs: number | undefined };
 }
 
 /**
@@ -80,7 +80,7 @@ export function reportUnconfirmed(r: UnconfirmedRenew): void {
   const { logger, failure, token } = r;
   const fix = configFix(failure);
   if (fix !== undefined) r.fixes.report(failure, r.heartbeatMs);
-  if (!r.gate.open) {
+  if (!r.permission.open) {
     // In the lead before the deadline: the workload is stopped already.
     logger.warn(GO_MESSAGES.renewFailed, {
       error: r.reason,
@@ -91,7 +91,7 @@ export function reportUnconfirmed(r: UnconfirmedRenew): void {
     });
     return;
   }
-  const closesIn = r.gate.closesInMs;
+  const closesIn = r.permission.closesInMs;
   logger.warn(
     GO_MESSAGES.renewFailed,
     {

@@ -255,7 +255,7 @@ export class Renewer {
       case "unconfirmed": {
         // Every answer but a grant or a loss is a failure here.
         const closes = this.#control.isOpen
-          ? this.status().gateClosesAt
+          ? this.status().permissionClosesAt
           : undefined;
         reportUnconfirmed({
           logger,
@@ -264,7 +264,7 @@ export class Renewer {
           reason: verdict.reason,
           heartbeatMs,
           token,
-          gate: this.#control.isOpen
+          permission: this.#control.isOpen
             ? {
               open: true,
               closesInMs: closes === undefined
@@ -340,7 +340,7 @@ export class Renewer {
       enforcer: this.#enforcer,
       held: true,
       keepWhenMarkerLeft: false,
-      gateOpen: false,
+      permissionOpen: false,
       token,
       closedAt: this.#control.closedAt,
       deadline: deadlineFrom(sentAt, this.#o.ttlSeconds),
@@ -380,7 +380,7 @@ export class Renewer {
             "its local deadline has passed: it is no longer ours to release",
         }
         : {}),
-      gateOpen: this.#control.isOpen,
+      permissionOpen: this.#control.isOpen,
       token: this.#token,
       closedAt: this.#control.closedAt,
       deadline: this.#control.deadline,

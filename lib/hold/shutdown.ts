@@ -117,9 +117,9 @@ export interface ShutdownReleaseOptions
   notHeldReason?: string;
   /** Whether release on shutdown is configured (for the log line). */
   releaseOnShutdown: boolean;
-  /** Whether the gate is open now (only looked at when not releasing). */
-  gateOpen: boolean;
-  /** Monotonic ms at which the gate closed. */
+  /** Whether the permission is open now (only looked at when not releasing). */
+  permissionOpen: boolean;
+  /** Monotonic ms at which the permission closed. */
   closedAt: number;
   /** Monotonic ms of the local lease deadline, when confirmed. */
   deadline: number | undefined;
@@ -146,7 +146,7 @@ export async function shutdownRelease(
 ): Promise<void> {
   const { clock, logger } = o;
   if (!o.held) {
-    if (!o.gateOpen) await waitForStop(o, o.closedAt);
+    if (!o.permissionOpen) await waitForStop(o, o.closedAt);
     logger.info(GO_MESSAGES.noRelease, {
       reason: !o.releaseOnShutdown
         ? "release on shutdown is off"

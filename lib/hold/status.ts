@@ -13,7 +13,7 @@
  * optional; none may throw.
  */
 export interface RenewerObserver {
-  /** After every state change (gate opened or closed, token changed). */
+  /** After every state change (permission opened or closed, token changed). */
   changed?(status: RenewerStatus): void;
   /** The lease was acquired again after it was lost or refused. */
   reacquired?(token: number): void;
@@ -21,14 +21,14 @@ export interface RenewerObserver {
 
 /** A snapshot of the renewer, for health checks and metrics. */
 export interface RenewerStatus {
-  /** True while the workload may run: the lease is confirmed and the gate is open. */
-  gateOpen: boolean;
+  /** True while the workload may run: the lease is confirmed and the permission is open. */
+  permissionOpen: boolean;
   /** The fencing token held or last held (0: never held). */
   token: number;
-  /** Monotonic ms at which the gate closes, when the lease is confirmed. */
-  gateClosesAt?: number;
+  /** Monotonic ms at which the permission closes, when the lease is confirmed. */
+  permissionClosesAt?: number;
   /** Monotonic ms of the local lease deadline, when the lease is confirmed. */
   deadline?: number;
-  /** Why the gate is closed, when it is; in this project's words only (no server text). */
+  /** Why the permission is closed, when it is; in this project's words only (no server text). */
   reason?: string;
 }

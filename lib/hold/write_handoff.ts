@@ -10,7 +10,7 @@
  */
 import type { Clock } from "../state/clock.ts";
 import type { Config } from "../config/config.ts";
-import { deadlineFrom, gateClosesAt } from "./deadline.ts";
+import { deadlineFrom, permissionClosesAt } from "./deadline.ts";
 import type { AcquiredLease } from "./acquire_loop.ts";
 import { describeFailure, type LeaseClient } from "../lease/rpc.ts";
 import type { Logger } from "../obs/log.ts";
@@ -32,9 +32,15 @@ export function handoffMarker(
   const leaseDeadlineWallMs = deadlineFrom(sent.sentAtWall, config.ttlSeconds);
   return {
     leaseDeadlineBootMs,
-    gateClosesBootMs: gateClosesAt(leaseDeadlineBootMs, config.enforceLeadMs),
+    gateClosesBootMs: permissionClosesAt(
+      leaseDeadlineBootMs,
+      config.enforceLeadMs,
+    ),
     leaseDeadlineWallMs,
-    gateClosesWallMs: gateClosesAt(leaseDeadlineWallMs, config.enforceLeadMs),
+    gateClosesWallMs: permissionClosesAt(
+      leaseDeadlineWallMs,
+      config.enforceLeadMs,
+    ),
   };
 }
 

@@ -1,7 +1,7 @@
 /**
  * A tiny Prometheus registry that writes the text exposition format 0.0.4
  * (counters, gauges, histograms; no dependency). Apart from the
- * `berth_acquire_*` set (`metrics.ts`) because it knows nothing of leases:
+ * `berth_acquire_*` set (`lib/cmd/lease_metrics.ts`) because it knows nothing of leases:
  * it is the format, tested byte for byte.
  *
  * @module

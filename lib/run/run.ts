@@ -297,7 +297,7 @@ export async function runWith(o: RunOptions): Promise<number> {
     let deadline: number | undefined;
     let lateMs: number | undefined;
     const onChange = (st: RenewerStatus) => {
-      if (st.gateOpen) {
+      if (st.permissionOpen) {
         deadline = st.deadline;
       } else if (deadline !== undefined && clock.now() > deadline) {
         lateMs = clock.now() - deadline;

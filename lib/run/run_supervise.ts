@@ -124,8 +124,8 @@ async function whenOpen(
     if (s.renewerFailed.aborted) return EXIT_LEASE_LOST;
     // Open as decided and with every earlier decision applied: a close
     // still queued would stop the command it found attached.
-    if (renewer.status().gateOpen && renewer.applied) return undefined;
-    if (renewer.status().gateOpen) {
+    if (renewer.status().permissionOpen && renewer.applied) return undefined;
+    if (renewer.status().permissionOpen) {
       await Promise.race([
         renewer.whenApplied(),
         aborted(AbortSignal.any([signals.cancelled, s.renewerFailed])),
@@ -217,7 +217,7 @@ export async function supervise(s: Supervision): Promise<number> {
       return EXIT_LEASE_LOST;
     }
     // The gate's close came when run's own would have: run was late.
-    const closesAt = renewer.status().gateClosesAt;
+    const closesAt = renewer.status().permissionClosesAt;
     const unconfirmed = closesAt !== undefined && s.clock.now() >= closesAt;
     if (late !== undefined || (byFence && unconfirmed)) {
       logger.error(
@@ -230,7 +230,7 @@ export async function supervise(s: Supervision): Promise<number> {
       logger.error(
         "the command was stopped by its gate on its own verdict (its reason is logged above: stopping the command)",
       );
-    } else if (renewer.status().gateOpen) {
+    } else if (renewer.status().permissionOpen) {
       logger.warn(
         "the command was stopped, and then the lease was confirmed after all: the confirmation came too late to keep it running",
         { reason: exit.stopReason, code: exit.code },

@@ -19,10 +19,10 @@ import {
 } from "../support/lease_env.ts";
 
 const OPEN: RenewerStatus = {
-  gateOpen: true,
+  permissionOpen: true,
   token: 4,
   deadline: 20_000,
-  gateClosesAt: 16_000,
+  permissionClosesAt: 16_000,
 };
 
 Deno.test("verdict: OK while the gate is open and its closing time is ahead (equal passes)", () => {
@@ -33,7 +33,7 @@ Deno.test("verdict: OK while the gate is open and its closing time is ahead (equ
 Deno.test("verdict: a closed gate fails with the renewer's reason", () => {
   assert.deepEqual(
     healthVerdict({
-      gateOpen: false,
+      permissionOpen: false,
       token: 4,
       reason: "lease lost: the server refused the renewal",
     }, 1),
@@ -42,7 +42,7 @@ Deno.test("verdict: a closed gate fails with the renewer's reason", () => {
       reason: "lease gate closed: lease lost: the server refused the renewal",
     },
   );
-  assert.deepEqual(healthVerdict({ gateOpen: false, token: 0 }, 1), {
+  assert.deepEqual(healthVerdict({ permissionOpen: false, token: 0 }, 1), {
     kind: "Absent",
     reason: "lease gate closed: the lease is not held",
   });
@@ -55,7 +55,7 @@ Deno.test("verdict: an open gate past its closing time is stale (the renewer did
       "lease stale: gate deadline passed 1s ago; the renewer has not confirmed the lease and has not stopped the workload",
   });
   assert.equal(
-    healthVerdict({ gateOpen: true, token: 4 }, 0).kind,
+    healthVerdict({ permissionOpen: true, token: 4 }, 0).kind,
     "Stale",
   );
 });
@@ -77,7 +77,7 @@ Deno.test("handler: 200 ok / 503 reason on /healthz, HEAD without body, 404 and 
   assert.equal(res.headers.get("content-type"), "text/plain; charset=utf-8");
   assert.equal(res.headers.get("cache-control"), "no-store");
 
-  status = { gateOpen: false, token: 4, reason: "lease lost: gone" };
+  status = { permissionOpen: false, token: 4, reason: "lease lost: gone" };
   res = h(new Request("http://x/healthz?verbose=1"));
   assert.equal(res.status, 503);
   assert.equal(await res.text(), "lease gate closed: lease lost: gone\n");

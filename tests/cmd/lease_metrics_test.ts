@@ -156,10 +156,10 @@ Deno.test("berth_acquire_*: the full exposition for a held lease, exactly", asyn
   await client.renew("prod/a", 7, 10, never);
   await client.release("prod/a", 7, never);
   now.status = {
-    gateOpen: true,
+    permissionOpen: true,
     token: 7,
     deadline: clock.t + 8_500,
-    gateClosesAt: clock.t + 6_500,
+    permissionClosesAt: clock.t + 6_500,
   };
   m.countEnforcement("marker_written");
   assert.equal(
@@ -222,15 +222,15 @@ Deno.test("before any lease the gauges read 0; a passed deadline reads negative"
   assert.equal(sample(text, "berth_acquire_lease_held"), "0");
   assert.equal(sample(text, "berth_acquire_fencing_token"), "0");
   assert.equal(sample(text, "berth_acquire_lease_deadline_seconds"), "0");
-  status = { gateOpen: false, token: 3, reason: "lease lost: x" };
+  status = { permissionOpen: false, token: 3, reason: "lease lost: x" };
   text = m.render();
   assert.equal(sample(text, "berth_acquire_fencing_token"), "3");
   assert.equal(sample(text, "berth_acquire_lease_deadline_seconds"), "0");
   status = {
-    gateOpen: false,
+    permissionOpen: false,
     token: 3,
     deadline: clock.t - 1_250,
-    gateClosesAt: clock.t - 5_250,
+    permissionClosesAt: clock.t - 5_250,
     reason: "not confirmed",
   };
   assert.equal(
@@ -247,8 +247,12 @@ Deno.test("losses count gate closings on a held lease, but not the release at sh
     isStopping: () => stopping,
   });
   const o = m.observer();
-  const open: RenewerStatus = { gateOpen: true, token: 1 };
-  const closed: RenewerStatus = { gateOpen: false, token: 1, reason: "x" };
+  const open: RenewerStatus = { permissionOpen: true, token: 1 };
+  const closed: RenewerStatus = {
+    permissionOpen: false,
+    token: 1,
+    reason: "x",
+  };
   o.changed!(closed); // never opened: confirming a handoff is no loss
   o.changed!(open);
   o.changed!(open);
@@ -313,10 +317,10 @@ Deno.test("berth_acquire_lease_info names the lease, namespace and holder; the d
   const clock = { now: () => 1_000.000_123 };
   const m = new LeaseMetrics({
     status: () => ({
-      gateOpen: true,
+      permissionOpen: true,
       token: 3,
       deadline: 8_043.313_159,
-      gateClosesAt: 4_000,
+      permissionClosesAt: 4_000,
     }),
     clock,
     lease: { lease: "db", namespace: "prod", holder: 'vm1/pid:7:uid:"x"' },

@@ -56,10 +56,10 @@ Deno.test("permission control: a confirmation opens until deadline minus lead; t
   c.confirm(sentAt, "renewed");
   const closesAt = sentAt + TTL_S * 1000 - LEAD_MS;
   assert.deepEqual(c.status(), {
-    gateOpen: true,
+    permissionOpen: true,
     token: 4,
     deadline: sentAt + TTL_S * 1000,
-    gateClosesAt: closesAt,
+    permissionClosesAt: closesAt,
     reason: undefined,
   });
   assert.ok(lines.some((l) => l.includes("INFO") && l.includes("renewed")));
@@ -75,7 +75,7 @@ Deno.test("permission control: a confirmation opens until deadline minus lead; t
   await c.whenApplied();
   assert.equal(enforcer.events.length, 2);
   assert.match(enforcer.events[1], /^close the lease was not confirmed/);
-  assert.deepEqual(seen.map((s) => s.gateOpen), [true, false]);
+  assert.deepEqual(seen.map((s) => s.permissionOpen), [true, false]);
   c.stop();
   assert.equal(clock.nextWake(), undefined, "no timer left");
 });

@@ -48,7 +48,7 @@ export const BASE_ENV: Record<string, string> = {
 };
 
 const RUNTIME_TTL =
-  "this helper needs heartbeat + enforcement lead < TTL in runtime-singleton mode (README, Upgrading: New validation)";
+  "this helper needs heartbeat + enforcement lead < TTL in runtime-singleton mode (docs/compatibility.md, Upgrading from the Go helper: New validation)";
 const KEY_CHECK =
   "this helper validates the lease key at start-up instead of retrying against the server's 400";
 
