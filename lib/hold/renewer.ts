@@ -210,7 +210,14 @@ export class Renewer {
 
   #adoptHandoff(): void {
     const { store, holder, logger, clock, ttlSeconds } = this.#o;
-    const handoff = readHandoff(store, holder, clock, ttlSeconds, logger);
+    const handoff = readHandoff(
+      store,
+      holder,
+      clock,
+      ttlSeconds,
+      logger,
+      this.#o.role === "run",
+    );
     if (handoff.kind === "none") {
       this.#close(handoff.reason);
       return;
