@@ -261,6 +261,19 @@ export class Renewer {
         return;
       case "unconfirmed": {
         // Every answer but a grant or a loss is a failure here.
+        const deadline = this.#control.deadline;
+        if (deadline !== undefined && clock.now() >= deadline) {
+          // Failed at (or after) the local deadline: the Go helper's line
+          // for a renewal failing past expiry; the next tick reacquires.
+          logger.warn(GO_MESSAGES.renewPastExpiry, {
+            error: verdict.reason,
+            detail:
+              "the lease was not confirmed by its local deadline: the workload stays stopped until the lease is acquired again",
+            fencing_token: token,
+          });
+          this.#close("the lease was not confirmed by its local deadline");
+          return;
+        }
         const closes = this.#control.isOpen
           ? this.status().gateClosesAt
           : undefined;

@@ -422,6 +422,16 @@ Deno.test("a hung renew is abandoned at the lease deadline", async () => {
   assert.equal(hung.signal.aborted, true, "bounded by the deadline");
   assert.equal(hung.done, true);
   await settle();
+  // The first failure is inside the TTL, the abandoned one at its end: the
+  // Go helper's line for each.
+  const failures = h.logs.map((l) => JSON.parse(l)).filter((r) =>
+    r.msg.startsWith("renew fail")
+  ).map((r) => `${r.level} ${r.msg}`);
+  assert.deepEqual(failures, [
+    "WARN renew failed; still within lease TTL, will retry",
+    "WARN renew failing past lease expiry; enforcing",
+  ]);
+  assert.equal(h.enforcer.open_, false);
   await stop(h);
 });
 
