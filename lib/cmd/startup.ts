@@ -30,6 +30,7 @@ import {
 import { configFlagsHelp, formatExtraFlagsHelp } from "../config/help.ts";
 import type { GraceRoom, LeadDefault } from "../config/lead.ts";
 import {
+  CONFIG_SETTINGS,
   type ConfigFlagName,
   type ConfigFlags,
   settingOf,
@@ -111,6 +112,45 @@ export interface StartOptions {
   writeError?: (line: string) => void;
   /** Where the help text goes; default stdout. */
   writeOut?: (text: string) => void;
+  /**
+   * The configuration variables that are set but not valid UTF-8 (which
+   * the environment record cannot hold); default
+   * {@linkcode unreadableVariables} of the process.
+   */
+  unreadableEnv?: readonly string[];
+}
+
+/**
+ * The configuration variables (`BERTH_*`, `POD_*`) that are set but are not
+ * valid UTF-8. `Deno.env.toObject()` leaves such a variable out, so without
+ * this check a `BERTH_HOLDER_IDENTITY` with a stray byte would silently count
+ * as unset (and another holder be derived), where the Go helper uses it.
+ *
+ * @param get Reads one variable; throws when it is not valid UTF-8.
+ * Default `Deno.env.get`.
+ * @returns The names, in the settings table's order.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * const get = (name: string) => {
+ *   if (name === "BERTH_HOLDER_IDENTITY") throw new TypeError("not valid unicode");
+ *   return undefined;
+ * };
+ * assert.deepEqual(unreadableVariables(get), ["BERTH_HOLDER_IDENTITY"]);
+ * ```
+ */
+export function unreadableVariables(
+  get: (name: string) => string | undefined = (n) => Deno.env.get(n),
+): string[] {
+  return CONFIG_SETTINGS.map((s) => s.env).filter((name) => {
+    try {
+      get(name);
+      return false;
+    } catch {
+      return true;
+    }
+  });
 }
 
 /**
@@ -226,6 +266,15 @@ export function start(
     return 0;
   }
   warnUnknownVariables(base, env);
+  const unreadable = options.unreadableEnv ?? unreadableVariables();
+  if (unreadable.length > 0) {
+    configProblem(
+      `${
+        unreadable[0]
+      } is not valid UTF-8; set it to UTF-8 text (a setting that cannot be read is never taken as unset)`,
+    );
+    return EXIT_FAILURE;
+  }
   // Settings the subcommand does not use are not read (nor validated).
   const ignored = (spec.unused?.settings ?? [])
     .filter((f) => !spec.unused?.envRead?.includes(f))

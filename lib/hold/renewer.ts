@@ -210,7 +210,14 @@ export class Renewer {
 
   #adoptHandoff(): void {
     const { store, holder, logger, clock, ttlSeconds } = this.#o;
-    const handoff = readHandoff(store, holder, clock, ttlSeconds, logger);
+    const handoff = readHandoff(
+      store,
+      holder,
+      clock,
+      ttlSeconds,
+      logger,
+      this.#o.role === "run",
+    );
     if (handoff.kind === "none") {
       this.#close(handoff.reason);
       return;
@@ -254,6 +261,19 @@ export class Renewer {
         return;
       case "unconfirmed": {
         // Every answer but a grant or a loss is a failure here.
+        const deadline = this.#control.deadline;
+        if (deadline !== undefined && clock.now() >= deadline) {
+          // Failed at (or after) the local deadline: the Go helper's line
+          // for a renewal failing past expiry; the next tick reacquires.
+          logger.warn(GO_MESSAGES.renewPastExpiry, {
+            error: verdict.reason,
+            detail:
+              "the lease was not confirmed by its local deadline: the workload stays stopped until the lease is acquired again",
+            fencing_token: token,
+          });
+          this.#close("the lease was not confirmed by its local deadline");
+          return;
+        }
         const closes = this.#control.isOpen
           ? this.status().permissionClosesAt
           : undefined;

@@ -48,6 +48,8 @@ export type Handoff =
  * @param clock For the boot-time and wall clocks the marker is written on.
  * @param ttlSeconds The configured TTL, bounding a trusted deadline.
  * @param logger Where refusals go.
+ * @param quiet Says an absent handoff at DEBUG rather than WARN (`run`,
+ * which never has one).
  * @returns What the renewer may adopt.
  */
 export function readHandoff(
@@ -56,19 +58,31 @@ export function readHandoff(
   clock: Clock,
   ttlSeconds: number,
   logger: Logger,
+  quiet = false,
 ): Handoff {
   let fileHolder: string | undefined;
   let token: number | undefined;
+  let unreadable: unknown;
   try {
     fileHolder = store.readHolder();
     token = store.readToken();
   } catch (e) {
-    logger.warn(GO_MESSAGES.noHandoff, {
-      detail: "cannot read the init container's handoff; acquiring afresh",
-      error: e,
-    });
+    unreadable = e;
   }
   if (fileHolder === undefined || token === undefined) {
+    // The Go helper's line for every handoff it does not adopt, an absent
+    // one included (`run`, which has none by design, says it at DEBUG).
+    (quiet && unreadable === undefined ? logger.debug : logger.warn)(
+      GO_MESSAGES.noHandoff,
+      {
+        detail: unreadable !== undefined
+          ? "cannot read the init container's handoff; acquiring afresh"
+          : fileHolder === undefined
+          ? "no lease handed over by the init container; acquiring afresh"
+          : "the state volume has a holder but no token; acquiring afresh",
+        error: unreadable,
+      },
+    );
     return {
       kind: "none",
       reason: "no lease handed over by the init container; acquiring",

@@ -9,6 +9,7 @@ import {
   type CommandSpec,
   start,
   type Started,
+  unreadableVariables,
 } from "../../lib/cmd/startup.ts";
 import { RUN_ROLE } from "../../lib/run/run_role.ts";
 
@@ -283,4 +284,23 @@ Deno.test('start: acquire and renew report a configuration error as the Go helpe
     rec.error,
     "invalid configuration: unknown flag --nope; run with --help for the list",
   );
+});
+
+Deno.test("start: a configuration variable that is not valid UTF-8 is refused, never taken as unset", () => {
+  const err: string[] = [];
+  // The record cannot hold it: the explicit holder is missing from it.
+  const result = start(SPEC, [], BASE, {
+    writeError: (l) => err.push(l),
+    unreadableEnv: ["BERTH_HOLDER_IDENTITY"],
+  });
+  assert.equal(result, 1);
+  assert.match(
+    err.join(""),
+    /invalid configuration: BERTH_HOLDER_IDENTITY is not valid UTF-8/,
+  );
+  const get = (name: string) => {
+    if (name === "POD_UID") throw new TypeError("not valid unicode");
+    return name === "BERTH_LEASE_NAME" ? "web" : undefined;
+  };
+  assert.deepEqual(unreadableVariables(get), ["POD_UID"]);
 });

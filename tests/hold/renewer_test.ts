@@ -264,6 +264,38 @@ for (
   });
 }
 
+for (
+  const [name, setup] of [
+    ["no handoff at all", () => {}],
+    ["a holder file but no token file", (s: MemoryStore) => {
+      s.holder = HOLDER;
+    }],
+    ["a foreign holder", (s: MemoryStore) => {
+      s.holder = "prod/pod:web-1:uid:2222";
+      s.token = 5;
+    }],
+    ["an unreadable token", (s: MemoryStore) => {
+      s.holder = HOLDER;
+      s.token = new Error("token file: 0 is not a positive int32");
+    }],
+  ] as const
+) {
+  Deno.test(`${name}: the Go helper's "no matching lease handoff" WARN, once, before acquiring`, async () => {
+    const h = start(setup);
+    await settle();
+    const lines = h.logs.map((l) => JSON.parse(l)).filter((r) =>
+      r.msg ===
+        "no matching lease handoff; gating before acquiring as the configured holder"
+    );
+    assert.equal(lines.length, 1, h.logs.join("\n"));
+    assert.equal(lines[0].level, "WARN");
+    assert.equal(h.client.pending()?.rpc, "acquire");
+    h.client.pending()!.answer({ kind: "acquired", lease: record(HOLDER, 6) });
+    await settle();
+    await stop(h);
+  });
+}
+
 Deno.test("the sidecar does not take a lease another pod holds under the same holder identity", async () => {
   const h = start(() => {}); // nothing handed over: acquire as itself
   const t0 = h.clock.now();
@@ -390,6 +422,16 @@ Deno.test("a hung renew is abandoned at the lease deadline", async () => {
   assert.equal(hung.signal.aborted, true, "bounded by the deadline");
   assert.equal(hung.done, true);
   await settle();
+  // The first failure is inside the TTL, the abandoned one at its end: the
+  // Go helper's line for each.
+  const failures = h.logs.map((l) => JSON.parse(l)).filter((r) =>
+    r.msg.startsWith("renew fail")
+  ).map((r) => `${r.level} ${r.msg}`);
+  assert.deepEqual(failures, [
+    "WARN renew failed; still within lease TTL, will retry",
+    "WARN renew failing past lease expiry; enforcing",
+  ]);
+  assert.equal(h.enforcer.open_, false);
   await stop(h);
 });
 
