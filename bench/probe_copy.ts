@@ -17,22 +17,16 @@
 import { installPortableCheck } from "../lib/probe/install.ts";
 import { StateDir } from "../lib/state/state_dir.ts";
 import { baseEnv } from "../sim/cli.ts";
+import { shortTempDir } from "../tests/support/short_dir.ts";
 import { type Exec, measureExec, Report, stats } from "./measure.ts";
 
 /** A fresh directory `/tmp/XX` (7 bytes), or an error when none is free. */
 function shortDir(): string {
-  const chars = "abcdefghijklmnopqrstuvwxyz0123456789";
-  for (let i = 0; i < 500; i++) {
-    const pick = () => chars[Math.floor(Math.random() * chars.length)];
-    const dir = `/tmp/${pick()}${pick()}`;
-    try {
-      Deno.mkdirSync(dir);
-      return dir;
-    } catch (e) {
-      if (!(e instanceof Deno.errors.AlreadyExists)) throw e;
-    }
+  const dir = shortTempDir();
+  if (dir === undefined) {
+    throw new Error("no free /tmp/XX directory for the rewritten probe");
   }
-  throw new Error("no free /tmp/XX directory for the rewritten probe");
+  return dir;
 }
 
 /**

@@ -12,6 +12,7 @@
  *
  * @module
  */
+import { STATE_FILES } from "../state/state_files.ts";
 import {
   type ByteSource,
   ElfError,
@@ -229,7 +230,7 @@ export async function installPortableCheck(
     fill: copyExecutable(c.from),
   }));
   files.push({
-    name: "check",
+    name: STATE_FILES.check,
     async fill(tmp) {
       await copyExecutable(from)(tmp);
       if (plan.patches.length === 0) return;

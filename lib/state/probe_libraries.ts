@@ -11,6 +11,7 @@
  *
  * @module
  */
+import { STATE_FILES } from "./state_files.ts";
 
 /** The interpreter's file name in the state directory. */
 export const LOADER_FILE = "ld.so";
@@ -19,12 +20,7 @@ export const LOADER_FILE = "ld.so";
 export const LIBRARY_FILE_PATTERN = "[A-Za-z0-9_+-]{1,64}";
 
 /** The state files whose names a library may not take. */
-const RESERVED: ReadonlySet<string> = new Set([
-  "holder",
-  "token",
-  "healthy",
-  "check",
-]);
+const RESERVED: ReadonlySet<string> = new Set(Object.values(STATE_FILES));
 
 /**
  * The file name in the state directory for a needed library.

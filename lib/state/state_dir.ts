@@ -50,14 +50,7 @@ import {
   writeAtomic,
 } from "./atomic_write.ts";
 import { LIBRARY_FILE_PATTERN, LOADER_FILE } from "./probe_libraries.ts";
-
-/** The file names in the state directory; fixed by the webhook and the probe argv. */
-const STATE_FILES = {
-  holder: "holder",
-  token: "token",
-  marker: "healthy",
-  check: "check",
-} as const;
+import { STATE_FILES } from "./state_files.ts";
 
 /** The largest holder read or written; the API allows 253 bytes, so this is generous. */
 const HOLDER_MAX_BYTES = 1024;

@@ -272,6 +272,7 @@ Deno.test("status loads only the state modules it reads with: no configuration, 
     "lib/state/probe_libraries.ts",
     "lib/state/snapshot.ts",
     "lib/state/state_dir.ts",
+    "lib/state/state_files.ts",
   ]);
 });
 
