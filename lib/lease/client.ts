@@ -59,7 +59,7 @@ export interface HttpLeaseClientOptions {
   apiServer: string;
   /** The lease every call of this client is about. */
   key: LeaseKey;
-  /** The bearer token source; without one no Authorization header is sent. */
+  /** Where the API key comes from; without one no Authorization header is sent. */
   auth?: ApiKeySource;
   /**
    * A PEM file of CA certificates trusted in addition to the system's trust
