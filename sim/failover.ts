@@ -143,7 +143,8 @@ export class FailoverDriver {
    * write, heals the fault and replaces pods as needed. `bound` limits the
    * whole round. With `keepOldMs`, the old holder is stopped only that long
    * after the round (in the background), so its kubelet restarts its main
-   * container again after a crash-loop back-off step, beside the new holder.
+   * container again after a crash-loop back-off step, beside the new holder;
+   * its fault stays until then, so its sidecar cannot win the lease back.
    */
   async round(
     fault: Fault,
@@ -199,27 +200,39 @@ export class FailoverDriver {
     }
     // The round ends when a token granted after the injection is in use.
     const before = this.#key;
+    const standby = this.#standby?.name;
     let grant: { pod: string; token: number; at: number } | undefined;
-    await lab.waitFor("a new token to be granted", () => {
-      const g = lab.server.events.find((e) =>
-        e.at >= injectedAt && e.kind === "acquired" && keyOf(e) !== before
-      );
-      if (!g) return false;
-      const pod = lab.pods.find((p) => p.holder === g.holder);
-      if (!pod) return false;
-      grant = { pod: pod.name, token: g.token, at: g.at };
-      this.#key = keyOf(g);
-      return true;
-    }, bound);
+    await lab.waitFor(
+      `a new token to be granted (fault on ${holder.name}, standby ${standby})`,
+      () => {
+        const g = lab.server.events.find((e) =>
+          e.at >= injectedAt && e.kind === "acquired" && keyOf(e) !== before
+        );
+        if (!g) return false;
+        const pod = lab.pods.find((p) => p.holder === g.holder);
+        if (!pod) return false;
+        grant = { pod: pod.name, token: g.token, at: g.at };
+        this.#key = keyOf(g);
+        return true;
+      },
+      bound,
+    );
     const g = grant!;
     const first = await lab.waitForLine(
-      `${g.pod}'s workload to write token ${g.token}`,
+      `${g.pod}'s workload to write token ${g.token} (fault on ${holder.name}, standby ${standby})`,
       (l) => l.pod === g.pod && l.token === g.token && l.at >= g.at,
       bound,
     );
-    // Heal.
-    proxy.set({ kind: "pass" });
-    holder.releaseSidecar();
+    // Heal, unless the old holder lost the lease and lingers: its fault
+    // stays until it is stopped, as a replaced pod cut off stays cut off.
+    // Healed, its sidecar would compete for the lease again (it reacquires
+    // after a loss, as the Go helper's does) and could win the next round
+    // with a pod that is about to stop, whose workload never writes.
+    const lingers = g.pod !== holder.name && (o.keepOldMs ?? 0) > 0;
+    if (!lingers) {
+      proxy.set({ kind: "pass" });
+      holder.releaseSidecar();
+    }
     const result: RoundResult = {
       fault,
       from: holder.name,

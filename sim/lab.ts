@@ -136,9 +136,30 @@ export class Lab implements AsyncDisposable {
     for (;;) {
       const hit = (await this.#reader.all()).find(pred);
       if (hit) return hit;
-      if (signal.aborted) throw new Error(`timed out waiting for ${what}`);
+      if (signal.aborted) throw this.#timedOut(what);
       await aborted(AbortSignal.any([signal, AbortSignal.timeout(50)]));
     }
+  }
+
+  /**
+   * The error of a wait that timed out: names `what`, then the last
+   * {@linkcode RECENT_EVENTS} events of every pod `what` names (and the
+   * server's grants and renewals of those pods), so a failure explains itself.
+   */
+  #timedOut(what: string): Error {
+    const lines = [`timed out waiting for ${what}`];
+    for (const p of this.pods) {
+      if (!new RegExp(`\\b${p.name}\\b`).test(what)) continue;
+      lines.push(`recent events of ${p.name} (ms since the lab started):`);
+      for (const e of p.events.slice(-RECENT_EVENTS)) {
+        lines.push(`  ${formatEvent(e, this.startedAt)}`);
+      }
+      const lease = this.server.events.filter((e) => e.holder === p.holder)
+        .slice(-RECENT_EVENTS / 4)
+        .map((e) => `${e.at - this.startedAt} ${e.kind} ${e.epoch}:${e.token}`);
+      lines.push(`  server, last for ${p.name}: ${lease.join(", ") || "none"}`);
+    }
+    return new Error(lines.join("\n"));
   }
 
   /** Polls `cond` every 50 ms until it holds; rejects when `signal` aborts first. */
@@ -148,7 +169,7 @@ export class Lab implements AsyncDisposable {
     signal: AbortSignal,
   ): Promise<void> {
     while (!(await cond())) {
-      if (signal.aborted) throw new Error(`timed out waiting for ${what}`);
+      if (signal.aborted) throw this.#timedOut(what);
       await aborted(AbortSignal.any([signal, AbortSignal.timeout(50)]));
     }
   }
@@ -239,6 +260,37 @@ export class Lab implements AsyncDisposable {
   /** Same as {@linkcode Lab.close}. */
   [Symbol.asyncDispose](): Promise<void> {
     return this.close();
+  }
+}
+
+/** How many of a pod's last events a timed-out wait shows. */
+const RECENT_EVENTS = 40;
+
+/** One pod event on one line, its time relative to `origin` (wall ms). */
+export function formatEvent(e: PodEvent, origin: number): string {
+  const t = `${e.at - origin}`;
+  switch (e.kind) {
+    case "start":
+      return `${t} start ${e.container}#${e.restart} pid ${e.pid}` +
+        (e.leased === undefined ? "" : e.leased ? " leased" : " unleased");
+    case "exit":
+      return `${t} exit ${e.container}#${e.restart} code ${e.code}` +
+        `${e.signal ? ` ${e.signal}` : ""} (${e.cause})`;
+    case "probe-failed":
+      return `${t} probe failed #${e.restart}: ${e.output}`;
+    case "probe-passed":
+      return `${t} probe passed #${e.restart}`;
+    case "restart-scheduled":
+      return `${t} restart ${e.container} in ${e.delayMs} ms`;
+    case "log": {
+      const { msg, level, time: _t, ...rest } = e.record;
+      const extra = Object.entries(rest).map(([k, v]) =>
+        `${k}=${typeof v === "string" ? v : JSON.stringify(v)}`
+      ).join(" ");
+      return `${t} ${e.container} ${level ?? ""} ${msg}${
+        extra ? ` ${extra.slice(0, 200)}` : ""
+      }`;
+    }
   }
 }
 

@@ -239,3 +239,40 @@ for (const enforce of ["probe", "signal"] as const) {
     },
   });
 }
+
+Deno.test({
+  name:
+    "a Lab wait that times out names the pod's recent events and the server's grants for it",
+  sanitizeOps: false,
+  sanitizeResources: false,
+  async fn() {
+    await using lab = await Lab.start({
+      enforce: "probe",
+      ttlSeconds: TTL_SECONDS,
+      heartbeatSeconds: 1,
+      probe: PROBE,
+    });
+    const pod = await lab.addPod("pod-a", AbortSignal.timeout(30_000));
+    await lab.waitFor(
+      "pod-a's main container to start",
+      () =>
+        pod.events.some((e) => e.kind === "start" && e.container === "main"),
+      AbortSignal.timeout(60_000),
+    );
+    const err = await lab.waitForLine(
+      "pod-a's workload to write token 99",
+      () => false,
+      AbortSignal.timeout(100),
+    ).then(() => undefined, (e: Error) => e);
+    assert.ok(err);
+    const text = err.message;
+    assert.match(
+      text,
+      /^timed out waiting for pod-a's workload to write token 99\n/,
+    );
+    assert.match(text, /recent events of pod-a/);
+    assert.match(text, /\d+ exit acquire#0 code 0 \(own\)/);
+    assert.match(text, /\d+ start main#0 pid \d+/);
+    assert.match(text, /server, last for pod-a: \d+ acquired 0:1/);
+  },
+});

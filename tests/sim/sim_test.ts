@@ -21,6 +21,7 @@ import {
   parseJournal,
 } from "../../sim/workload.ts";
 import { spawnLocal } from "../../sim/host.ts";
+import { formatEvent } from "../../sim/lab.ts";
 import { waitFor } from "../support/wait.ts";
 
 Deno.test("the kubelet back-off restarts at once, then 10 s doubling to a 300 s cap", () => {
@@ -435,4 +436,60 @@ Deno.test("the fault proxy passes, blackholes, drops and delays traffic as told"
     await proxy.close();
     await echo.close();
   }
+});
+
+Deno.test("a timed-out wait shows each pod event on one line: exits with code and cause, log records by msg", () => {
+  const at = 1_000_500;
+  const base = { at, pod: "pod-g" };
+  assert.deepEqual(
+    [
+      formatEvent({
+        ...base,
+        kind: "exit",
+        container: "main",
+        restart: 2,
+        code: 77,
+        signal: null,
+        cause: "liveness",
+      }, 1_000_000),
+      formatEvent({
+        ...base,
+        kind: "start",
+        container: "main",
+        restart: 3,
+        pid: 74,
+        leased: false,
+      }, 1_000_000),
+      formatEvent({
+        ...base,
+        kind: "restart-scheduled",
+        container: "main",
+        delayMs: 20_000,
+      }, 1_000_000),
+      formatEvent({
+        ...base,
+        kind: "probe-failed",
+        restart: 2,
+        output: "health marker absent",
+      }, 1_000_000),
+      formatEvent({
+        ...base,
+        kind: "log",
+        container: "renew",
+        record: {
+          time: "t",
+          level: "INFO",
+          msg: "lease reacquired; main container released",
+          fencing_token: 3,
+        },
+      }, 1_000_000),
+    ],
+    [
+      "500 exit main#2 code 77 (liveness)",
+      "500 start main#3 pid 74 unleased",
+      "500 restart main in 20000 ms",
+      "500 probe failed #2: health marker absent",
+      "500 renew INFO lease reacquired; main container released fencing_token=3",
+    ],
+  );
 });
