@@ -19,6 +19,7 @@ import {
   type ResolveOptions,
 } from "../config/config.ts";
 import { givenSettings } from "../config/given.ts";
+import { unreadableVariables } from "../config/unreadable_env.ts";
 import { type MissingSetting, missingSettings } from "../config/missing.ts";
 import { ConfigError } from "../config/error.ts";
 import {
@@ -30,7 +31,6 @@ import {
 import { configFlagsHelp, formatExtraFlagsHelp } from "../config/help.ts";
 import type { GraceRoom, LeadDefault } from "../config/lead.ts";
 import {
-  CONFIG_SETTINGS,
   type ConfigFlagName,
   type ConfigFlags,
   settingOf,
@@ -47,6 +47,8 @@ export interface Started {
   config: Config;
   /** The subcommand's own flags (see {@linkcode ExtraFlag}). */
   extra: Record<string, string | boolean | undefined>;
+  /** With `CommandSpec.command`: the words after `--`; else empty. */
+  command: string[];
   /** The settings given explicitly, by env or flag (the rest took defaults). */
   given: ReadonlySet<ConfigFlagName>;
   /** Logs with `lease`, `namespace` and `holder` on every line. */
@@ -75,8 +77,12 @@ export interface CommandSpec {
   hiddenSettings?: readonly ConfigFlagName[];
   /** Defaults its help text states differently, by flag. */
   helpDefaults?: Partial<Record<ConfigFlagName, string>>;
-  /** Appended to every configuration error, e.g. how the command line is shaped. */
-  problemHint?: string;
+  /**
+   * Takes a command after `--` (`run`): `hint` says where it goes, to a
+   * stray word and, appended, to every configuration error while the
+   * command is missing.
+   */
+  command?: { hint: string };
   /** The grace when none is configured (see `ResolveOptions.graceDefault`). */
   graceDefault?: (room: GraceRoom) => number;
   /** Derive a holder from the host when no holder and no pod fact is given. */
@@ -118,39 +124,6 @@ export interface StartOptions {
    * {@linkcode unreadableVariables} of the process.
    */
   unreadableEnv?: readonly string[];
-}
-
-/**
- * The configuration variables (`BERTH_*`, `POD_*`) that are set but are not
- * valid UTF-8. `Deno.env.toObject()` leaves such a variable out, so without
- * this check a `BERTH_HOLDER_IDENTITY` with a stray byte would silently count
- * as unset (and another holder be derived), where the Go helper uses it.
- *
- * @param get Reads one variable; throws when it is not valid UTF-8.
- * Default `Deno.env.get`.
- * @returns The names, in the settings table's order.
- *
- * @example
- * ```ts
- * import assert from "node:assert/strict";
- * const get = (name: string) => {
- *   if (name === "BERTH_HOLDER_IDENTITY") throw new TypeError("not valid unicode");
- *   return undefined;
- * };
- * assert.deepEqual(unreadableVariables(get), ["BERTH_HOLDER_IDENTITY"]);
- * ```
- */
-export function unreadableVariables(
-  get: (name: string) => string | undefined = (n) => Deno.env.get(n),
-): string[] {
-  return CONFIG_SETTINGS.map((s) => s.env).filter((name) => {
-    try {
-      get(name);
-      return false;
-    } catch {
-      return true;
-    }
-  });
 }
 
 /**
@@ -202,7 +175,10 @@ export function start(
   let lineProblem: ConfigError | undefined;
   let given: ConfigFlags;
   try {
-    line = parseCommandLine(args, flags);
+    line = parseCommandLine(args, flags, {
+      takesCommand: spec.command !== undefined,
+      positionalHint: spec.command?.hint,
+    });
     given = line.flags;
   } catch (e) {
     if (!(e instanceof CommandLineError)) throw e;
@@ -212,9 +188,13 @@ export function start(
   const format = earlyLogFormat(env, given["log-format"]);
   const writeError = options.writeError;
   const base = createLogger({ format, write: writeError });
+  // A stray word is told where the command goes by the parser itself.
+  const hint = line !== undefined && !line.command?.length
+    ? spec.command?.hint
+    : undefined;
   const configProblem = (problem: string, missing: MissingSetting[] = []) => {
     const message = `invalid configuration: ${problem}${
-      spec.problemHint === undefined ? "" : `; ${spec.problemHint}`
+      hint === undefined ? "" : `; ${hint}`
     }`;
     const all = missing.length > 1
       ? `missing settings: ${missing.map(missingText).join(", ")}`
@@ -322,6 +302,7 @@ export function start(
   return {
     config,
     extra: line.extra,
+    command: line.command ?? [],
     given: givenSettings(env, line.flags),
     logger,
     configProblem,

@@ -55,19 +55,34 @@ export interface CommandLine {
    * A malformed boolean value is already rejected.
    */
   extra: Record<string, string | boolean | undefined>;
+  /**
+   * With `takesCommand`: the words after the first `--` that is not a
+   * flag's value (the command to run); undefined when there was no `--`.
+   */
+  command?: string[];
+}
+
+/** Options for {@linkcode parseCommandLine}. */
+export interface CommandLineOptions {
+  /** Words after `--` are a command to run (`run`); default: nothing may follow `--`. */
+  takesCommand?: boolean;
+  /** What a stray word is told, e.g. where the command goes. */
+  positionalHint?: string;
 }
 
 /**
  * Splits a subcommand's arguments into configuration flags and the
  * subcommand's `extraOptions`, with Go `flag` package syntax (see the module
- * doc). Positional arguments are refused. Use this and then `resolveConfig`
+ * doc). Positional arguments are refused; with `takesCommand` the words
+ * after `--` are the command (a flag's value may itself be `--`). Use this and then `resolveConfig`
  * (config.ts) when the subcommand has flags of its own (such as `--help`,
  * which must work without a valid configuration); otherwise `loadConfig`
  * does both.
  *
  * @param args The subcommand's arguments (after the subcommand's name).
  * @param extraOptions The subcommand's own flags, by name.
- * @returns The configuration flags and the extra flags given.
+ * @param options Whether a command follows `--`, and the hint for a stray word.
+ * @returns The configuration flags, the extra flags given and the command.
  * @throws {CommandLineError} For an unknown flag (naming the nearest known one), a
  * missing value, a malformed boolean or an unexpected argument; it never
  * echoes a flag's value.
@@ -81,11 +96,18 @@ export interface CommandLine {
  * });
  * assert.deepEqual(line.flags, { "ttl-seconds": "30" });
  * assert.deepEqual(line.extra, { help: true });
+ * // A command after --; the first -- here is --holder-identity's value.
+ * const run = parseCommandLine(["--holder-identity", "--", "--", "sleep"], {}, {
+ *   takesCommand: true,
+ * });
+ * assert.deepEqual(run.flags, { "holder-identity": "--" });
+ * assert.deepEqual(run.command, ["sleep"]);
  * ```
  */
 export function parseCommandLine(
   args: string[],
   extraOptions: Record<string, ExtraFlag> = {},
+  options: CommandLineOptions = {},
 ): CommandLine {
   const defs: Record<string, FlagDef> = {};
   for (const [name, kind] of Object.entries(CONFIG_FLAG_KINDS)) {
@@ -104,7 +126,11 @@ export function parseCommandLine(
   }
   let argv;
   try {
-    argv = parseArgv(args, { flags: defs });
+    argv = parseArgv(args, {
+      flags: defs,
+      dashDash: options.takesCommand ? "command" : "end",
+      positionalHint: options.positionalHint,
+    });
   } catch (e) {
     if (!(e instanceof UsageError)) throw e;
     const given: ConfigFlags = {};
@@ -127,5 +153,7 @@ export function parseCommandLine(
       extra[name] = value;
     }
   }
-  return { flags, extra };
+  return argv.command === undefined
+    ? { flags, extra }
+    : { flags, extra, command: argv.command };
 }

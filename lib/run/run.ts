@@ -122,19 +122,8 @@ const RUN_FLAGS: Record<string, ExtraFlag> = {
   },
 };
 
-/** The arguments split at the first `--`: `run`'s flags, and the command. */
-export function splitCommand(
-  args: string[],
-): { flags: string[]; command: string[] | undefined } {
-  const i = args.indexOf("--");
-  return i < 0
-    ? { flags: args, command: undefined }
-    : { flags: args.slice(0, i), command: args.slice(i + 1) };
-}
-
 /** `berth-acquire run`: see the usage text. */
 export async function main(args: string[]): Promise<number> {
-  const split = splitCommand(args);
   const env = Deno.env.toObject() as Record<string, string | undefined>;
   const started = start(
     {
@@ -142,26 +131,27 @@ export async function main(args: string[]): Promise<number> {
       usage: RUN_USAGE,
       flags: RUN_FLAGS,
       ...RUN_ROLE,
-      problemHint: !split.command?.length
-        ? "put the command after --, e.g. berth-acquire run [flags] -- COMMAND [ARGS...]"
-        : undefined,
+      command: {
+        hint:
+          "put the command after --, e.g. berth-acquire run [flags] -- COMMAND [ARGS...]",
+      },
     },
-    split.flags,
+    args,
     env,
   );
   if (typeof started === "number") return started === 0 ? 0 : EXIT_CONFIG;
-  const { config, extra, logger } = started;
+  const { config, extra, command, logger } = started;
   const problem = (msg: string): number => {
     started.configProblem(msg);
     return EXIT_CONFIG;
   };
-  if (split.command === undefined || split.command.length === 0) {
-    // The problem hint (given to start above) says where to put it.
+  if (command.length === 0) {
+    // The command hint (given to start above) says where to put it.
     return problem("no command to run");
   }
   // Before anything is acquired: a command that cannot start would only
   // take the lease to give it back.
-  const notExecutable = executableProblem(split.command[0]);
+  const notExecutable = executableProblem(command[0]);
   if (notExecutable !== undefined) {
     logger.error("the command cannot be executed; the lease was not acquired", {
       error: notExecutable.message,
@@ -185,7 +175,7 @@ export async function main(args: string[]): Promise<number> {
   const stateDirGiven = started.given.has("state-dir");
   return await runWith({
     config,
-    command: split.command,
+    command,
     restart: extra["restart-on-reacquire"] === true,
     healthAddr,
     state: stateDirGiven ? new StateDir(config.stateDir) : undefined,

@@ -9,8 +9,8 @@ import {
   type CommandSpec,
   start,
   type Started,
-  unreadableVariables,
 } from "../../lib/cmd/startup.ts";
+import { unreadableVariables } from "../../lib/config/unreadable_env.ts";
 import { RUN_ROLE } from "../../lib/run/run_role.ts";
 
 const BASE = {

@@ -350,7 +350,7 @@ Deno.test("run without --: with JSON logs the hint is part of the one JSON error
   assert.equal(record.level, "ERROR");
   assert.match(
     record.msg,
-    /^invalid configuration: .*; put the command after --/,
+    /^invalid configuration: unexpected argument "true": put the command after --/,
   );
 });
 

@@ -26,3 +26,17 @@ Deno.test("run --state-dir creates a missing state directory and writes the hand
   assert.ok(info.isDirectory);
   assert.equal(info.mode! & 0o777 & ~0o755, 0);
 });
+
+Deno.test("run --state-dir -- -- CMD: a flag's value may be --; the next -- starts the command", async () => {
+  await using server = await startDevServer();
+  await using dir = await tempDir();
+  const env = leaseEnv({ apiServer: server.url, stateDir: dir.path });
+  delete env.BERTH_STATE_DIR;
+  const r = await runCli(
+    ["run", "--state-dir", "--", "--", "/bin/sh", "-c", "exit 0"],
+    { env, cwd: dir.path, signal: AbortSignal.timeout(60_000) },
+  );
+  assert.equal(r.code, 0, r.stderr);
+  // The directory named "--", relative to the working directory.
+  assert.equal(readStateFile(`${dir.path}/--`, "token"), "1");
+});
