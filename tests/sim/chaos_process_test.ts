@@ -37,7 +37,8 @@ import { namespaceUnavailable } from "../../sim/host.ts";
 import { type Analysis, formatKey } from "../../sim/journal.ts";
 import { median } from "../../sim/stats.ts";
 import { Lab } from "../../sim/lab.ts";
-import type { PodEvent, ProbeSettings } from "../../sim/pod.ts";
+import type { ProbeSettings } from "../../sim/liveness_probe.ts";
+import type { PodEvent } from "../../sim/pod_events.ts";
 
 const PROBE: ProbeSettings = {
   periodMs: 1000,
