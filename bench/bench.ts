@@ -24,7 +24,7 @@
  *
  * @module
  */
-import { WEBHOOK_PROBE } from "../sim/pod.ts";
+import { WEBHOOK_PROBE } from "../sim/liveness_probe.ts";
 import { benchFailover } from "./failover.ts";
 import { writeFloors } from "./floors.ts";
 import { Report } from "./measure.ts";

@@ -9,7 +9,7 @@
  */
 import { FailoverDriver } from "../sim/failover.ts";
 import { Lab } from "../sim/lab.ts";
-import type { WEBHOOK_PROBE } from "../sim/pod.ts";
+import type { WEBHOOK_PROBE } from "../sim/liveness_probe.ts";
 import { fmt, stats } from "./measure.ts";
 
 /** Runs `o.rounds` blackhole failovers with the given settings and prints the table. */

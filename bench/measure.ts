@@ -7,7 +7,7 @@
  *
  * @module
  */
-import { median } from "../sim/journal.ts";
+import { median } from "../sim/stats.ts";
 
 const TIME = "/usr/bin/time";
 

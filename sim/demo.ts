@@ -15,7 +15,8 @@
 import { type Analysis, analyze, formatKey } from "./journal.ts";
 import { LEGEND, renderChart, timelineRows } from "./chart.ts";
 import { Lab } from "./lab.ts";
-import type { PodEvent, ProbeSettings } from "./pod.ts";
+import type { ProbeSettings } from "./liveness_probe.ts";
+import type { PodEvent } from "./pod_events.ts";
 
 const TTL_SECONDS = 6;
 /** The chart's least span: above 64 columns x 1 s / 6 columns, the axis ticks every 2 s. */

@@ -11,7 +11,10 @@
  * container, then the sidecar once the main container exited).
  *
  * It is test support: the demo, the chaos tests and the benchmarks use it.
- * Everything it does is recorded as {@linkcode PodEvent}s.
+ * Everything it does is recorded as {@linkcode PodEvent}s
+ * (sim/pod_events.ts). This module is the pod's lifecycle and restart
+ * policy; the container processes are started and terminated by
+ * sim/container_runtime.ts, and the probe is sim/liveness_probe.ts.
  *
  * @module
  */
@@ -20,26 +23,15 @@ import type { EnforceMode } from "../lib/config/config.ts";
 import { holderIdentity } from "../lib/config/holder.ts";
 import { examineMarker } from "../lib/state/marker.ts";
 import { baseEnv, berthArgv } from "./cli.ts";
-import type { HostedProcess, ProcessExit, ProcessHost } from "./host.ts";
-import type { MainRun } from "./journal.ts";
+import { type ContainerRun, ContainerRuntime } from "./container_runtime.ts";
+import type { ProcessHost } from "./host.ts";
+import {
+  type ProbeSettings,
+  runLivenessProbe,
+  WEBHOOK_PROBE,
+} from "./liveness_probe.ts";
+import type { ContainerName, PodEvent } from "./pod_events.ts";
 import { installWorkload, WORKLOAD_NAME } from "./workload.ts";
-
-/** The liveness probe's timing, as in a container spec. */
-export interface ProbeSettings {
-  /** `periodSeconds`, in ms. */
-  periodMs: number;
-  /** `timeoutSeconds`, in ms: a probe still running then has failed. */
-  timeoutMs: number;
-  /** The probe's `terminationGracePeriodSeconds`, in ms: SIGTERM to SIGKILL on a failure. */
-  terminationGraceMs: number;
-}
-
-/** What the webhook injects: period 2 s, timeout 1 s, and 1 s of termination grace. */
-export const WEBHOOK_PROBE: ProbeSettings = {
-  periodMs: 2000,
-  timeoutMs: 1000,
-  terminationGraceMs: 1000,
-};
 
 /** The kubelet's crash-loop back-off: the first delay after the immediate restart. */
 export const BACKOFF_INITIAL_MS = 10_000;
@@ -59,47 +51,6 @@ export function crashLoopDelayMs(restartsSoFar: number): number {
   const exp = Math.min(restartsSoFar - 1, 30);
   return Math.min(BACKOFF_INITIAL_MS * 2 ** exp, BACKOFF_MAX_MS);
 }
-
-/** The pod's containers: init container, native sidecar, main container. */
-export type ContainerName = "acquire" | "renew" | "main";
-
-/**
- * Why a container process ended: killed by the kubelet after a failed
- * liveness probe, stopped with the pod, killed by the test, or on its own
- * account (it exited, or something else, such as the signal enforcer,
- * killed it).
- */
-export type ExitCause = "liveness" | "pod-stop" | "injected" | "own";
-
-/** One thing that happened in a pod, with the wall-clock ms it happened at. */
-export type PodEvent =
-  & { at: number; pod: string }
-  & (
-    | {
-      kind: "start";
-      container: ContainerName;
-      restart: number;
-      pid: number;
-      /** Main container only: whether the probe would have passed at its start (the pod held the lease). */
-      leased?: boolean;
-    }
-    | {
-      kind: "exit";
-      container: ContainerName;
-      restart: number;
-      code: number;
-      signal: string | null;
-      cause: ExitCause;
-    }
-    | { kind: "probe-failed"; restart: number; output: string }
-    | {
-      /** The first probe that passed in a run that started without the lease. */
-      kind: "probe-passed";
-      restart: number;
-    }
-    | { kind: "restart-scheduled"; container: ContainerName; delayMs: number }
-    | { kind: "log"; container: ContainerName; record: Record<string, unknown> }
-  );
 
 /** Options for {@linkcode Pod}. */
 export interface PodOptions {
@@ -145,21 +96,6 @@ export interface PodOptions {
   gated?: boolean;
 }
 
-/** A running container process and what the kubelet did to it. */
-interface Run {
-  container: ContainerName;
-  restart: number;
-  proc: HostedProcess;
-  startedAt: number;
-  cause?: ExitCause;
-  /** Main container: whether it started with the lease. */
-  leased?: boolean;
-  /** Main container started without the lease: a probe passed since. */
-  regained?: boolean;
-  done: boolean;
-  exited: Promise<ProcessExit>;
-}
-
 /**
  * One simulated pod; see the module doc. Call {@linkcode Pod.start} once and
  * {@linkcode Pod.stop} once; the fault controls may be used in between.
@@ -176,7 +112,7 @@ export class Pod {
   #o: PodOptions & { probe: ProbeSettings; uid: string };
   #stopMain = new AbortController();
   #stopSidecar = new AbortController();
-  #runs: Partial<Record<ContainerName, Run>> = {};
+  #containers: ContainerRuntime;
   #sidecarHold: PromiseWithResolvers<void> | undefined;
   #lifecycle: Promise<void> | undefined;
   #stopped: Promise<void> | undefined;
@@ -200,11 +136,17 @@ export class Pod {
       podName: options.name,
       podUid: this.#o.uid,
     });
+    this.#containers = new ContainerRuntime({
+      pod: options.name,
+      host: options.host,
+      stopGraceMs: options.stopGraceMs ?? 10_000,
+      emit: (e) => this.#emit(e),
+    });
   }
 
   /** The PID (inside the pod's host) of the running sidecar, if any. */
   get sidecarPid(): number | undefined {
-    const r = this.#runs.renew;
+    const r = this.#containers.current("renew");
     return r && !r.done ? r.proc.pid : undefined;
   }
 
@@ -238,11 +180,7 @@ export class Pod {
    */
   killSidecar(options: { holdRestart: boolean }): void {
     if (options.holdRestart) this.#sidecarHold ??= Promise.withResolvers();
-    const r = this.#runs.renew;
-    if (r && !r.done) {
-      r.cause ??= "injected";
-      r.proc.kill("SIGKILL");
-    }
+    this.#containers.kill("renew");
   }
 
   /** Lets a sidecar held down by {@linkcode Pod.killSidecar} be restarted. */
@@ -253,11 +191,7 @@ export class Pod {
 
   /** SIGKILLs the main container, as if it crashed; the kubelet restarts it. */
   crashMain(): void {
-    const r = this.#runs.main;
-    if (r && !r.done) {
-      r.cause ??= "injected";
-      r.proc.kill("SIGKILL");
-    }
+    this.#containers.kill("main");
   }
 
   #emit(e: PodEvent): void {
@@ -291,91 +225,19 @@ export class Pod {
     return env;
   }
 
-  async #spawn(
+  /** Starts a container; the main container's start notes whether the pod holds the lease. */
+  #spawn(
     container: ContainerName,
     restart: number,
     argv: string[],
     env: Record<string, string>,
-  ): Promise<Run> {
+  ): Promise<ContainerRun> {
     const leased = container === "main"
       ? examineMarker(`${this.stateDir}/healthy`, {
         maxAgeMs: this.#o.ttlSeconds * 1000,
       }).kind === "OK"
       : undefined;
-    const proc = await this.#o.host.spawn({
-      argv,
-      env,
-      keepStdinOpen: container === "main",
-      onLine: container === "main" ? undefined : (_stream, line) => {
-        let record: Record<string, unknown>;
-        try {
-          record = JSON.parse(line);
-        } catch {
-          record = { msg: line };
-        }
-        this.#emit({
-          at: Date.now(),
-          pod: this.name,
-          kind: "log",
-          container,
-          record,
-        });
-      },
-    });
-    const run: Run = {
-      container,
-      restart,
-      proc,
-      startedAt: Date.now(),
-      leased,
-      done: false,
-      exited: proc.exited,
-    };
-    proc.exited.then(() => run.done = true);
-    this.#runs[container] = run;
-    this.#emit({
-      at: run.startedAt,
-      pod: this.name,
-      kind: "start",
-      container,
-      restart,
-      pid: proc.pid,
-      ...(leased === undefined ? {} : { leased }),
-    });
-    return run;
-  }
-
-  /** SIGTERM, then SIGKILL once `graceMs` passed; resolves when it exited. */
-  async #terminate(run: Run, cause: ExitCause, graceMs: number): Promise<void> {
-    run.cause ??= cause;
-    run.proc.kill("SIGTERM");
-    const grace = AbortSignal.timeout(graceMs);
-    await Promise.race([run.exited, aborted(grace)]);
-    if (!run.done) run.proc.kill("SIGKILL");
-    await run.exited;
-  }
-
-  /** Runs one container until it exits, or until `stop` aborts (then stops it). */
-  async #runOnce(
-    run: Run,
-    stop: AbortSignal,
-  ): Promise<ProcessExit> {
-    await Promise.race([run.exited, aborted(stop)]);
-    if (!run.done) {
-      await this.#terminate(run, "pod-stop", this.#o.stopGraceMs ?? 10_000);
-    }
-    const exit = await run.exited;
-    this.#emit({
-      at: exit.at,
-      pod: this.name,
-      kind: "exit",
-      container: run.container,
-      restart: run.restart,
-      code: exit.code,
-      signal: exit.signal,
-      cause: run.cause ?? "own",
-    });
-    return exit;
+    return this.#containers.start({ container, restart, argv, env, leased });
   }
 
   async #run(workloadPath: string): Promise<void> {
@@ -390,7 +252,7 @@ export class Pod {
         berthArgv(["acquire"]),
         env,
       );
-      const exit = await this.#runOnce(run, stop);
+      const exit = await this.#containers.runOnce(run, stop);
       if (exit.code === 0) break;
       if (!(await this.#backoff("acquire", restart, stop))) return;
     }
@@ -426,7 +288,15 @@ export class Pod {
       }),
       stop,
     );
-    const probe = this.#probeLoop(stop);
+    const probe = runLivenessProbe({
+      pod: this.name,
+      host: this.#o.host,
+      stateDir: this.stateDir,
+      ttlSeconds: this.#o.ttlSeconds,
+      probe: this.#o.probe,
+      containers: this.#containers,
+      emit: (e) => this.#emit(e),
+    }, stop);
     await main;
     await probe;
     this.#stopSidecar.abort();
@@ -465,113 +335,10 @@ export class Pod {
       }
       if (stop.aborted) return;
       const run = await this.#spawn(container, restart, argv(), env(restart));
-      await this.#runOnce(run, stop);
+      await this.#containers.runOnce(run, stop);
       if (stop.aborted) return;
       if (Date.now() - run.startedAt >= BACKOFF_RESET_MS) loop = 0;
       if (!(await this.#backoff(container, loop++, stop))) return;
     }
   }
-
-  /** The exec liveness probe on the main container, every period. */
-  async #probeLoop(stop: AbortSignal): Promise<void> {
-    const { periodMs, timeoutMs, terminationGraceMs } = this.#o.probe;
-    const argv = [
-      `${this.stateDir}/check`,
-      "check",
-      `${this.stateDir}/healthy`,
-      "--max-age",
-      `${this.#o.ttlSeconds}s`,
-    ];
-    while (!stop.aborted) {
-      const tick = performance.now();
-      const run = this.#runs.main;
-      if (run && !run.done && run.cause === undefined) {
-        const failure = await this.#probeOnce(argv, timeoutMs);
-        if (failure === undefined && run.leased === false && !run.regained) {
-          run.regained = true;
-          this.#emit({
-            at: Date.now(),
-            pod: this.name,
-            kind: "probe-passed",
-            restart: run.restart,
-          });
-        }
-        if (
-          failure !== undefined && !stop.aborted && !run.done &&
-          run.cause === undefined
-        ) {
-          this.#emit({
-            at: Date.now(),
-            pod: this.name,
-            kind: "probe-failed",
-            restart: run.restart,
-            output: failure,
-          });
-          await this.#terminate(run, "liveness", terminationGraceMs);
-        }
-      }
-      const wait = tick + periodMs - performance.now();
-      await aborted(
-        AbortSignal.any([stop, AbortSignal.timeout(Math.max(0, wait))]),
-      );
-    }
-  }
-
-  /** Runs the probe once; returns its output line on failure, undefined on success. */
-  async #probeOnce(
-    argv: string[],
-    timeoutMs: number,
-  ): Promise<string | undefined> {
-    const out: string[] = [];
-    let proc: HostedProcess;
-    try {
-      proc = await this.#o.host.spawn({
-        argv,
-        env: baseEnv(),
-        onLine: (stream, line) => {
-          if (stream === "stdout") out.push(line);
-        },
-      });
-    } catch (e) {
-      return `probe could not start: ${(e as Error).message}`;
-    }
-    const timeout = AbortSignal.timeout(timeoutMs);
-    let exit: ProcessExit | undefined;
-    proc.exited.then((x) => exit = x);
-    await Promise.race([proc.exited, aborted(timeout)]);
-    if (exit === undefined) {
-      proc.kill("SIGKILL");
-      await proc.exited;
-      return `probe timed out after ${timeoutMs} ms`;
-    }
-    return exit.code === 0
-      ? undefined
-      : out.join(" ") || `probe exited ${exit.code}`;
-  }
-}
-
-/**
- * The main container's runs as the analysis needs them, from a pod's
- * events: start, end, and whether the pod held the lease at the start.
- */
-export function mainRunsOf(events: PodEvent[]): MainRun[] {
-  const runs = new Map<string, MainRun>();
-  for (const e of events) {
-    const id = `${e.pod}#${"restart" in e ? e.restart : ""}`;
-    if (e.kind === "start" && e.container === "main") {
-      runs.set(id, {
-        pod: e.pod,
-        restart: e.restart,
-        startedAt: e.at,
-        leased: e.leased ?? false,
-      });
-    } else if (e.kind === "exit" && e.container === "main") {
-      const r = runs.get(id);
-      if (r) r.endedAt = e.at;
-    } else if (e.kind === "probe-passed") {
-      const r = runs.get(id);
-      if (r && r.regainedAt === undefined) r.regainedAt = e.at;
-    }
-  }
-  return [...runs.values()];
 }

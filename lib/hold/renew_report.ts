@@ -8,7 +8,10 @@
  *   WARN, saying whether the workload keeps running (and how long until the
  *   gate closes) or stays stopped, with the fix when the failure names one;
  *   such a failure is also said at ERROR, at most once a minute
- *   (`rejection_log.ts`).
+ *   (`rejection_log.ts`);
+ * - past the local deadline (any failure once it has passed): the Go
+ *   helper's `renew failing past lease expiry` at WARN, saying the workload
+ *   stays stopped until the lease is acquired again.
  *
  * The renewer (`renewer.ts`) decides what happens; this module only words
  * it.
@@ -49,6 +52,28 @@ export function reportLost(
   }
 }
 
+/**
+ * Logs a Renew that failed at (or after) the local deadline: the Go
+ * helper's line for a renewal failing past expiry, at WARN. The workload is
+ * stopped already; the next tick reacquires.
+ *
+ * @param logger Where the line goes.
+ * @param reason The verdict's reason, the `error` field.
+ * @param token The fencing token that was renewed.
+ */
+export function reportPastDeadline(
+  logger: Logger,
+  reason: string,
+  token: number,
+): void {
+  logger.warn(GO_MESSAGES.renewPastExpiry, {
+    error: reason,
+    detail:
+      "the lease was not confirmed by its local deadline: the workload stays stopped until the lease is acquired again",
+    fencing_token: token,
+  });
+}
+
 /** What {@linkcode reportUnconfirmed} words. */
 export interface UnconfirmedRenew {
   /** Where the lines go. */
@@ -68,6 +93,42 @@ export interface UnconfirmedRenew {
    * it closes (undefined when unknown).
    */
   permission: { open: false } | { open: true; closesInMs: number | undefined };
+}
+
+/**
+ * The permission as an {@linkcode UnconfirmedRenew} states it: closed, or
+ * open with the time left until it closes.
+ *
+ * @param open Whether the permission is open (the workload runs).
+ * @param closesAt Monotonic ms at which the open permission closes;
+ * undefined when unknown. Not looked at while closed.
+ * @param now Monotonic ms now.
+ * @returns The {@linkcode UnconfirmedRenew.permission} field.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * assert.deepEqual(permissionLeft(true, 9_000, 5_000), {
+ *   open: true,
+ *   closesInMs: 4_000,
+ * });
+ * assert.deepEqual(permissionLeft(true, undefined, 5_000), {
+ *   open: true,
+ *   closesInMs: undefined,
+ * });
+ * assert.deepEqual(permissionLeft(false, 9_000, 5_000), { open: false });
+ * ```
+ */
+export function permissionLeft(
+  open: boolean,
+  closesAt: number | undefined,
+  now: number,
+): UnconfirmedRenew["permission"] {
+  if (!open) return { open: false };
+  return {
+    open: true,
+    closesInMs: closesAt === undefined ? undefined : closesAt - now,
+  };
 }
 
 /**

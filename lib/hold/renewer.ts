@@ -21,23 +21,28 @@
  *   `shutdown.ts`).
  *
  * What it logs about a renewal that did not confirm the lease is worded in
- * `renew_report.ts`.
+ * `renew_report.ts`; about a token the state volume refused, in
+ * `renewer_store.ts`.
  *
  * @module
  */
-import { GO_MESSAGES } from "../obs/go_messages.ts";
 import { bounded, type Clock } from "../state/clock.ts";
 import { type Enforcer, reportingMarkerWrites } from "../enforce/enforcer.ts";
 import { classifyRenew, deadlineFrom, renewBound } from "./deadline.ts";
 import type { LeaseClient, LeaseFailure } from "../lease/rpc.ts";
 import { RejectionLog } from "./rejection_log.ts";
-import { reportLost, reportUnconfirmed } from "./renew_report.ts";
+import {
+  permissionLeft,
+  reportLost,
+  reportPastDeadline,
+  reportUnconfirmed,
+} from "./renew_report.ts";
 import type { Logger } from "../obs/log.ts";
 import {
   HandoffWriter,
-  PERSIST_ATTEMPTS,
   readHandoff,
   type RenewerStore,
+  reportPersistFailure,
 } from "./renewer_store.ts";
 import { PermissionControl } from "./permission_control.ts";
 import { Reacquirer } from "./reacquire.ts";
@@ -263,20 +268,11 @@ export class Renewer {
         // Every answer but a grant or a loss is a failure here.
         const deadline = this.#control.deadline;
         if (deadline !== undefined && clock.now() >= deadline) {
-          // Failed at (or after) the local deadline: the Go helper's line
-          // for a renewal failing past expiry; the next tick reacquires.
-          logger.warn(GO_MESSAGES.renewPastExpiry, {
-            error: verdict.reason,
-            detail:
-              "the lease was not confirmed by its local deadline: the workload stays stopped until the lease is acquired again",
-            fencing_token: token,
-          });
+          // Failed at (or after) the local deadline; the next tick reacquires.
+          reportPastDeadline(logger, verdict.reason, token);
           this.#close("the lease was not confirmed by its local deadline");
           return;
         }
-        const closes = this.#control.isOpen
-          ? this.status().permissionClosesAt
-          : undefined;
         reportUnconfirmed({
           logger,
           fixes: this.#fixes,
@@ -284,14 +280,11 @@ export class Renewer {
           reason: verdict.reason,
           heartbeatMs,
           token,
-          permission: this.#control.isOpen
-            ? {
-              open: true,
-              closesInMs: closes === undefined
-                ? undefined
-                : closes - clock.now(),
-            }
-            : { open: false },
+          permission: permissionLeft(
+            this.#control.isOpen,
+            this.status().permissionClosesAt,
+            clock.now(),
+          ),
         });
         return;
       }
@@ -342,16 +335,9 @@ export class Renewer {
   ): Promise<boolean> {
     const failure = await this.#writer.persist(token, shutdown);
     if (failure === undefined) return true;
-    const { write, error } = failure;
-    this.#o.logger.warn(GO_MESSAGES.persistFailed, {
-      detail:
-        `cannot write the ${write} file to the state volume, so the workload cannot get the new fencing token; releasing the lease (make the state volume writable: it is read-only or full)`,
-      write,
-      error,
-      fencing_token: token,
-      attempts: PERSIST_ATTEMPTS,
-    });
-    this.#lost = `the ${write} file could not be written to the state volume`;
+    reportPersistFailure(this.#o.logger, failure, token);
+    this.#lost =
+      `the ${failure.write} file could not be written to the state volume`;
     this.#close(`lease not usable: ${this.#lost}`);
     await this.#control.whenApplied();
     await shutdownRelease({

@@ -127,6 +127,32 @@ export interface PersistFailure {
 }
 
 /**
+ * Logs a {@linkcode PersistFailure}: the Go helper's `persist reacquired
+ * state failed` at WARN, naming the file, the error and the fix, and that
+ * the lease is released (a token the workload cannot read is held for
+ * nothing).
+ *
+ * @param logger Where the line goes.
+ * @param failure What {@linkcode HandoffWriter.persist} gave up on.
+ * @param token The fencing token that could not be written.
+ */
+export function reportPersistFailure(
+  logger: Logger,
+  failure: PersistFailure,
+  token: number,
+): void {
+  const { write, error } = failure;
+  logger.warn(GO_MESSAGES.persistFailed, {
+    detail:
+      `cannot write the ${write} file to the state volume, so the workload cannot get the new fencing token; releasing the lease (make the state volume writable: it is read-only or full)`,
+    write,
+    error,
+    fencing_token: token,
+    attempts: PERSIST_ATTEMPTS,
+  });
+}
+
+/**
  * Writes the holder and token the workload reads, remembering what the
  * volume already holds so that only changes are written.
  */

@@ -34,9 +34,11 @@ import {
   type RoundResult,
 } from "../../sim/failover.ts";
 import { namespaceUnavailable } from "../../sim/host.ts";
-import { type Analysis, formatKey, median } from "../../sim/journal.ts";
+import { type Analysis, formatKey } from "../../sim/journal.ts";
+import { median } from "../../sim/stats.ts";
 import { Lab } from "../../sim/lab.ts";
-import type { PodEvent, ProbeSettings } from "../../sim/pod.ts";
+import type { ProbeSettings } from "../../sim/liveness_probe.ts";
+import type { PodEvent } from "../../sim/pod_events.ts";
 
 const PROBE: ProbeSettings = {
   periodMs: 1000,

@@ -11,10 +11,10 @@ import {
   analyze,
   type Grant,
   type MainRun,
-  median,
 } from "../../sim/journal.ts";
 import { crashLoopDelayMs } from "../../sim/pod.ts";
 import { FaultProxy } from "../../sim/proxy.ts";
+import { median } from "../../sim/stats.ts";
 import {
   installWorkload,
   type JournalLine,
