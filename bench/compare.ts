@@ -25,8 +25,10 @@ import type { DevServer } from "../lib/devserver/server.ts";
 import { REPO_ROOT } from "../sim/cli.ts";
 import { CpuTracker, fmt, measureExec, memKiB, stats } from "./measure.ts";
 import {
+  freshLease,
   helperEnv,
   Servers,
+  spawnQuiet,
   type Transport,
   TRANSPORT_LABEL,
   TRANSPORTS,
@@ -101,11 +103,8 @@ async function compareAcquire(
 ): Promise<void> {
   const server = new Map<Transport, DevServer>();
   for (const t of TRANSPORTS) server.set(t, await servers.start(t));
-  let serial = 0;
   const once = async (v: Variant, t: Transport) => {
-    const lease = `acquire-${++serial}`;
-    const stateDir = `${dir}/${lease}`;
-    await Deno.mkdir(stateDir);
+    const { lease, stateDir } = await freshLease(dir, "acquire");
     const env = helperEnv({
       server: server.get(t)!,
       transport: t,
@@ -157,7 +156,6 @@ async function compareSidecars(
   o: Args,
 ): Promise<void> {
   const sidecars: Sidecar[] = [];
-  let serial = 0;
   let started = false;
   const sample = (s: Sidecar) => {
     const m = memKiB(s.child.pid);
@@ -206,9 +204,7 @@ async function compareSidecars(
   try {
     for (const [v, t] of setups) {
       const server = await servers.start(t);
-      const lease = `sidecar-${++serial}`;
-      const stateDir = `${dir}/${lease}`;
-      await Deno.mkdir(stateDir);
+      const { lease, stateDir } = await freshLease(dir, "sidecar");
       const env = helperEnv({
         server,
         transport: t,
@@ -218,15 +214,7 @@ async function compareSidecars(
         heartbeatSeconds: 1,
       });
       await measureExec(argvOf(v, ["acquire"]), env);
-      const [exe, ...args] = argvOf(v, ["renew"]);
-      const child = new Deno.Command(exe, {
-        args,
-        env,
-        clearEnv: true,
-        stdin: "null",
-        stdout: "null",
-        stderr: "null",
-      }).spawn();
+      const child = spawnQuiet(argvOf(v, ["renew"]), env);
       sidecars.push({
         label: `${v.label}, ${TRANSPORT_LABEL[t]}`,
         server,

@@ -23,8 +23,10 @@ import {
   stats,
 } from "./measure.ts";
 import {
+  freshLease,
   helperEnv,
   type Servers,
+  spawnQuiet,
   type Transport,
   TRANSPORT_LABEL,
   TRANSPORTS,
@@ -159,11 +161,11 @@ export async function benchHealth(
   await measureExec(berthArgv(["acquire"]), env);
   const [sidecarPort, floorPort] = [freePort(), freePort()];
   const procs = [
-    spawn(
+    spawnQuiet(
       berthArgv(["renew", "--health-addr", `127.0.0.1:${sidecarPort}`]),
       env,
     ),
-    spawn(denoRunArgv(healthScript, [String(floorPort)]), baseEnv()),
+    spawnQuiet(denoRunArgv(healthScript, [String(floorPort)]), baseEnv()),
   ];
   try {
     const cost: number[] = [];
@@ -218,11 +220,8 @@ export async function benchAcquire(
     server.set(t, await servers.start(t));
     byTransport.set(t, []);
   }
-  let serial = 0;
   const once = async (t: Transport) => {
-    const lease = `acquire-${++serial}`;
-    const stateDir = `${dir}/${lease}`;
-    await Deno.mkdir(stateDir);
+    const { lease, stateDir } = await freshLease(dir, "acquire");
     const env = helperEnv({
       server: server.get(t)!,
       transport: t,
@@ -233,9 +232,7 @@ export async function benchAcquire(
     return (await measureExec(berthArgv(["acquire"]), env)).wallMs;
   };
   const bare = async (t: "http" | "https-ca") => {
-    const lease = `acquire-${++serial}`;
-    const stateDir = `${dir}/${lease}`;
-    await Deno.mkdir(stateDir);
+    const { lease, stateDir } = await freshLease(dir, "acquire");
     const argv = denoRunArgv(floors.acquire, [
       server.get(t)!.url,
       "bench",
@@ -283,17 +280,6 @@ export async function benchAcquire(
       runs: `${n} runs each`,
     });
   }
-}
-
-function spawn(argv: string[], env: Record<string, string>): Deno.ChildProcess {
-  return new Deno.Command(argv[0], {
-    args: argv.slice(1),
-    env,
-    clearEnv: true,
-    stdin: "null",
-    stdout: "null",
-    stderr: "null",
-  }).spawn();
 }
 
 /** A port that was free a moment ago (listen on 0, close). */

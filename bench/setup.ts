@@ -105,3 +105,45 @@ export function helperEnv(o: HelperEnvOptions): Record<string, string> {
   if (o.transport === "https-ca-sni") env.BERTH_SERVER_NAME = SERVER_NAME;
   return env;
 }
+
+let leaseSerial = 0;
+
+/**
+ * A lease name no other benchmark process uses (`PREFIX-N`) and its empty
+ * state volume under `dir`.
+ *
+ * @param dir The run's temporary directory.
+ * @param prefix What the lease is for, e.g. `sidecar`.
+ * @returns The lease's name and its state volume.
+ */
+export async function freshLease(
+  dir: string,
+  prefix: string,
+): Promise<{ lease: string; stateDir: string }> {
+  const lease = `${prefix}-${++leaseSerial}`;
+  const stateDir = `${dir}/${lease}`;
+  await Deno.mkdir(stateDir);
+  return { lease, stateDir };
+}
+
+/**
+ * Starts a long-running benchmark process with only `env` and no standard
+ * streams (nothing reads its output).
+ *
+ * @param argv The program and its arguments.
+ * @param env Its whole environment.
+ * @returns The running process.
+ */
+export function spawnQuiet(
+  argv: string[],
+  env: Record<string, string>,
+): Deno.ChildProcess {
+  return new Deno.Command(argv[0], {
+    args: argv.slice(1),
+    env,
+    clearEnv: true,
+    stdin: "null",
+    stdout: "null",
+    stderr: "null",
+  }).spawn();
+}

@@ -9,10 +9,19 @@
  */
 import type { DevServer } from "../lib/devserver/server.ts";
 import { baseEnv, berthArgv, denoRunArgv } from "../sim/cli.ts";
-import { cpuSeconds, CpuTracker, fmt, memKiB, type Report } from "./measure.ts";
 import {
+  cpuSeconds,
+  CpuTracker,
+  fmt,
+  measureExec,
+  memKiB,
+  type Report,
+} from "./measure.ts";
+import {
+  freshLease,
   helperEnv,
   type Servers,
+  spawnQuiet,
   type Transport,
   TRANSPORT_LABEL,
   TRANSPORTS,
@@ -48,17 +57,13 @@ export interface SidecarOptions {
   report: Report;
 }
 
-let serial = 0;
-
 async function startSidecar(
   o: SidecarOptions,
   transport: Transport,
   heartbeatS: number,
 ): Promise<Renewer> {
   const server = await o.servers.start(transport);
-  const lease = `sidecar-${++serial}`;
-  const stateDir = `${o.dir}/${lease}`;
-  await Deno.mkdir(stateDir);
+  const { lease, stateDir } = await freshLease(o.dir, "sidecar");
   const env = helperEnv({
     server,
     transport,
@@ -67,30 +72,9 @@ async function startSidecar(
     stateDir,
     heartbeatSeconds: heartbeatS,
   });
-  const acquired = await new Deno.Command(berthArgv(["acquire"])[0], {
-    args: berthArgv(["acquire"]).slice(1),
-    env,
-    clearEnv: true,
-    stdin: "null",
-    stdout: "null",
-    stderr: "piped",
-  }).output();
-  if (!acquired.success) {
-    throw new Error(
-      `acquire (${transport}) failed: ${
-        new TextDecoder().decode(acquired.stderr)
-      }`,
-    );
-  }
-  const [exe, ...args] = berthArgv(["renew"]);
-  const child = new Deno.Command(exe, {
-    args,
-    env,
-    clearEnv: true,
-    stdin: "null",
-    stdout: "null",
-    stderr: "null",
-  }).spawn();
+  // Throws with acquire's stderr when it fails.
+  await measureExec(berthArgv(["acquire"]), env);
+  const child = spawnQuiet(berthArgv(["renew"]), env);
   return { label: TRANSPORT_LABEL[transport], heartbeatS, server, child };
 }
 
@@ -100,10 +84,8 @@ async function startFloor(
   heartbeatS: number,
 ): Promise<Renewer> {
   const server = await o.servers.start(transport);
-  const lease = `floor-${++serial}`;
-  const stateDir = `${o.dir}/${lease}`;
-  await Deno.mkdir(stateDir);
-  const [exe, ...args] = denoRunArgv(o.floorScript, [
+  const { lease, stateDir } = await freshLease(o.dir, "floor");
+  const argv = denoRunArgv(o.floorScript, [
     server.url,
     "bench",
     lease,
@@ -113,14 +95,7 @@ async function startFloor(
     stateDir,
     ...(transport === "http" ? [] : [o.servers.pki.caCert]),
   ]);
-  const child = new Deno.Command(exe, {
-    args,
-    env: baseEnv(),
-    clearEnv: true,
-    stdin: "null",
-    stdout: "null",
-    stderr: "null",
-  }).spawn();
+  const child = spawnQuiet(argv, baseEnv());
   return { label: "floor", heartbeatS, server, child };
 }
 
