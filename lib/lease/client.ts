@@ -1,8 +1,9 @@
 /**
  * The Berth lease API over HTTP(S): composes the wire encoding
  * (`wire.ts`), a transport (`fetch_transport.ts`; `node_transport.ts` only
- * for the server-name override, skip-verify and a server certificate that
- * is its own CA) and the answer decoding (`answer.ts`) into the
+ * for the server-name override, skip-verify, a server certificate that is
+ * its own CA and a port `fetch` refuses) and the answer decoding
+ * (`answer.ts`) into the
  * {@linkcode LeaseClient} the subcommands use, and owns what spans them: the
  * request's bound, the key, redaction of the key from everything returned.
  * It never retries; retry policy belongs to the acquire loop and the
@@ -15,9 +16,9 @@
  */
 import { grantOutcome, releaseOutcome } from "./answer.ts";
 import type { ApiKeySource } from "./api_key.ts";
-import { withCaLeafFallback } from "./ca_leaf_fallback.ts";
 import { createFetchTransport } from "./fetch_transport.ts";
-import { createNodeTransport } from "./node_transport.ts";
+import { withNodeFallback } from "./node_fallback.ts";
+import { createNodeTransport, warnGoesDirect } from "./node_transport.ts";
 import { redactor, redactOutcome } from "./redact.ts";
 import {
   DEFAULT_REQUEST_TIMEOUT_MS,
@@ -171,7 +172,7 @@ export function createHttpLeaseClient(
           target,
           verifiedName: options.serverName ?? target.hostname,
           serverName: options.serverName,
-          proxy,
+          proxy: proxy(),
           signal: bounded,
         });
     } else if ("tooLarge" in answer) {
@@ -218,22 +219,36 @@ export function createHttpLeaseClient(
 /**
  * The transport the TLS options need, and the warnings they deserve:
  * `fetch`, unless the options ask for what only `node:https` can do (the
- * server-name override, skip-verify); over a direct connection `fetch`
- * hands over to `node:https` when it meets a server certificate that is its
- * own CA. `proxy` names the variable of the proxy `fetch` may go through.
+ * server-name override, skip-verify); `fetch` hands over to the node
+ * transport when it refuses the server's port, or (over a direct
+ * connection) a server certificate that is its own CA
+ * (`node_fallback.ts`). `proxy` names the variable of the proxy requests
+ * may go through, now (none once they go direct).
  */
 function buildTransport(
   options: HttpLeaseClientOptions,
   target: Target,
   logger: Logger,
-): { transport: Transport; proxy: string | undefined } {
+): { transport: Transport; proxy: () => string | undefined } {
   const env = (name: string) => Deno.env.get(name);
-  const proxy = proxyVariable(target, env);
+  let proxy = proxyVariable(target, env);
   const given = [
     options.caBundleFile !== undefined && "--ca-bundle-file",
     options.serverName !== undefined && "--server-name",
     options.insecureSkipTlsVerify && "--insecure-skip-tls-verify",
   ].filter((x): x is string => typeof x === "string");
+  const viaFetch = (caCerts: string[] | undefined) => ({
+    transport: withNodeFallback(createFetchTransport(target, caCerts), {
+      node: () => createNodeTransport(target, { caCerts }),
+      target,
+      proxy,
+      logger,
+      onHandOver: () => {
+        proxy = undefined;
+      },
+    }),
+    proxy: () => proxy,
+  });
   if (!target.secure) {
     if (given.length > 0) {
       logger.warn("TLS options have no effect on an http:// API server", {
@@ -247,7 +262,7 @@ function buildTransport(
         { api_server: target.origin },
       );
     }
-    return { transport: createFetchTransport(target, undefined), proxy };
+    return viaFetch(undefined);
   }
   // Before the first TLS use, which fixes the process's root certificates.
   const stores = chooseCaStores(env, lookPath);
@@ -266,35 +281,18 @@ function buildTransport(
     );
   }
   if (options.insecureSkipTlsVerify || serverName !== undefined) {
-    if (proxy !== undefined) {
-      logger.warn(
-        `${proxy} names a proxy, but with ${
-          options.insecureSkipTlsVerify
-            ? "--insecure-skip-tls-verify"
-            : "--server-name"
-        } (node:https) the helper connects to the API server directly`,
-        { api_server: target.origin },
-      );
-    }
+    const flag = options.insecureSkipTlsVerify
+      ? "--insecure-skip-tls-verify"
+      : "--server-name";
+    warnGoesDirect(logger, proxy, `with ${flag} (node:https)`, target.origin);
     const transport = createNodeTransport(target, {
       caCerts,
       serverName,
       insecureSkipTlsVerify: options.insecureSkipTlsVerify,
     });
-    return { transport, proxy: undefined };
+    return { transport, proxy: () => undefined };
   }
-  const transport = createFetchTransport(target, caCerts);
-  // node:https goes direct: through a proxy the refusal stays.
-  if (proxy !== undefined) return { transport, proxy };
-  return {
-    transport: withCaLeafFallback(
-      transport,
-      () => createNodeTransport(target, { caCerts }),
-      logger,
-      target.origin,
-    ),
-    proxy,
-  };
+  return viaFetch(caCerts);
 }
 
 /**

@@ -1,18 +1,21 @@
 /**
- * The transport for what `fetch` cannot do, over an `https:` target: the
+ * The transport for what `fetch` cannot do: over an `https:` target the
  * server-name override (SNI and the verified name other than the URL's
- * host), skip-verify, and a server certificate that is its own CA (see
- * `ca_leaf_fallback.ts`). It goes through `node:https`, imported on the
- * first request only, so a process that never needs it never pays its
- * load. The trust store (the default roots plus the bundle) is built once; a
- * keep-alive agent holds the connection between renewals; an idle pooled
- * socket never keeps the process alive. It connects to the server directly:
- * `node:https` reads no proxy variable.
+ * host), skip-verify and a server certificate that is its own CA; over
+ * either scheme a port `fetch` refuses outright (the fetch standard's bad
+ * ports, such as 6000; see `node_fallback.ts`). It goes through `node:https`
+ * (`node:http` for an `http:` target), imported on the first request only,
+ * so a process that never needs it never pays its load. The trust store (the
+ * default roots plus the bundle) is built once; a keep-alive agent holds the
+ * connection between renewals; an idle pooled socket never keeps the process
+ * alive. It connects to the server directly: `node:http(s)` reads no proxy
+ * variable ({@linkcode warnGoesDirect}).
  *
  * @module
  */
 import type { RawResponse } from "./answer.ts";
 import { headerRequestId } from "./answer.ts";
+import type { Logger } from "../obs/log.ts";
 import {
   classifyError,
   decodeChunks,
@@ -24,7 +27,7 @@ import {
 } from "./transport.ts";
 import type { Target } from "./wire.ts";
 
-/** The TLS settings of a node transport. */
+/** The TLS settings of a node transport; none apply to an `http:` target. */
 export interface NodeTlsOptions {
   /** PEM certificates trusted in addition to the default roots (the system's and Deno's bundled ones). */
   caCerts?: string[];
@@ -37,11 +40,12 @@ export interface NodeTlsOptions {
 type Answer = RawResponse | TransportError | TooLarge;
 
 /**
- * A {@linkcode Transport} over `node:https` with one keep-alive agent.
+ * A {@linkcode Transport} over `node:https` (`node:http` for an `http:`
+ * target) with one keep-alive agent.
  *
- * @param target The API server, an `https:` one.
- * @param options TLS settings.
- * @returns The transport; `node:https` is loaded by its first request.
+ * @param target The API server.
+ * @param options TLS settings (for an `https:` target).
+ * @returns The transport; its `node:` module is loaded by its first request.
  *
  * @example
  * ```ts
@@ -60,7 +64,7 @@ export function createNodeTransport(
   let sent = 0;
   return {
     async send(request, signal) {
-      loaded ??= load(options);
+      loaded ??= target.secure ? loadHttps(options) : loadHttp();
       const node = await loaded;
       // Measured with Deno 2.9: the first request on a fresh keep-alive
       // connection waits ~40 ms for its answer (a one-shot connection does
@@ -72,17 +76,26 @@ export function createNodeTransport(
   };
 }
 
-type Agent = import("node:https").Agent;
+type Agent = import("node:http").Agent;
 
 interface Loaded {
-  request: typeof import("node:https").request;
+  request: typeof import("node:http").request;
   /** Keeps the connection between requests. */
   keepAlive: Agent;
   /** The same settings, one connection per request. */
   oneShot: Agent;
 }
 
-async function load(o: NodeTlsOptions): Promise<Loaded> {
+async function loadHttp(): Promise<Loaded> {
+  const http = await import("node:http");
+  return {
+    request: http.request,
+    keepAlive: new http.Agent({ keepAlive: true }),
+    oneShot: new http.Agent({ keepAlive: false }),
+  };
+}
+
+async function loadHttps(o: NodeTlsOptions): Promise<Loaded> {
   const [https, tls] = await Promise.all([
     import("node:https"),
     import("node:tls"),
@@ -179,4 +192,45 @@ function exchange(
     signal.addEventListener("abort", onAbort, { once: true });
     req.end(request.body);
   });
+}
+
+/**
+ * Says that the node transport connects to the API server directly although
+ * a proxy variable is set for the server's scheme (`node:http(s)` reads
+ * none): one WARN line per call, so call it once, when the transport is
+ * chosen. Nothing is said without a proxy variable.
+ *
+ * @param logger Gets the line.
+ * @param proxy The name of the proxy variable set for the server's scheme
+ * (`HTTPS_PROXY`, ...), or undefined.
+ * @param why Why the node transport serves this server, as it follows
+ * "but": `with --server-name (node:https)`.
+ * @param apiServer The server's origin, a field of the line.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { createLogger } from "../obs/log.ts";
+ * const lines: string[] = [];
+ * const logger = createLogger({ write: (l) => lines.push(l) });
+ * warnGoesDirect(logger, undefined, "with --server-name (node:https)", "https://gw:8443");
+ * assert.equal(lines.length, 0);
+ * warnGoesDirect(logger, "HTTPS_PROXY", "with --server-name (node:https)", "https://gw:8443");
+ * assert.match(
+ *   lines[0],
+ *   /HTTPS_PROXY names a proxy, but with --server-name \(node:https\) the helper connects to the API server directly/,
+ * );
+ * ```
+ */
+export function warnGoesDirect(
+  logger: Logger,
+  proxy: string | undefined,
+  why: string,
+  apiServer: string,
+): void {
+  if (proxy === undefined) return;
+  logger.warn(
+    `${proxy} names a proxy, but ${why} the helper connects to the API server directly`,
+    { api_server: apiServer },
+  );
 }

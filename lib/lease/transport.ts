@@ -3,12 +3,13 @@
  * POST and gives back the raw answer or a classified transport error. Two
  * implement it: Deno's `fetch` (`fetch_transport.ts`, the one transport of
  * the common path: native TLS, the proxy variables read by Deno itself, a
- * kept-alive connection) and `node:https` (`node_transport.ts`, loaded only
- * for what `fetch` cannot do: the server-name override, skip-verify, a
- * server certificate that is its own CA). Both end in the same
+ * kept-alive connection) and `node:https` / `node:http`
+ * (`node_transport.ts`, loaded only for what `fetch` cannot do: the
+ * server-name override, skip-verify, a server certificate that is its own
+ * CA, a port `fetch` refuses). Both end in the same
  * {@linkcode TransportError} kinds, classified here in one place (by error
- * code where the runtime gives one, else by the text of fetch's cause, one
- * table), so one set of messages (here) serves both.
+ * code where the runtime gives one, else by the text of fetch's error or
+ * its cause, one table), so one set of messages (here) serves both.
  *
  * @module
  */
@@ -74,6 +75,12 @@ export type TransportErrorKind =
   | "dates"
   /** The certificate does not name the host (or the override). */
   | "wrong-name"
+  /**
+   * `fetch` refuses the URL's port outright, before any connection: a port
+   * on the fetch standard's list of bad ports (6000, 6665-6669, 10080, ...).
+   * The client then sends through the node transport (`node_fallback.ts`).
+   */
+  | "blocked-port"
   | "other";
 
 /**
@@ -90,6 +97,9 @@ export const ERROR_TEXTS: readonly (readonly [RegExp, TransportErrorKind])[] = [
   [/certificate expired|not valid yet|not valid before/i, "dates"],
   [/NotValidForName|not valid for name/i, "wrong-name"],
   [/CaUsedAsEndEntity/, "ca-as-leaf"],
+  // fetch's own error, with no cause: "Fetch failed: Requests to port 6000
+  // are blocked". The one place that knows which ports fetch blocks is fetch.
+  [/Requests to port \d+ are blocked/i, "blocked-port"],
   [/invalid peer certificate|UnknownIssuer|BadSignature/i, "untrusted"],
 ];
 
@@ -104,6 +114,8 @@ export const ERROR_CODES: Readonly<Record<string, TransportErrorKind>> = {
   ENOTFOUND: "dns",
   EAI_AGAIN: "dns",
   ERR_SSL_WRONG_VERSION_NUMBER: "not-tls",
+  // node:http's parser meeting a TLS alert on an http:// URL.
+  HPE_INVALID_CONSTANT: "not-http",
   ERR_TLS_CERT_ALTNAME_INVALID: "wrong-name",
   CERT_HAS_EXPIRED: "dates",
   CERT_NOT_YET_VALID: "dates",
@@ -314,6 +326,9 @@ export async function describeTransportError(
         FIXES.untrusted,
       );
     }
+    // Only a transport without the node fallback gets here; the client's
+    // never does (it sends such a request through node:http(s)).
+    case "blocked-port":
     case "other":
       return fail(e.detail);
   }

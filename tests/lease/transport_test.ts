@@ -54,6 +54,8 @@ const ROWS: [string, TransportErrorKind][] = [
     "client error (Connect): invalid peer certificate: Other(OtherError(CaUsedAsEndEntity))",
     "ca-as-leaf",
   ],
+  // fetch's own error, no cause (the real shape: see the test below).
+  ["Fetch failed: Requests to port 6000 are blocked", "blocked-port"],
   [
     "client error (Connect): invalid peer certificate: UnknownIssuer",
     "untrusted",
@@ -107,16 +109,34 @@ Deno.test("anything else is other, with fetch's wording of the URL cut (the mess
         "client error (SendRequest): connection closed before message completed",
     },
   );
-  // A refusal before any connection (fetch's blocked ports) has no cause.
-  assert.deepEqual(
-    classifyError(
-      new TypeError("Fetch failed: Requests to port 1 are blocked"),
-    ),
-    {
-      error: "other",
-      detail: "Fetch failed: Requests to port 1 are blocked",
-    },
-  );
+});
+
+Deno.test("this Deno's fetch refuses the fetch standard's bad ports before any connection, and the table knows its refusal; a neighbouring port is tried", async () => {
+  const refusal = async (url: string) => {
+    try {
+      await fetch(url, {
+        method: "POST",
+        body: "{}",
+        signal: AbortSignal.timeout(5_000),
+      });
+      return undefined;
+    } catch (e) {
+      return classifyError(e);
+    }
+  };
+  for (const port of [1, 6000, 6665, 6669, 10080]) {
+    for (const scheme of ["http", "https"]) {
+      assert.deepEqual(await refusal(`${scheme}://127.0.0.1:${port}/x`), {
+        error: "blocked-port",
+        detail: `Fetch failed: Requests to port ${port} are blocked`,
+      });
+    }
+  }
+  // Whatever listens there (or nothing), fetch tries to connect.
+  for (const port of [5999, 6001, 6664, 6670, 10079, 10081]) {
+    const e = await refusal(`http://127.0.0.1:${port}/x`);
+    assert.notEqual(e?.error, "blocked-port", String(port));
+  }
 });
 
 Deno.test("node:https errors are classified by their code, named in the detail", () => {
@@ -139,6 +159,12 @@ Deno.test("node:https errors are classified by their code, named in the detail",
       "untrusted",
     ],
     ["CERT_HAS_EXPIRED", "certificate has expired", "dates"],
+    // node:http reading a TLS alert as an answer.
+    [
+      "HPE_INVALID_CONSTANT",
+      "Parse Error: Expected HTTP/, RTSP/ or ICE/",
+      "not-http",
+    ],
     [
       "ECONNRESET",
       "Client network socket disconnected before secure TLS connection was established",
@@ -177,6 +203,7 @@ Deno.test("the scheme and the certificate failures name their fix; refused, DNS 
     ["dates", FIXES.dates],
     ["refused", undefined],
     ["dns", undefined],
+    ["blocked-port", undefined],
     ["other", undefined],
   ];
   for (const [error, fix] of want) {
