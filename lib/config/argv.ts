@@ -196,7 +196,7 @@ function parseInto(out: Argv, args: readonly string[], spec: ArgvSpec): Argv {
   }
   const max = spec.positionals ?? 0;
   let positionalOnly = false;
-  let previous: Previous = { name: "", boolean: false, emptyValue: false };
+  let previous: Previous = NO_FLAG;
   for (let i = 0; i < args.length; i++) {
     const arg = args[i];
     if (positionalOnly || !arg.startsWith("-") || arg === "-") {
@@ -204,7 +204,7 @@ function parseInto(out: Argv, args: readonly string[], spec: ArgvSpec): Argv {
         throw unexpectedArgument(arg, i, previous, spec);
       }
       out.positionals.push(arg);
-      previous = { name: "", boolean: false, emptyValue: false };
+      previous = NO_FLAG;
       continue;
     }
     if (arg === "--") {
@@ -218,7 +218,11 @@ function parseInto(out: Argv, args: readonly string[], spec: ArgvSpec): Argv {
         continue;
       }
       if (i + 1 < args.length) {
-        throw unexpectedArgument(args[i + 1], i + 1, previous, spec);
+        // The word follows `--`, not the flag before it.
+        throw unexpectedArgument(args[i + 1], i + 1, {
+          ...previous,
+          name: "",
+        }, spec);
       }
       break;
     }
@@ -261,17 +265,29 @@ function parseInto(out: Argv, args: readonly string[], spec: ArgvSpec): Argv {
       name: eq < 0 ? name ?? given : "",
       boolean: kind === "boolean",
       emptyValue: value === "",
+      dashValue: eq < 0 && value === "--",
     };
   }
   return out;
 }
 
-/** The flag before the current word: its name when it took no `=value`, its kind, whether its value was empty. */
+/**
+ * The flag before the current word: its name when it took no `=value`, its
+ * kind, whether its value was empty, whether its value was the word `--`.
+ */
 interface Previous {
   name: string;
   boolean: boolean;
   emptyValue: boolean;
+  dashValue: boolean;
 }
+
+const NO_FLAG: Previous = {
+  name: "",
+  boolean: false,
+  emptyValue: false,
+  dashValue: false,
+};
 
 function unexpectedArgument(
   word: string,
@@ -283,6 +299,13 @@ function unexpectedArgument(
     ? ` ${JSON.stringify(word)}`
     : ` ${index + 1} (not shown: it may hold a secret)`;
   const after = previous.name ? ` after --${previous.name}` : "";
+  if (previous.name !== "" && previous.dashValue) {
+    // `run --state-dir -- CMD`: as in Go, a flag's value may be `--`, so
+    // that `--` is not where the command (or nothing) begins.
+    return new UsageError(
+      `unexpected argument${shown}: the -- before it is the value of --${previous.name} (a flag's value may be --); give --${previous.name} its value before --, as --${previous.name}=VALUE`,
+    );
+  }
   if (previous.name !== "" && previous.boolean) {
     return new UsageError(
       `unexpected argument${shown}${after}: a boolean flag takes its value as --${previous.name}=false, not as a separate word`,

@@ -116,6 +116,41 @@ Deno.test("parseArgv: after -- a command, or nothing", () => {
   );
 });
 
+Deno.test("parseArgv: a -- taken as a flag's value is named as such when a stray word follows it", () => {
+  const spec = {
+    flags: { "state-dir": { kind: "value" } },
+    dashDash: "command",
+    positionalHint: "put the command after --",
+  } as const;
+  // As in Go, the value may be --; the next -- starts the command.
+  assert.deepEqual(parseArgv(["--state-dir", "--", "--", "true"], spec), {
+    values: { "state-dir": ["--"] },
+    positionals: [],
+    command: ["true"],
+  });
+  // The command looks put after --, but that -- is --state-dir's value.
+  assert.equal(
+    usage(() => parseArgv(["--state-dir", "--", "true"], spec)),
+    'unexpected argument "true": the -- before it is the value of --state-dir (a flag\'s value may be --); give --state-dir its value before --, as --state-dir=VALUE',
+  );
+  // Written --state-dir=--, the value is meant: the usual hint.
+  assert.equal(
+    usage(() => parseArgv(["--state-dir=--", "true"], spec)),
+    'unexpected argument "true": put the command after --',
+  );
+});
+
+Deno.test("parseArgv: a word after a final -- follows the --, not the flag before it", () => {
+  const spec = { flags: { "lease-name": { kind: "value" } } } as const;
+  assert.deepEqual(parseArgv(["--lease-name", "y", "--"], spec).values, {
+    "lease-name": ["y"],
+  });
+  assert.equal(
+    usage(() => parseArgv(["--lease-name", "y", "--", "x"], spec)),
+    'unexpected argument "x": this subcommand takes flags only (--name=value)',
+  );
+});
+
 Deno.test("a usage line points to --help once: after the message, unless the message already does", () => {
   assert.equal(
     usageLine("status", unknownFlagMessage("--bogus", 0, ["json"])),
