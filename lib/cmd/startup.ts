@@ -79,8 +79,10 @@ export interface CommandSpec {
   helpDefaults?: Partial<Record<ConfigFlagName, string>>;
   /**
    * Takes a command after `--` (`run`): `hint` says where it goes, to a
-   * stray word and, appended, to every configuration error while the
-   * command is missing.
+   * stray word (the parser's message) and, appended, to every configuration
+   * error found once the command line is read, while the command is
+   * missing; a mistake in the command line itself (an unknown flag, a
+   * missing value) is said without it.
    */
   command?: { hint: string };
   /** The grace when none is configured (see `ResolveOptions.graceDefault`). */

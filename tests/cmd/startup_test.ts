@@ -304,3 +304,43 @@ Deno.test("start: a configuration variable that is not valid UTF-8 is refused, n
   };
   assert.deepEqual(unreadableVariables(get), ["POD_UID"]);
 });
+
+Deno.test("start: with a command spec, the words after -- are the command, and the hint is said once, only while the command is missing", () => {
+  const spec: CommandSpec = {
+    name: "run",
+    usage: "Usage: run\n",
+    ...RUN_ROLE,
+    command: { hint: "put the command after --" },
+  };
+  const ok = run(["--state-dir=/tmp/x", "--", "sleep", "--", "1"], BASE, spec);
+  assert.deepEqual((ok.result as Started).command, ["sleep", "--", "1"]);
+  // Without --, the command is empty (run says "no command to run").
+  assert.deepEqual((run([], BASE, spec).result as Started).command, []);
+  // A configuration error while the command is missing gets the hint.
+  const missing = run(["--"], { ...BASE, BERTH_LEASE_NAME: undefined }, spec);
+  assert.deepEqual(missing.err, [
+    "berth-acquire run: invalid configuration: lease name is required (set BERTH_LEASE_NAME or --lease-name); put the command after --\n",
+  ]);
+  // With the command given, it does not.
+  const given = run(
+    ["--", "true"],
+    { ...BASE, BERTH_LEASE_NAME: undefined },
+    spec,
+  );
+  assert.doesNotMatch(given.err.join(""), /put the command after/);
+  // A stray word is told by the parser, once.
+  const stray = run(["true"], BASE, spec);
+  assert.deepEqual(stray.err, [
+    'berth-acquire run: invalid configuration: unexpected argument "true": put the command after --\n',
+  ]);
+  // A mistake in the command line itself is said without it.
+  const typo = run(["--lease-nmae=x"], BASE, spec);
+  assert.deepEqual(typo.err, [
+    "berth-acquire run: invalid configuration: unknown flag --lease-nmae: did you mean --lease-name?\n",
+  ]);
+  // acquire takes no command: a word after -- is a stray word.
+  const acquire = run(["--", "true"], BASE);
+  assert.deepEqual(acquire.err, [
+    'berth-acquire acquire: invalid configuration: unexpected argument "true": this subcommand takes flags only (--name=value)\n',
+  ]);
+});
