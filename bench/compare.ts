@@ -13,8 +13,8 @@
  *   the end.
  *
  * `--soak` runs only the sidecars, before and after on each TLS path (for a
- * soak of 10,000 renewals, about 2.8 h); every sample is also printed as it
- * is taken.
+ * soak of 10,000 renewals, about 2.8 h). In either mode every RSS sample is
+ * also printed as it is taken.
  *
  * The figures are printed as markdown tables. Not pass/fail.
  *
