@@ -8,7 +8,8 @@
  * @module
  */
 import { systemClock } from "../state/clock.ts";
-import { clientFor, EXIT_FAILURE, start, startupFailure } from "./startup.ts";
+import { clientFor } from "./client_for.ts";
+import { EXIT_FAILURE, start, startupFailure } from "./startup.ts";
 import { shutdownSignal } from "./signals.ts";
 import { acquireLease } from "../hold/acquire_loop.ts";
 import { writeHandoff } from "../hold/write_handoff.ts";

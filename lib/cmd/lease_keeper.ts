@@ -24,7 +24,7 @@ import {
   type RenewerStatus,
   type RenewerStore,
 } from "../hold/renewer.ts";
-import { clientFor } from "./startup.ts";
+import { clientFor } from "./client_for.ts";
 import { startFullCollections } from "./full_collection.ts";
 
 /** Options for {@linkcode LeaseKeeper.open}. */

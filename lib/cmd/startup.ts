@@ -1,7 +1,8 @@
 /**
  * Start-up shared by the lease-holding subcommands (`acquire`, `renew`,
  * `run`): parse the command line once, resolve and validate the
- * configuration, build the logger and the client. One place, so the three
+ * configuration, build the logger (the client they then build is
+ * `client_for.ts`'s). One place, so the three
  * roles cannot disagree on how they start, and a configuration error reads
  * the same in all of them: one line on stderr, a JSON log line when
  * `BERTH_LOG_FORMAT=json` (the log format is settled first, even when the
@@ -10,9 +11,6 @@
  *
  * @module
  */
-import { apiKeySourceFromConfig } from "../lease/api_key.ts";
-import { createHttpLeaseClient } from "../lease/client.ts";
-import type { Clock } from "../state/clock.ts";
 import {
   type Config,
   resolveConfig,
@@ -36,7 +34,6 @@ import {
   settingOf,
   unknownVariables,
 } from "../config/settings.ts";
-import type { LeaseClient } from "../lease/rpc.ts";
 import { GO_MESSAGES } from "../obs/go_messages.ts";
 import { EXIT_FAILURE } from "./exit_codes.ts";
 import { createLogger, type LogFormat, type Logger } from "../obs/log.ts";
@@ -192,7 +189,7 @@ export function start(
   const base = createLogger({ format, write: writeError });
   // A stray word is told where the command goes by the parser itself.
   const hint = line !== undefined && !line.command?.length
-    ? spec.command?.hint
+    ? commandHint(spec, line)
     : undefined;
   const configProblem = (problem: string, missing: MissingSetting[] = []) => {
     const message = `invalid configuration: ${problem}${
@@ -311,6 +308,22 @@ export function start(
   };
 }
 
+/**
+ * Where the missing command goes; when a flag took the `--` as its value
+ * (`run --state-dir -- CMD`... with no second `--`), that is said first.
+ */
+function commandHint(
+  spec: CommandSpec,
+  line: CommandLine,
+): string | undefined {
+  if (spec.command === undefined) return undefined;
+  const took = Object.entries({ ...line.flags, ...line.extra })
+    .find(([, v]) => v === "--")?.[0];
+  return took === undefined || line.command !== undefined
+    ? spec.command.hint
+    : `the -- is the value of --${took} (a flag's value may be --); ${spec.command.hint}`;
+}
+
 /** One missing setting as the message names it. */
 function missingText(m: MissingSetting): string {
   return `${m.env} (or --${m.flag}${m.or ? ` or ${m.or}` : ""})`;
@@ -345,33 +358,6 @@ function earlyLogFormat(
   if (valid(flag)) return flag;
   const fromEnv = env[settingOf("log-format")!.env];
   return valid(fromEnv) ? fromEnv : "text";
-}
-
-/**
- * Builds the HTTP lease client for `config` (key source, TLS options, the
- * lease key).
- *
- * @param config The resolved configuration.
- * @param logger Where the client and the key source report.
- * @param clock Paces the key file's re-reads.
- * @returns The client.
- * @throws {Error} When the key file, the CA bundle or the URL cannot be used.
- */
-export async function clientFor(
-  config: Config,
-  logger: Logger,
-  clock: Clock,
-): Promise<LeaseClient> {
-  const auth = await apiKeySourceFromConfig(config, { clock, logger });
-  return createHttpLeaseClient({
-    apiServer: config.apiServer,
-    key: { namespace: config.leaseNamespace, name: config.leaseName },
-    auth,
-    caBundleFile: config.caBundleFile,
-    serverName: config.serverName,
-    insecureSkipTlsVerify: config.insecureSkipTlsVerify,
-    logger,
-  });
 }
 
 /**

@@ -60,6 +60,19 @@ export function reportLost(
  * @param logger Where the line goes.
  * @param reason The verdict's reason, the `error` field.
  * @param token The fencing token that was renewed.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { createLogger } from "../obs/log.ts";
+ * const lines: string[] = [];
+ * const logger = createLogger({ format: "json", write: (l) => lines.push(l) });
+ * reportPastDeadline(logger, "connection refused", 7);
+ * const record = JSON.parse(lines[0]);
+ * assert.equal(record.level, "WARN");
+ * assert.equal(record.msg, "renew failing past lease expiry; enforcing");
+ * assert.equal(record.fencing_token, 7);
+ * ```
  */
 export function reportPastDeadline(
   logger: Logger,

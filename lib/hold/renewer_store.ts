@@ -2,8 +2,10 @@
  * The renewer's store, the state volume: the handoff the init container
  * wrote (lib/hold/write_handoff.ts; read once at start-up) and the holder and token written whenever
  * they change, so a restarted sidecar and the workload see the current
- * token. Kept apart from the renewer's timing rules because its failures are
- * of another kind: a volume that cannot be read or written.
+ * token, and the line that says a token could not be written
+ * ({@linkcode reportPersistFailure}). Kept apart from the renewer's timing
+ * rules because its failures are of another kind: a volume that cannot be
+ * read or written.
  *
  * @module
  */
@@ -135,6 +137,20 @@ export interface PersistFailure {
  * @param logger Where the line goes.
  * @param failure What {@linkcode HandoffWriter.persist} gave up on.
  * @param token The fencing token that could not be written.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { createLogger } from "../obs/log.ts";
+ * const lines: string[] = [];
+ * const logger = createLogger({ format: "json", write: (l) => lines.push(l) });
+ * const error = new Error("EROFS: read-only file system, open '/berth/token'");
+ * reportPersistFailure(logger, { write: "token", error }, 8);
+ * const record = JSON.parse(lines[0]);
+ * assert.equal(record.level, "WARN");
+ * assert.equal(record.write, "token");
+ * assert.match(record.detail, /releasing the lease/);
+ * ```
  */
 export function reportPersistFailure(
   logger: Logger,

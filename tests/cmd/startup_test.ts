@@ -338,6 +338,18 @@ Deno.test("start: with a command spec, the words after -- are the command, and t
   assert.deepEqual(typo.err, [
     "berth-acquire run: invalid configuration: unknown flag --lease-nmae: did you mean --lease-name?\n",
   ]);
+  // A -- a flag took as its value, with no second --: said first.
+  const took = run(["--state-dir", "--"], BASE, spec);
+  assert.deepEqual(took.err, []);
+  assert.deepEqual((took.result as Started).command, []);
+  const took2 = run(
+    ["--state-dir", "--"],
+    { ...BASE, BERTH_LEASE_NAME: undefined },
+    spec,
+  );
+  assert.deepEqual(took2.err, [
+    "berth-acquire run: invalid configuration: lease name is required (set BERTH_LEASE_NAME or --lease-name); the -- is the value of --state-dir (a flag's value may be --); put the command after --\n",
+  ]);
   // acquire takes no command: a word after -- is a stray word.
   const acquire = run(["--", "true"], BASE);
   assert.deepEqual(acquire.err, [
