@@ -254,8 +254,12 @@ export async function describeTransportError(
           : `connection refused, by the proxy ${ctx.proxy} names or by the API server behind it; check ${ctx.proxy} and --api-server / BERTH_API_SERVER`,
       );
     case "dns":
+      // Through a proxy this node resolves the proxy's host (an http or https
+      // proxy resolves the API server's; NO_PROXY or socks5:// leave it here).
       return fail(
-        `cannot resolve ${ctx.target.hostname}; check --api-server / BERTH_API_SERVER and the cluster DNS`,
+        ctx.proxy === undefined
+          ? `cannot resolve ${ctx.target.hostname}; check --api-server / BERTH_API_SERVER and the cluster DNS`
+          : `cannot resolve the host of the proxy ${ctx.proxy} names, or ${ctx.target.hostname}; check ${ctx.proxy} (a password with an unencoded "/" ends the host early: percent-encode it as %2F), --api-server / BERTH_API_SERVER and the cluster DNS`,
       );
     case "not-tls":
       return fail(

@@ -215,3 +215,23 @@ Deno.test("the scheme and the certificate failures name their fix; refused, DNS 
   assert.match(FIXES.untrusted, /--ca-bundle-file \/ BERTH_CA_BUNDLE_FILE/);
   assert.match(FIXES.wrongName, /--server-name \/ BERTH_SERVER_NAME/);
 });
+
+Deno.test("a name that does not resolve with a proxy set names the proxy's host first (an http or https proxy resolves the API server's itself)", async () => {
+  const describe = (proxy: string | undefined) =>
+    describeTransportError({ error: "dns", detail: "d" }, {
+      target: parseApiServer("https://berth.example:8443"),
+      verifiedName: "berth.example",
+      proxy,
+      signal: new AbortController().signal,
+    });
+  const direct = await describe(undefined);
+  assert.equal(
+    direct.kind === "transport-error" && direct.message,
+    "https://berth.example:8443: cannot resolve berth.example; check --api-server / BERTH_API_SERVER and the cluster DNS",
+  );
+  const proxied = await describe("HTTPS_PROXY");
+  assert.match(
+    proxied.kind === "transport-error" ? proxied.message : "",
+    /cannot resolve the host of the proxy HTTPS_PROXY names, or berth\.example; check HTTPS_PROXY \(a password with an unencoded "\/" ends the host early: percent-encode it as %2F\)/,
+  );
+});
