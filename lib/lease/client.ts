@@ -237,18 +237,21 @@ function buildTransport(
     options.serverName !== undefined && "--server-name",
     options.insecureSkipTlsVerify && "--insecure-skip-tls-verify",
   ].filter((x): x is string => typeof x === "string");
-  const viaFetch = (caCerts: string[] | undefined) => ({
-    transport: withNodeFallback(createFetchTransport(target, caCerts), {
-      node: () => createNodeTransport(target, { caCerts }),
-      target,
-      proxy,
-      logger,
-      onHandOver: () => {
-        proxy = undefined;
-      },
-    }),
-    proxy: () => proxy,
-  });
+  const viaFetch = (caCerts: string[] | undefined) => {
+    warnIgnoredProxy(logger, proxy, env, target);
+    return {
+      transport: withNodeFallback(createFetchTransport(target, caCerts), {
+        node: () => createNodeTransport(target, { caCerts }),
+        target,
+        proxy,
+        logger,
+        onHandOver: () => {
+          proxy = undefined;
+        },
+      }),
+      proxy: () => proxy,
+    };
+  };
   if (!target.secure) {
     if (given.length > 0) {
       logger.warn("TLS options have no effect on an http:// API server", {
@@ -310,6 +313,29 @@ function proxyVariable(
   const scheme = target.secure ? "HTTPS_PROXY" : "HTTP_PROXY";
   return ["ALL_PROXY", scheme].flatMap((n) => [n, n.toLowerCase()])
     .find((n) => (env(n) ?? "") !== "");
+}
+
+/**
+ * Warns when the proxy variable names a user without a password
+ * (`http://user@proxy:3128`): Deno's `fetch` ignores such a proxy URL
+ * altogether, so requests would not go through that proxy, with nothing
+ * said. The line names the variable, never its value.
+ */
+function warnIgnoredProxy(
+  logger: Logger,
+  proxy: string | undefined,
+  env: (name: string) => string | undefined,
+  target: Target,
+): void {
+  if (proxy === undefined) return;
+  const authority = (env(proxy) ?? "").replace(/^[a-z][a-z0-9+.-]*:\/\//i, "")
+    .split(/[/?#]/, 1)[0];
+  const at = authority.indexOf("@");
+  if (at < 0 || authority.slice(0, at).includes(":")) return;
+  logger.warn(
+    `${proxy} names a proxy user without a password, and fetch ignores such a proxy URL: requests do not go through that proxy; write it as http://USER:PASSWORD@HOST:PORT (percent-encoded), or without the user`,
+    { api_server: target.origin },
+  );
 }
 
 function abortFailure(reason: unknown): LeaseFailure {

@@ -4,7 +4,8 @@
  * spellings) when the client is built, goes through the proxy with its
  * credentials, and a failure on the way is said in words that never carry
  * the password; `node:https` (the server-name override, skip-verify) goes
- * direct and warns that it does.
+ * direct and warns that it does. A proxy URL `fetch` ignores (a user without
+ * a password) is warned about; under CGI it ignores `HTTP_PROXY`.
  */
 import assert from "node:assert/strict";
 import {
@@ -271,6 +272,58 @@ Deno.test("over http://, HTTP_PROXY is sent the whole URL and its credentials", 
     proxy.seen[0].headers.get("proxy-authorization"),
     `Basic ${btoa("ops:pw")}`,
   );
+});
+
+Deno.test("a proxy URL with a user but no password, which fetch ignores, is warned about without its value; requests then bypass it", async () => {
+  await using proxy = startProxy();
+  // The stand-in answers any plain request with a grant: here, the server.
+  await using server = startProxy();
+  const lines: string[] = [];
+  const c = clientWith(
+    { HTTP_PROXY: `http://ops@127.0.0.1:${proxy.port}` },
+    {
+      apiServer: `http://127.0.0.1:${server.port}`,
+      logger: createLogger({ format: "json", write: (l) => lines.push(l) }),
+    },
+  );
+  assert.equal((await c.acquire(HOLDER, 10, never())).kind, "acquired");
+  assert.equal(proxy.seen.length, 0, "fetch went round the proxy");
+  assert.equal(server.seen.length, 1);
+  const warning = lines.filter((l) => l.includes("without a password"));
+  assert.equal(warning.length, 1, lines.join("\n"));
+  assert.match(
+    warning[0],
+    /HTTP_PROXY names a proxy user without a password, and fetch ignores such a proxy URL: requests do not go through that proxy/,
+  );
+  assert.doesNotMatch(warning[0], /ops/);
+  // With a password (or without a user) nothing is said.
+  for (const value of ["http://ops:pw@proxy.corp:3128", "proxy.corp:3128"]) {
+    const quiet: string[] = [];
+    clientWith({ HTTPS_PROXY: value }, {
+      apiServer: "https://berth.example:8443",
+      logger: createLogger({ format: "json", write: (l) => quiet.push(l) }),
+    });
+    assert.ok(!quiet.some((l) => l.includes("without a password")), value);
+  }
+});
+
+Deno.test("under CGI (REQUEST_METHOD set) HTTP_PROXY may be a client's header: fetch ignores it", async () => {
+  await using proxy = startProxy();
+  await using server = startProxy();
+  const saved = Deno.env.get("REQUEST_METHOD");
+  Deno.env.set("REQUEST_METHOD", "GET");
+  try {
+    const c = clientWith(
+      { HTTP_PROXY: `http://127.0.0.1:${proxy.port}` },
+      { apiServer: `http://127.0.0.1:${server.port}` },
+    );
+    assert.equal((await c.acquire(HOLDER, 10, never())).kind, "acquired");
+  } finally {
+    if (saved === undefined) Deno.env.delete("REQUEST_METHOD");
+    else Deno.env.set("REQUEST_METHOD", saved);
+  }
+  assert.equal(proxy.seen.length, 0);
+  assert.equal(server.seen.length, 1);
 });
 
 Deno.test("skip-verify and the server-name override (node:https) go direct and say so when a proxy is set", () => {
