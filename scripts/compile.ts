@@ -122,10 +122,7 @@ export async function sha256File(path: string): Promise<string> {
     "SHA-256",
     await Deno.readFile(path),
   );
-  return Array.from(
-    new Uint8Array(digest),
-    (b) => b.toString(16).padStart(2, "0"),
-  ).join("");
+  return new Uint8Array(digest).toHex();
 }
 
 /**

@@ -93,8 +93,7 @@ function errorBody(message: string): string {
 
 async function sha256Hex(s: string): Promise<string> {
   const d = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(s));
-  return Array.from(new Uint8Array(d), (b) => b.toString(16).padStart(2, "0"))
-    .join("");
+  return new Uint8Array(d).toHex();
 }
 
 /** Sends bytes the fetch API would normalise (dot segments, bad escapes). */

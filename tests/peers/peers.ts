@@ -110,8 +110,7 @@ async function sha256Hex(text: string): Promise<string> {
     "SHA-256",
     new TextEncoder().encode(text),
   );
-  return [...new Uint8Array(d)].map((b) => b.toString(16).padStart(2, "0"))
-    .join("");
+  return new Uint8Array(d).toHex();
 }
 
 function freePort(): number {

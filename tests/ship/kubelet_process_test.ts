@@ -102,8 +102,7 @@ async function output(cmd: Deno.Command) {
 
 async function sha256Hex(s: string): Promise<string> {
   const d = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(s));
-  return Array.from(new Uint8Array(d), (b) => b.toString(16).padStart(2, "0"))
-    .join("");
+  return new Uint8Array(d).toHex();
 }
 
 /** What running a pod produced; `failed` names the first step that did not work. */

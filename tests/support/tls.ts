@@ -282,8 +282,7 @@ function randomSerial(): string {
   const bytes = crypto.getRandomValues(new Uint8Array(8));
   bytes[0] &= 0x7f; // positive
   bytes[0] |= 0x01; // never zero
-  return "0x" +
-    Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
+  return `0x${bytes.toHex()}`;
 }
 
 function isIp(name: string): boolean {
