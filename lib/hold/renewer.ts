@@ -354,15 +354,16 @@ export class Renewer {
     return false;
   }
 
-  /** Closes (or re-applies the closed) gate; see {@linkcode PermissionControl.close}. */
+  /** Closes (or re-applies the closed) permission; see {@linkcode PermissionControl.close}. */
   #close(reason: string, shutdown = false): void {
     this.#control.close(reason, shutdown);
   }
 
-  /** Closes the gate for a release, then hands over to `shutdown.ts`. */
+  /** Closes the permission for a release, then hands over to `shutdown.ts`. */
   async #shutdown(): Promise<void> {
     const { clock } = this.#o;
-    // The gate timer may have fallen due while the loop was ending.
+    // The permission's closing timer may have fallen due while the loop was
+    // ending.
     await this.#control.closeIfDue();
     const deadline = this.#control.deadline;
     // A lease whose local deadline has passed is no longer ours to release
