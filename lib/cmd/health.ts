@@ -73,10 +73,10 @@ export function healthAddrFrom(
 /**
  * The probe's verdict from the renewer's state at monotonic time `now`,
  * matching what `check` would say about the marker the same renewer keeps:
- * gate closed is `Absent` (the renewer stopped the workload itself: lease
- * lost, not confirmed, not yet acquired), gate open past its closing time is
- * `Stale` (the renewer did not act on time: an incident), else `OK`. The
- * endpoint is unauthenticated, so the reason line is the renewer's own
+ * a closed permission is `Absent` (the renewer stopped the workload itself:
+ * lease lost, not confirmed, not yet acquired), an open one past its closing
+ * time is `Stale` (the renewer did not act on time: an incident), else `OK`.
+ * The endpoint is unauthenticated, so the reason line is the renewer's own
  * words ({@linkcode RenewerStatus.reason}), never text a server sent.
  *
  * @param status The renewer's state.

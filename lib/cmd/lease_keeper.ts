@@ -2,7 +2,7 @@
  * The wiring every lease-keeping process shares (`renew`, the sidecar, and
  * `run`): the instrumented lease client, the metrics that observe the
  * renewer, the health endpoint that serves them, and the renewer itself.
- * Written once so both roles report the same gate state in the same way:
+ * Written once so both roles report the permission's state in the same way:
  * the renewer's decision is the only source, and the metrics, the health
  * endpoint and `run`'s supervision read it from the renewer.
  *
@@ -120,9 +120,10 @@ export class LeaseKeeper {
    * Creates the renewer (once) with the configured timings, observed by the
    * metrics and by `onChange`.
    *
-   * @param enforcer What closing the gate does.
+   * @param enforcer What closing the permission does.
    * @param store The handoff it adopts and the token it persists.
-   * @param onChange Told about every gate or token change, after the metrics.
+   * @param onChange Told about every change of the permission or the token,
+   * after the metrics.
    * @param role `RenewerOptions.role`: `run`, or the sidecar by default.
    * @returns The renewer; call `run` on it.
    */
@@ -162,7 +163,7 @@ export class LeaseKeeper {
     return this.#stopping;
   }
 
-  /** From now on a closing gate is a release, not a loss (metrics). */
+  /** From now on a closing permission is a release, not a loss (metrics). */
   stopping(): void {
     this.#stopping = true;
   }

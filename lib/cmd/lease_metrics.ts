@@ -57,7 +57,7 @@ export interface LeaseMetricsOptions {
   /** The monotonic clock the status's deadlines are on. */
   clock: Pick<Clock, "now">;
   /**
-   * True once the process is shutting down: a gate closed then is a
+   * True once the process is shutting down: a permission closed then is a
    * release, not a loss, and is not counted in `lease_losses_total`.
    */
   isStopping?: () => boolean;
@@ -152,7 +152,7 @@ export class LeaseMetrics implements EnforcementWrappers {
     this.#actions.inc({ action });
   }
 
-  /** The renewer hooks: losses (gate open -> closed outside shutdown) and reacquires. */
+  /** The renewer hooks: losses (the permission going from open to closed outside shutdown) and reacquires. */
   observer(): RenewerObserver {
     return {
       changed: (status) => {

@@ -1,8 +1,9 @@
 /**
  * `berth-acquire status [STATE_DIR] [--json]`: the operator's read-only view
  * of a pod's lease, from the state volume alone: holder, fencing token, the
- * probe's verdict on the marker, and the time left before the gate closes
- * and before the lease deadline, on both clocks the marker carries.
+ * probe's verdict on the marker, and the time left before the workload's
+ * permission closes (the line "gate closes") and before the lease deadline,
+ * on both clocks the marker carries.
  *
  * It runs where the probe runs, inside the main container
  * (`kubectl exec POD -c MAIN -- /berth/check status /berth`): the binary is

@@ -84,8 +84,9 @@ export interface Config {
   /** SIGTERM -> SIGKILL grace in seconds (>= 0). */
   enforceGraceSeconds: number;
   /**
-   * How long before the local lease deadline the gate closes, in ms, so the
-   * workload is already stopped when the server may hand the lease over.
+   * How long before the local lease deadline the workload's permission to
+   * run closes, in ms, so the workload is already stopped when the server may
+   * hand the lease over.
    */
   enforceLeadMs: number;
   /** Release the lease on a stop signal (SIGTERM, SIGINT, SIGHUP, SIGQUIT). */

@@ -1,10 +1,10 @@
 /**
- * The enforcement lead: how long before the local lease deadline the gate
- * closes, so that the workload is already stopped when the server may hand
- * the lease to someone else. What it must be depends on who stops the
- * workload (the kubelet's liveness probe, or signals), so each role passes
- * the default it needs as a {@linkcode LeadDefault} instead of the
- * configuration guessing it; and a lead that leaves no room to renew is
+ * The enforcement lead: how long before the local lease deadline the
+ * workload's permission to run closes, so that the workload is already
+ * stopped when the server may hand the lease to someone else. What it must be
+ * depends on who stops the workload (the kubelet's liveness probe, or signals),
+ * so each role passes the default it needs as a {@linkcode LeadDefault} instead
+ * of the configuration guessing it; and a lead that leaves no room to renew is
  * refused at start-up.
  *
  * @module
@@ -16,7 +16,7 @@ import type { EnforceMode } from "./modes.ts";
  * The lead the probe enforcer needs by default, in seconds: the webhook's
  * liveness probe runs every 2 s with a 1 s timeout, and the kubelet then
  * allows 1 s of termination grace, so the workload is surely stopped 4 s
- * after the gate closes.
+ * after its permission closes.
  */
 const PROBE_ENFORCE_LEAD_SECONDS = 4;
 
@@ -39,11 +39,12 @@ function signalLeadSeconds(graceSeconds: number): number {
 }
 
 /**
- * The enforce lead used when none is configured, in seconds, so that the gate
- * closes early enough for the chosen enforcer to have stopped the workload by
- * the lease deadline. In signal mode it is never shorter than the probe's
- * lead: when the sidecar itself is dead nobody sends signals, and the liveness
- * probe, reading the deadline in the marker, is what stops the workload.
+ * The enforce lead used when none is configured, in seconds, so that the
+ * permission closes early enough for the chosen enforcer to have stopped the
+ * workload by the lease deadline. In signal mode it is never shorter than the
+ * probe's lead: when the sidecar itself is dead nobody sends signals, and the
+ * liveness probe, reading the deadline in the marker, is what stops the
+ * workload.
  *
  * @param enforce The enforcer.
  * @param graceSeconds The SIGTERM -> SIGKILL grace.
@@ -118,10 +119,10 @@ export interface RoomInput {
 }
 
 /**
- * The renewer must get a renewal through before the gate closes, i.e. within
- * TTL - lead of the last one; a heartbeat that long or longer would stop a
- * healthy workload every cycle. The comparisons are on whole seconds (the
- * default heartbeat TTL/3 as 2 * TTL > 3 * lead), so no rounding decides.
+ * The renewer must get a renewal through before the permission closes, i.e.
+ * within TTL - lead of the last one; a heartbeat that long or longer would
+ * stop a healthy workload every cycle. The comparisons are on whole seconds
+ * (the default heartbeat TTL/3 as 2 * TTL > 3 * lead), so no rounding decides.
  *
  * @param r The TTL, heartbeat and lead.
  * @returns The problem with the smallest workable TTL and what to change, or

@@ -33,7 +33,7 @@ export interface StopSequenceOptions {
   workload: WorkloadSet;
   /** Processes never signalled (see `WorkloadScanner.spared`): a group holding one is signalled member by member. */
   spared: (p: ProcessInfo) => boolean;
-  /** Why the gate closed, read whenever a signal is reported (a SIGKILL due later gives the latest reason). */
+  /** Why the permission closed, read whenever a signal is reported (a SIGKILL due later gives the latest reason). */
   reason: () => string;
   /** Runs a delayed SIGKILL in the background; its owner reports a failure and awaits it at disposal. */
   track: (task: Promise<void>) => void;
@@ -68,7 +68,7 @@ export class StopSequence {
     return this.#pendingKills;
   }
 
-  /** Forgets the SIGTERMs sent and the refusals reported (the gate reopened). */
+  /** Forgets the SIGTERMs sent and the refusals reported (the permission reopened). */
   clear(): void {
     this.#termed.clear();
     this.#deniedReported.clear();
@@ -88,7 +88,8 @@ export class StopSequence {
    * SIGKILLs are sent before it resolves; else they are left to tasks.
    *
    * @param found One scan of the process table.
-   * @param signal Aborts when the gate opens: nothing more is signalled.
+   * @param signal Aborts when the permission opens again: nothing more is
+   * signalled.
    */
   async stop(found: WorkloadScan, signal: AbortSignal): Promise<void> {
     const { procs, self, targets, others } = found;

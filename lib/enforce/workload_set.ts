@@ -127,7 +127,7 @@ export class WorkloadSet {
     return leader === undefined || leader === p.startTime;
   }
 
-  /** Forgets everything (the gate reopened: a new closing starts afresh). */
+  /** Forgets everything (the permission reopened: a new closing starts afresh). */
   clear(): void {
     this.#roots.clear();
     this.#groups.clear();

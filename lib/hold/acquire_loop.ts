@@ -60,9 +60,10 @@ export interface AcquireLeaseOptions {
   /** Poll interval while another holder has the lease; also the cap of the error back-off. */
   heartbeatMs: number;
   /**
-   * The enforcement lead (ms). An answer that arrives after its own gate
-   * closing time (send + TTL - lead) is of no use to the workload, so the
-   * lease is confirmed again at once instead of handed over expired. Default 0.
+   * The enforcement lead (ms). An answer that arrives after the permission
+   * it grants would already have closed (send + TTL - lead) is of no use to
+   * the workload, so the lease is confirmed again at once instead of handed
+   * over expired. Default 0.
    */
   enforceLeadMs?: number;
   /**

@@ -134,8 +134,8 @@ export type RenewVerdict =
    * The lease is gone now (409, `acquired:false`, or a token the server
    * should never change). `reason` is for the log and may quote the server;
    * `summary` is in this project's words only, for the unauthenticated
-   * `/healthz` and the gate's reason. `message` is the Go helper's log
-   * message for the same event, when it has one.
+   * `/healthz` and the reason the permission closes with. `message` is the Go
+   * helper's log message for the same event, when it has one.
    */
   | {
     kind: "lost";

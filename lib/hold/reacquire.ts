@@ -1,7 +1,7 @@
 /**
  * The sidecar's reacquire: one Acquire per tick while the lease is not
- * held, and what its answer means, apart from the gate and the state volume
- * (the renewer does those with the grant this returns).
+ * held, and what its answer means, apart from the permission and the state
+ * volume (the renewer does those with the grant this returns).
  *
  * - A grant that extends a live lease of this holder identity which is not
  *   ours (see `shared_holder.ts`) is another process's: no Acquire is sent

@@ -5,10 +5,10 @@
  *   workload`, or the server's own message at WARN with the current holder
  *   when it names one;
  * - unconfirmed (any other failure): the Go helper's `renew failed` at
- *   WARN, saying whether the workload keeps running (and how long until the
- *   gate closes) or stays stopped, with the fix when the failure names one;
- *   such a failure is also said at ERROR, at most once a minute
- *   (`rejection_log.ts`);
+ *   WARN, saying whether the workload keeps running (and how long until its
+ *   permission closes, `gate_closes_in_ms`) or stays stopped, with the fix when
+ *   the failure names one; such a failure is also said at ERROR, at most once a
+ *   minute (`rejection_log.ts`);
  * - past the local deadline (any failure once it has passed): the Go
  *   helper's `renew failing past lease expiry` at WARN, saying the workload
  *   stays stopped until the lease is acquired again.

@@ -1,23 +1,26 @@
 /**
  * The renewer: keeps a held lease alive against a local, monotonic deadline,
- * closes the gate (stops the workload through an {@linkcode Enforcer}) before
- * that deadline when the lease cannot be confirmed, and reacquires.
+ * closes the workload's permission to run (stops the workload through an
+ * {@linkcode Enforcer}) before that deadline when the lease cannot be
+ * confirmed, and reacquires.
  *
  * This is where the product's promise lives, so the rules are spelled out:
  * - The deadline is the send time of the last successful Renew/Acquire plus
- *   the TTL (see `deadline.ts`). The gate closes `enforceLeadMs` before it, on a
- *   timer of its own, even while an RPC is in flight (`permission_control.ts`:
- *   the workload's permission, its deadline and that timer).
+ *   the TTL (see `deadline.ts`). The permission closes `enforceLeadMs`
+ *   before it, on a timer of its own, even while an RPC is in flight
+ *   (`permission_control.ts`: the workload's permission, its deadline and that
+ *   timer).
  * - 409 or `acquired:false` lose the lease at once; any other failure leaves
  *   the local deadline in charge.
- * - A success re-opens the gate only while its own closing time is ahead.
+ * - A success re-opens the permission only while its own closing time is
+ *   ahead.
  * - While the lease is lost, every tick re-applies the enforcer (a restarted
  *   container is stopped again) and tries to acquire.
  * - A reacquired token the state volume refuses is kept in memory (so the
  *   next answer is not mistaken for another process's), and the lease is
  *   released: a token the workload cannot read is worth nothing.
  * - At shutdown the lease is released only once the workload is known to be
- *   stopped or the enforcement lead has passed since the gate closed (see
+ *   stopped or the enforcement lead has passed since the permission closed (see
  *   `shutdown.ts`).
  *
  * What it logs about a renewal that did not confirm the lease is worded in
@@ -62,7 +65,7 @@ export interface RenewerOptions {
   ttlSeconds: number;
   /** Interval between renewals (ms); also bounds each RPC. */
   heartbeatMs: number;
-  /** How long before the local deadline the gate closes (ms). */
+  /** How long before the local deadline the permission closes (ms). */
   enforceLeadMs: number;
   /** Stops and re-admits the workload. */
   enforcer: Enforcer;
@@ -139,10 +142,10 @@ export class Renewer {
   }
 
   /**
-   * Whether every gate decision so far has been applied to the workload.
-   * The decision ({@linkcode status}) changes at once; the enforcer applies
-   * decisions in order, later. A command started on an open decision while
-   * an earlier close is still queued would be stopped by that close.
+   * Whether every decision on the permission so far has been applied to the
+   * workload. The decision ({@linkcode status}) changes at once; the enforcer
+   * applies decisions in order, later. A command started on an open decision
+   * while an earlier close is still queued would be stopped by that close.
    */
   get applied(): boolean {
     return this.#control.applied;
@@ -183,8 +186,8 @@ export class Renewer {
           failedBefore = undefined;
         } catch (e) {
           // Fail closed and keep going: a tick that throws (an unreadable
-          // boot-time clock, say) must neither leave the gate open nor end
-          // the sidecar without a word.
+          // boot-time clock, say) must neither leave the permission open nor
+          // end the sidecar without a word.
           const error = e instanceof Error ? e.message : String(e);
           if (error !== failedBefore) {
             this.#o.logger.error(
@@ -306,7 +309,7 @@ export class Renewer {
       if (!await this.#persist(grant.token, grant.sentAt, shutdown)) return;
     }
     if (shutdown.aborted) {
-      // Granted while stopping: the workload gets none of it (the gate
+      // Granted while stopping: the workload gets none of it (the permission
       // stays closed); the shutdown releases it, whatever the setting.
       this.#control.deadline = deadlineFrom(grant.sentAt, this.#o.ttlSeconds);
       this.#unusedGrant = true;
@@ -325,7 +328,7 @@ export class Renewer {
    * refusing, releases the lease (a token the workload cannot read is held
    * for nothing) and returns false, so the next tick tries again with a new
    * grant. The release waits, as at shutdown, until the workload stopped at
-   * the loss is known to be gone or the lead has passed since the gate
+   * the loss is known to be gone or the lead has passed since the permission
    * closed: a command still in its grace must not run beside the next holder.
    */
   async #persist(

@@ -35,7 +35,7 @@ export interface RenewerStore {
 
 /** What the init container handed over, as the renewer may use it. */
 export type Handoff =
-  /** Nothing usable: acquire as the configured holder. `reason` is the gate's. */
+  /** Nothing usable: acquire as the configured holder. `reason` is why the permission stays closed. */
   | { kind: "none"; reason: string }
   /** A lease of ours; `leftMs` when the marker says how long it still runs. */
   | { kind: "lease"; token: number; leftMs?: number };

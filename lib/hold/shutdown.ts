@@ -8,8 +8,8 @@
  * runs on. The moment the lease is released another pod may start, so the
  * release waits until the workload is known to be stopped (signal mode: no
  * target left and every due SIGKILL sent), or else until the enforcement
- * lead has passed since the gate closed: the lead is, by its definition, the
- * time the liveness probe (or the signal grace) needs to stop the workload.
+ * lead has passed since the permission closed: the lead is, by its definition,
+ * the time the liveness probe (or the signal grace) needs to stop the workload.
  * When the lease's own deadline comes first there is nothing to gain: it
  * expires on its own.
  *
@@ -23,7 +23,7 @@ import type { Logger } from "../obs/log.ts";
 
 /** What `waitForStop` needs. */
 export interface StopWaitOptions {
-  /** The enforcer whose gate is closed. */
+  /** The enforcer that applied the permission's close. */
   enforcer: Enforcer;
   /** The renewer's clock. */
   clock: Clock;
@@ -36,7 +36,7 @@ export interface StopWaitOptions {
  * enforcement lead has passed since `closedAt`.
  *
  * @param o The enforcer, clock and lead.
- * @param closedAt Monotonic ms at which the gate closed.
+ * @param closedAt Monotonic ms at which the permission closed.
  * @returns What the enforcer knows when the wait ends.
  */
 function waitForStop(
@@ -135,11 +135,11 @@ export interface ShutdownReleaseOptions
 /**
  * Releases the lease once that is safe (see the module doc); lets it expire
  * when its deadline passes first. Logs which, and why. Without a release,
- * still waits (at most the lead) while the gate is closed, so a pending
+ * still waits (at most the lead) while the permission is closed, so a pending
  * SIGKILL lands before the enforcer is disposed.
  *
- * @param o The enforcer, clock, lead, client and the gate's closing time;
- * the gate must be closed already when `held`.
+ * @param o The enforcer, clock, lead, client and when the permission
+ * closed; the permission must be closed already when `held`.
  */
 export async function shutdownRelease(
   o: ShutdownReleaseOptions,

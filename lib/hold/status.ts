@@ -1,8 +1,8 @@
 /**
  * The renewer's observable state, in a leaf module so that the health
  * endpoint and the metrics (and `run`) read it without loading the renewer.
- * The renewer's decision is the single source of the gate's state; these
- * only observe it.
+ * The renewer's decision is the single source of the workload's permission
+ * to run; these only observe it.
  *
  * @module
  */

@@ -1,8 +1,8 @@
 /**
- * The {@linkcode Enforcer} of `run`: closing the gate removes the markers
- * (the user's, when a state directory is configured, and the private one
- * `run`'s `gate` watches) and then stops the attached command. It keeps no
- * gate state of its own: whether the lease is held is the renewer's
+ * The {@linkcode Enforcer} of `run`: closing the permission removes the
+ * markers (the user's, when a state directory is configured, and the private
+ * one `run`'s `gate` watches) and then stops the attached command. It keeps
+ * no copy of the permission: whether the lease is held is the renewer's
  * decision alone (`Renewer.status()`), which `run` reads before it starts a
  * command, and the gate in front of the command only lets it run while the
  * marker that this enforcer writes passes.

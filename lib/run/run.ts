@@ -2,9 +2,9 @@
  * `berth-acquire run [flags] -- COMMAND [ARGS...]`: hold the lease while a
  * command runs, outside Kubernetes (VMs, systemd, CI, cron) or in any pod.
  * It reuses the acquire loop and the {@linkcode Renewer} unchanged; only the
- * enforcer differs: closing the gate stops the command's whole process group
- * (SIGTERM, SIGKILL after the grace), and the lease is released or given up
- * only once the group is gone.
+ * enforcer differs: closing the permission stops the command's whole process
+ * group (SIGTERM, SIGKILL after the grace), and the lease is released or given
+ * up only once the group is gone.
  *
  * The wait for the lease is `run_acquire.ts`; what `run` differs in at
  * start-up, `run_role.ts`; the command's supervision, `run_supervise.ts`.

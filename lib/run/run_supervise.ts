@@ -1,8 +1,8 @@
 /**
  * `run`'s supervision of its command once the lease is held: wait for the
- * renewer's gate to open, start the command under `gate`, watch it, and say
- * how it ended (its exit statuses are defined here). The command's gate
- * watches run's private marker and run itself, so a killed or frozen `run`
+ * renewer to permit the command to run, start the command under `gate`, watch
+ * it, and say how it ended (its exit statuses are defined here). The command's
+ * gate watches run's private marker and run itself, so a killed or frozen `run`
  * cannot leave the command running past the last confirmed deadline.
  *
  * @module
@@ -88,7 +88,7 @@ export interface Supervision {
   fence: StateDir;
   /** Starts each run of the command (see `RunOptions.launcher`). */
   launcher: CommandLauncher;
-  /** Aborts at the renewer's next gate or token change. */
+  /** Aborts at the renewer's next change of the permission or the token. */
   nextChange(): AbortSignal;
   /**
    * How late run noticed the last close, when that was after the lease
@@ -98,13 +98,13 @@ export interface Supervision {
 }
 
 /**
- * Waits until the renewer's gate is open: it decides alone (the enforcer
- * keeps no copy), and every decision before it has been applied, so a close
- * still queued cannot stop the command it would find attached; the
- * command's own gate also waits for the marker the enforcer writes. Returns undefined when the gate may be started, else
- * `run`'s exit status: cancelled by a signal (checked first, so a signal
- * that arrived just before the start is not lost), the renewer failed, or
- * `--acquire-timeout` passed.
+ * Waits until the renewer's permission is open: it decides alone (the
+ * enforcer keeps no copy), and every decision before it has been applied, so
+ * a close still queued cannot stop the command it would find attached; the
+ * command's own gate also waits for the marker the enforcer writes. Returns
+ * undefined when the command's gate may be started, else `run`'s exit status:
+ * cancelled by a signal (checked first, so a signal that arrived just before
+ * the start is not lost), the renewer failed, or `--acquire-timeout` passed.
  */
 async function whenOpen(
   s: Supervision,
@@ -148,8 +148,8 @@ async function whenOpen(
 }
 
 /**
- * Runs the command while the gate is open, again after each reacquire with
- * `--restart-on-reacquire`, and returns `run`'s exit status. Returns only
+ * Runs the command while the permission is open, again after each reacquire
+ * with `--restart-on-reacquire`, and returns `run`'s exit status. Returns only
  * once no process of the command is left.
  */
 export async function supervise(s: Supervision): Promise<number> {
@@ -208,15 +208,16 @@ export async function supervise(s: Supervision): Promise<number> {
     const final = !s.restart || signals.stopForwarded ||
       s.renewerFailed.aborted;
     if (s.renewerFailed.aborted) {
-      // Checked first: a renewer that failed may have left its gate open as
-      // decided, which is no confirmation.
+      // Checked first: a renewer that failed may have left its permission
+      // open as decided, which is no confirmation.
       logger.error(
         "the command was stopped: the lease renewer failed (see its error above)",
         { reason: exit.stopReason, code: exit.code },
       );
       return EXIT_LEASE_LOST;
     }
-    // The gate's close came when run's own would have: run was late.
+    // The command's gate stopped it when run's own close would have: run
+    // was late.
     const closesAt = renewer.status().permissionClosesAt;
     const unconfirmed = closesAt !== undefined && s.clock.now() >= closesAt;
     if (late !== undefined || (byFence && unconfirmed)) {

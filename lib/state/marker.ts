@@ -3,12 +3,13 @@
  * container's liveness probe that its pod holds the lease.
  *
  * The marker's mtime is what upstream's probe checks. This project also
- * writes, inside the marker, the moment the gate closes on the node's
- * boot-time clock (which the probe in the main container reads the same way,
- * through `/proc/uptime`), so the probe fails on time even when the sidecar is
- * dead or wedged and nobody removes the marker. The content can only make the
- * verdict stricter: a marker without it (for example one written by the Go
- * helper) is judged by its mtime alone.
+ * writes, inside the marker, the moment the workload's permission to run
+ * closes (`gate_closes_boottime_ms`) on the node's boot-time clock (which the
+ * probe in the main container reads the same way, through `/proc/uptime`), so
+ * the probe fails on time even when the sidecar is dead or wedged and nobody
+ * removes the marker. The content can only make the verdict stricter: a marker
+ * without it (for example one written by the Go helper) is judged by its mtime
+ * alone.
  *
  * This module holds everything the probe needs, so that `check` loads it and
  * nothing else heavy: the content format and the verdict
@@ -189,8 +190,8 @@ export function shownMs(ms: number, overLimitMs?: number): string {
  *
  * The order of the checks: absent; cannot be examined or not a regular file
  * (Indeterminate); the mtime bound (Stale); malformed content that claims to
- * be ours (Indeterminate); the gate deadline in the content, on the
- * boot-time clock and then, when the marker has it, on the wall clock
+ * be ours (Indeterminate); the permission's closing time in the content, on
+ * the boot-time clock and then, when the marker has it, on the wall clock
  * (Stale). The
  * content can only make the verdict stricter: content that is not ours is
  * judged by the mtime alone. When the mtime bound already fails, the verdict

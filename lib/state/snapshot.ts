@@ -1,11 +1,12 @@
 /**
  * A read-only picture of the state volume at one moment: who holds the
  * lease, with which token, what the probe would say about the marker, and
- * how long the gate stays open and the lease runs, on both clocks the marker
- * carries. It exists for the operator's `status` view, so that what an
- * operator reads is computed the way the probe and the sidecar compute it:
- * the verdict is the probe's own ({@linkcode examineMarker}), the files are
- * read through {@linkcode StateDir}'s hardened reads, and nothing is written.
+ * how long the workload stays permitted to run and the lease runs, on both
+ * clocks the marker carries. It exists for the operator's `status` view, so
+ * that what an operator reads is computed the way the probe and the sidecar
+ * compute it: the verdict is the probe's own ({@linkcode examineMarker}), the
+ * files are read through {@linkcode StateDir}'s hardened reads, and nothing is
+ * written.
  *
  * The clocks are read once and every figure is computed from that one
  * reading, so the verdict and the times left never disagree.
@@ -53,7 +54,7 @@ export interface StateSnapshot {
   marker: MarkerSnapshot;
   /** The clocks as read for this snapshot. */
   clocks: { wallMs: number; bootMs?: number; bootProblem?: string };
-  /** Until the gate closes (the workload must be stopped); undefined without deadlines. */
+  /** Until the permission closes (the workload must be stopped; `status` says "gate closes"); undefined without deadlines. */
   gateCloses?: TimeLeft;
   /** Until the local lease deadline; undefined without deadlines. */
   leaseDeadline?: TimeLeft;

@@ -191,10 +191,10 @@ export class StateDir {
   }
 
   /**
-   * Writes (or refreshes) the health marker with the gate deadlines, so the
-   * probe passes until the marker's mtime is older than `--max-age` or the
-   * boot-time clock passes the gate deadline. Without deadlines (startup-gate
-   * mode) only presence and mtime count.
+   * Writes (or refreshes) the health marker with its deadlines, so the probe
+   * passes until the marker's mtime is older than `--max-age` or the
+   * boot-time clock passes the permission's closing time. Without deadlines
+   * (startup-gate mode) only presence and mtime count.
    */
   async writeMarker(deadlines: MarkerDeadlines | undefined): Promise<void> {
     await this.#writeAtomic(
