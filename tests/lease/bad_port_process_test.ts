@@ -29,6 +29,7 @@ import {
   tempDir,
 } from "../support/lease_env.ts";
 import { makeTestPki, opensslMissing } from "../support/tls.ts";
+import { withProxyVariables } from "../support/proxy_vars.ts";
 
 const noOpenssl = opensslMissing();
 /** Bounds a whole CLI run, so a wedged child fails the test instead of hanging it. */
@@ -72,29 +73,15 @@ async function devServerOnBlockedPort(
   return undefined;
 }
 
-const PROXY_VARIABLES = [
-  "ALL_PROXY",
-  "HTTPS_PROXY",
-  "HTTP_PROXY",
-  "NO_PROXY",
-].flatMap((n) => [n, n.toLowerCase()]);
-
 /** A client built while exactly `vars` of the proxy variables are set. */
 function clientWith(
   vars: Record<string, string>,
   options: Partial<HttpLeaseClientOptions> & { apiServer: string },
 ) {
-  const saved = PROXY_VARIABLES.map((n) => [n, Deno.env.get(n)] as const);
-  try {
-    for (const n of PROXY_VARIABLES) Deno.env.delete(n);
-    for (const [n, v] of Object.entries(vars)) Deno.env.set(n, v);
-    return createHttpLeaseClient({ key: KEY, ...options });
-  } finally {
-    for (const [n, v] of saved) {
-      if (v === undefined) Deno.env.delete(n);
-      else Deno.env.set(n, v);
-    }
-  }
+  return withProxyVariables(
+    vars,
+    () => createHttpLeaseClient({ key: KEY, ...options }),
+  );
 }
 
 /** A loopback listener standing in for a proxy: it counts who connects. */

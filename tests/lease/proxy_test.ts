@@ -22,6 +22,7 @@ import {
   never,
   startTlsGrantServer,
 } from "./client_fixture.ts";
+import { withProxyVariables } from "../support/proxy_vars.ts";
 
 const noOpenssl = opensslMissing();
 
@@ -139,33 +140,15 @@ function proxiedTest(
   });
 }
 
-const PROXY_VARIABLES = [
-  "ALL_PROXY",
-  "HTTPS_PROXY",
-  "HTTP_PROXY",
-  "NO_PROXY",
-].flatMap((n) => [n, n.toLowerCase()]);
-
-/**
- * A client built with exactly `vars` as the proxy variables of the process
- * (fetch reads them when its client is built); the process's own are put
- * back before it returns.
- */
+/** A client built while exactly `vars` of the proxy variables are set. */
 function clientWith(
   vars: Record<string, string>,
   options: Partial<HttpLeaseClientOptions> & { apiServer: string },
 ) {
-  const saved = PROXY_VARIABLES.map((n) => [n, Deno.env.get(n)] as const);
-  try {
-    for (const n of PROXY_VARIABLES) Deno.env.delete(n);
-    for (const [n, v] of Object.entries(vars)) Deno.env.set(n, v);
-    return createHttpLeaseClient({ key: KEY, ...options });
-  } finally {
-    for (const [n, v] of saved) {
-      if (v === undefined) Deno.env.delete(n);
-      else Deno.env.set(n, v);
-    }
-  }
+  return withProxyVariables(
+    vars,
+    () => createHttpLeaseClient({ key: KEY, ...options }),
+  );
 }
 
 proxiedTest(
