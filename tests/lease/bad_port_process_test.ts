@@ -13,10 +13,7 @@
  */
 import assert from "node:assert/strict";
 import { type DevServer, startDevServer } from "../../lib/devserver/server.ts";
-import {
-  createHttpLeaseClient,
-  type HttpLeaseClientOptions,
-} from "../../lib/lease/client.ts";
+import type { HttpLeaseClientOptions } from "../../lib/lease/client.ts";
 import { configFix } from "../../lib/lease/rpc.ts";
 import { classifyError } from "../../lib/lease/transport.ts";
 import { ListenError } from "../../lib/net/addr.ts";
@@ -29,7 +26,7 @@ import {
   tempDir,
 } from "../support/lease_env.ts";
 import { makeTestPki, opensslMissing } from "../support/tls.ts";
-import { withProxyVariables } from "../support/proxy_vars.ts";
+import { proxyClients } from "../support/proxy_vars.ts";
 
 const noOpenssl = opensslMissing();
 /** Bounds a whole CLI run, so a wedged child fails the test instead of hanging it. */
@@ -74,15 +71,7 @@ async function devServerOnBlockedPort(
 }
 
 /** A client built while exactly `vars` of the proxy variables are set. */
-function clientWith(
-  vars: Record<string, string>,
-  options: Partial<HttpLeaseClientOptions> & { apiServer: string },
-) {
-  return withProxyVariables(
-    vars,
-    () => createHttpLeaseClient({ key: KEY, ...options }),
-  );
-}
+const clientWith = proxyClients(KEY);
 
 /** A loopback listener standing in for a proxy: it counts who connects. */
 function countingListener(): { url: string; connections: () => number } & {

@@ -8,10 +8,6 @@
  * a password) is warned about; under CGI it ignores `HTTP_PROXY`.
  */
 import assert from "node:assert/strict";
-import {
-  createHttpLeaseClient,
-  type HttpLeaseClientOptions,
-} from "../../lib/lease/client.ts";
 import { configFix } from "../../lib/lease/rpc.ts";
 import { createLogger } from "../../lib/obs/log.ts";
 import { makeTestPki, opensslMissing } from "../support/tls.ts";
@@ -22,7 +18,7 @@ import {
   never,
   startTlsGrantServer,
 } from "./client_fixture.ts";
-import { withProxyVariables } from "../support/proxy_vars.ts";
+import { proxyClients } from "../support/proxy_vars.ts";
 
 const noOpenssl = opensslMissing();
 
@@ -141,15 +137,7 @@ function proxiedTest(
 }
 
 /** A client built while exactly `vars` of the proxy variables are set. */
-function clientWith(
-  vars: Record<string, string>,
-  options: Partial<HttpLeaseClientOptions> & { apiServer: string },
-) {
-  return withProxyVariables(
-    vars,
-    () => createHttpLeaseClient({ key: KEY, ...options }),
-  );
-}
+const clientWith = proxyClients(KEY);
 
 proxiedTest(
   "HTTPS_PROXY: a CONNECT tunnel through the proxy, its credentials in Proxy-Authorization",

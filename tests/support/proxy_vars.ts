@@ -5,6 +5,11 @@
  *
  * @module
  */
+import {
+  createHttpLeaseClient,
+  type HttpLeaseClientOptions,
+} from "../../lib/lease/client.ts";
+import type { LeaseClient } from "../../lib/lease/rpc.ts";
 
 /** Every proxy variable fetch reads, in both cases. */
 export const PROXY_VARIABLES: readonly string[] = [
@@ -34,4 +39,21 @@ export function withProxyVariables<T>(
       else Deno.env.set(n, v);
     }
   }
+}
+
+/**
+ * Makes lease clients for `key`, each built while exactly the given proxy
+ * variables are set.
+ *
+ * @param key The lease every client is for.
+ * @returns `(vars, options) => client`.
+ */
+export function proxyClients(
+  key: HttpLeaseClientOptions["key"],
+): (
+  vars: Record<string, string>,
+  options: Partial<HttpLeaseClientOptions> & { apiServer: string },
+) => LeaseClient {
+  return (vars, options) =>
+    withProxyVariables(vars, () => createHttpLeaseClient({ key, ...options }));
 }
