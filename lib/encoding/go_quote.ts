@@ -1,8 +1,5 @@
 /**
- * Go's `strconv.Quote` (what `%q` prints), for messages that must read
- * exactly as the Berth API server's: the lease key errors and the JSON
- * decoder's `unknown field` error.
- *
+ * Go's `strconv.Quote` (`%q`), for texts that must read as the Berth API server's.
  * @module
  */
 
@@ -18,18 +15,11 @@ const ESCAPES: Record<string, string> = {
   '"': '\\"',
 };
 
-// unicode.IsPrint: letters, marks, numbers, punctuation, symbols and the
-// ASCII space (other spaces are not printable in Go's sense).
+// unicode.IsPrint: no space but the ASCII one is printable.
 const PRINTABLE = /^[\p{L}\p{M}\p{N}\p{P}\p{S} ]$/u;
 
 /**
- * Quotes a string as Go's `strconv.Quote` does: printable characters as
- * they are, `\n`-style escapes, `\xNN` below U+0080, `\uNNNN` and
- * `\UNNNNNNNN` above, and U+FFFD for a lone surrogate (Go holds UTF-8).
- *
- * @param s The string.
- * @returns The quoted string, double quotes included.
- *
+ * Quotes `s` as Go's `strconv.Quote` does; a lone surrogate becomes U+FFFD.
  * @example
  * ```ts
  * import assert from "node:assert/strict";
