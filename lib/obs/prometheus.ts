@@ -1,9 +1,6 @@
 /**
- * A tiny Prometheus registry that writes the text exposition format 0.0.4
- * (counters, gauges, histograms; no dependency). Apart from the
- * `berth_acquire_*` set (`lib/cmd/lease_metrics.ts`) because it knows nothing of leases:
- * it is the format, tested byte for byte.
- *
+ * A tiny Prometheus registry that writes the text exposition format 0.0.4,
+ * tested byte for byte; the `berth_acquire_*` set is `lib/cmd/lease_metrics.ts`.
  * @module
  */
 
@@ -16,38 +13,19 @@ export type Labels = Record<string, string>;
 const METRIC_NAME = /^[a-zA-Z_:][a-zA-Z0-9_:]*$/;
 const LABEL_NAME = /^[a-zA-Z_][a-zA-Z0-9_]*$/;
 
-/**
- * A sample value as the text format spells it: Prometheus parses values
- * with Go's `ParseFloat`, which wants `+Inf`, `-Inf` and `NaN` rather than
- * JavaScript's `Infinity`; finite numbers print as JavaScript prints them,
- * which Go reads back exactly.
- *
- * @param v The value.
- * @returns Its text-format spelling.
- */
+/** A sample value as Go's `ParseFloat` reads it: `+Inf`, `-Inf`, `NaN` (not JavaScript's `Infinity`). */
 export function formatSampleValue(v: number): string {
   if (Number.isNaN(v)) return "NaN";
-  if (v === Infinity) return "+Inf";
-  if (v === -Infinity) return "-Inf";
+  if (Math.abs(v) === Infinity) return v > 0 ? "+Inf" : "-Inf";
   return Object.is(v, -0) ? "0" : String(v);
 }
 
-/**
- * Escapes a label value: backslash, double quote and newline, as the format requires.
- *
- * @param s The raw value.
- * @returns The escaped value, without quotes.
- */
+/** Escapes a label value: backslash, double quote and newline. */
 export function escapeLabelValue(s: string): string {
   return s.replace(/[\\"\n]/g, (c) => c === "\n" ? "\\n" : `\\${c}`);
 }
 
-/**
- * Escapes a HELP text: backslash and newline only (quotes stay), as the format requires.
- *
- * @param s The raw HELP text.
- * @returns The escaped text.
- */
+/** Escapes a HELP text: backslash and newline only (quotes stay). */
 export function escapeHelp(s: string): string {
   return s.replace(/[\\\n]/g, (c) => c === "\n" ? "\\n" : "\\\\");
 }
@@ -59,29 +37,26 @@ function formatLabels(names: readonly string[], values: readonly string[]) {
   }}`;
 }
 
-interface Metric {
-  name: string;
-  help: string;
-  type: "counter" | "gauge" | "histogram";
-  /** The sample lines, without the HELP and TYPE lines. */
-  lines(): string[];
+function checkLabelNames(names: readonly string[], reserved: string[]): void {
+  for (const l of names) {
+    if (!LABEL_NAME.test(l) || l.startsWith("__") || reserved.includes(l)) {
+      throw new Error(`invalid label name ${JSON.stringify(l)}`);
+    }
+  }
 }
 
 /**
- * A monotonically increasing count, optionally split by labels. Series
- * appear once first incremented; a counter without labels always shows
- * (starting at 0), so a rate over it is defined from the first scrape.
+ * A monotonically increasing count, optionally split by labels. A series
+ * appears once first incremented; a counter without labels shows from the
+ * start (at 0), so a rate over it is defined from the first scrape.
  */
 export class Counter {
   #labelNames: readonly string[];
   #series = new Map<string, { values: string[]; value: number }>();
 
-  /** Made by {@linkcode Registry.counter}. */
   constructor(labelNames: readonly string[]) {
     this.#labelNames = labelNames;
-    if (labelNames.length === 0) {
-      this.#series.set(JSON.stringify([]), { values: [], value: 0 });
-    }
+    if (labelNames.length === 0) this.inc({}, 0);
   }
 
   /** Adds `by` (default 1, never negative) to the series for `labels`. */
@@ -89,7 +64,7 @@ export class Counter {
     if (!(by >= 0)) {
       throw new RangeError(`a counter only goes up (got ${by})`);
     }
-    const values = labelValues(this.#labelNames, labels);
+    const values = this.#values(labels);
     const key = JSON.stringify(values);
     const s = this.#series.get(key) ?? { values, value: 0 };
     s.value += by;
@@ -98,8 +73,7 @@ export class Counter {
 
   /** The current value for `labels` (0 when the series has not appeared). */
   get(labels: Labels = {}): number {
-    const key = JSON.stringify(labelValues(this.#labelNames, labels));
-    return this.#series.get(key)?.value ?? 0;
+    return this.#series.get(JSON.stringify(this.#values(labels)))?.value ?? 0;
   }
 
   /** @internal The sample lines for `name`. */
@@ -110,44 +84,35 @@ export class Counter {
       }`
     );
   }
-}
 
-function labelValues(names: readonly string[], labels: Labels): string[] {
-  const given = Object.keys(labels);
-  if (
-    given.length !== names.length || names.some((n) => !(n in labels))
-  ) {
-    throw new Error(
-      `labels {${given.join(",")}} do not match the declared {${
-        names.join(",")
-      }}`,
-    );
+  #values(labels: Labels): string[] {
+    const names = this.#labelNames;
+    const given = Object.keys(labels);
+    if (given.length !== names.length || names.some((n) => !(n in labels))) {
+      throw new Error(
+        `labels {${given.join(",")}} do not match the declared {${
+          names.join(",")
+        }}`,
+      );
+    }
+    return names.map((n) => labels[n]);
   }
-  return names.map((n) => labels[n]);
 }
 
-/**
- * A cumulative histogram of observed values (for example latencies in
- * seconds), with fixed upper bounds; `+Inf` is added implicitly.
- */
+/** A cumulative histogram with fixed finite upper bounds; `+Inf` is implicit. */
 export class Histogram {
   #bounds: number[];
   #counts: number[];
   #sum = 0;
   #count = 0;
 
-  /** Made by {@linkcode Registry.histogram}; `bounds` strictly increasing and finite. */
   constructor(bounds: readonly number[]) {
-    for (let i = 0; i < bounds.length; i++) {
-      if (
-        !Number.isFinite(bounds[i]) || (i > 0 && bounds[i] <= bounds[i - 1])
-      ) {
-        throw new RangeError(
-          `histogram bounds must be finite and strictly increasing (got ${
-            bounds.join(", ")
-          })`,
-        );
-      }
+    if (bounds.some((b, i) => !Number.isFinite(b) || b <= bounds[i - 1])) {
+      throw new RangeError(
+        `histogram bounds must be finite and strictly increasing (got ${
+          bounds.join(", ")
+        })`,
+      );
     }
     this.#bounds = [...bounds];
     this.#counts = bounds.map(() => 0);
@@ -155,106 +120,89 @@ export class Histogram {
 
   /** Records one value. */
   observe(v: number): void {
-    for (let i = 0; i < this.#bounds.length; i++) {
-      if (v <= this.#bounds[i]) this.#counts[i]++;
-    }
+    this.#bounds.forEach((b, i) => v <= b && this.#counts[i]++);
     this.#sum += v;
     this.#count++;
   }
 
   /** @internal The `_bucket`, `_sum` and `_count` lines for `name`. */
   lines(name: string): string[] {
-    const out = this.#bounds.map((b, i) =>
-      `${name}_bucket{le="${formatSampleValue(b)}"} ${this.#counts[i]}`
-    );
-    out.push(`${name}_bucket{le="+Inf"} ${this.#count}`);
-    // To the microsecond: a sum of seconds gathers float noise otherwise.
-    out.push(
+    return [
+      ...this.#bounds.map((b, i) =>
+        `${name}_bucket{le="${formatSampleValue(b)}"} ${this.#counts[i]}`
+      ),
+      `${name}_bucket{le="+Inf"} ${this.#count}`,
+      // To the microsecond: a sum of seconds gathers float noise otherwise.
       `${name}_sum ${formatSampleValue(Math.round(this.#sum * 1e6) / 1e6)}`,
-    );
-    out.push(`${name}_count ${this.#count}`);
-    return out;
+      `${name}_count ${this.#count}`,
+    ];
   }
 }
 
-/**
- * Owns the metrics and writes them out. One instance per process; the names
- * are checked when registered, so a typo fails at start-up, not at a scrape.
- */
+/** Owns the metrics and writes them out; names are checked when registered, not at a scrape. */
 export class Registry {
-  #metrics: Metric[] = [];
+  #metrics: {
+    name: string;
+    help: string;
+    type: "counter" | "gauge" | "histogram";
+    lines(): string[];
+  }[] = [];
 
   /** Registers a counter; its name should end in `_total`. */
   counter(name: string, help: string, labelNames: string[] = []): Counter {
-    for (const l of labelNames) {
-      if (!LABEL_NAME.test(l) || l.startsWith("__") || l === "le") {
-        throw new Error(`invalid label name ${JSON.stringify(l)}`);
-      }
-    }
+    checkLabelNames(labelNames, ["le"]);
     const c = new Counter(labelNames);
-    this.#add({ name, help, type: "counter", lines: () => c.lines(name) });
+    this.#add(name, help, "counter", () => c.lines(name));
     return c;
   }
 
-  /**
-   * Registers a gauge whose value is read at every scrape from `read`, so it
-   * shows the state of that moment rather than the last time someone set it.
-   */
+  /** Registers a gauge read at every scrape. */
   gauge(name: string, help: string, read: () => number): void {
-    this.#add({
+    this.#add(
       name,
       help,
-      type: "gauge",
-      lines: () => [`${name} ${formatSampleValue(read())}`],
-    });
+      "gauge",
+      () => [`${name} ${formatSampleValue(read())}`],
+    );
   }
 
   /**
    * Registers an info metric: one series, value 1, whose labels name what
-   * the other metrics are about (`berth_acquire_lease_info{lease=...} 1`),
-   * to join on in queries.
-   *
-   * @param name The metric name; by convention it ends in `_info`.
-   * @param help The help line.
-   * @param labels The labels and their values.
+   * the other metrics are about (`berth_acquire_lease_info{lease=...} 1`).
    */
   info(name: string, help: string, labels: Labels): void {
     const names = Object.keys(labels);
-    for (const l of names) {
-      if (!LABEL_NAME.test(l) || l.startsWith("__")) {
-        throw new Error(`invalid label name ${JSON.stringify(l)}`);
-      }
-    }
-    const line = `${name}${formatLabels(names, names.map((n) => labels[n]))} 1`;
-    this.#add({ name, help, type: "gauge", lines: () => [line] });
+    checkLabelNames(names, []);
+    const line = `${name}${formatLabels(names, Object.values(labels))} 1`;
+    this.#add(name, help, "gauge", () => [line]);
   }
 
-  /** Registers a histogram with these bucket upper bounds. */
   histogram(name: string, help: string, bounds: readonly number[]): Histogram {
     const h = new Histogram(bounds);
-    this.#add({ name, help, type: "histogram", lines: () => h.lines(name) });
+    this.#add(name, help, "histogram", () => h.lines(name));
     return h;
   }
 
-  /** The text exposition of every metric, in registration order, ending with a newline. */
+  /** The text exposition of every metric, in registration order. */
   render(): string {
-    let out = "";
-    for (const m of this.#metrics) {
-      out += `# HELP ${m.name} ${
-        escapeHelp(m.help)
-      }\n# TYPE ${m.name} ${m.type}\n`;
-      for (const line of m.lines()) out += `${line}\n`;
-    }
-    return out;
+    return this.#metrics.map((m) =>
+      `# HELP ${m.name} ${escapeHelp(m.help)}\n# TYPE ${m.name} ${m.type}\n` +
+      m.lines().map((line) => `${line}\n`).join("")
+    ).join("");
   }
 
-  #add(m: Metric): void {
-    if (!METRIC_NAME.test(m.name)) {
-      throw new Error(`invalid metric name ${JSON.stringify(m.name)}`);
+  #add(
+    name: string,
+    help: string,
+    type: "counter" | "gauge" | "histogram",
+    lines: () => string[],
+  ): void {
+    if (!METRIC_NAME.test(name)) {
+      throw new Error(`invalid metric name ${JSON.stringify(name)}`);
     }
-    if (this.#metrics.some((x) => x.name === m.name)) {
-      throw new Error(`metric ${m.name} registered twice`);
+    if (this.#metrics.some((x) => x.name === name)) {
+      throw new Error(`metric ${name} registered twice`);
     }
-    this.#metrics.push(m);
+    this.#metrics.push({ name, help, type, lines });
   }
 }
