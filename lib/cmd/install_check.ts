@@ -14,11 +14,7 @@ import { DEFAULT_STATE_DIR } from "../config/defaults.ts";
 import { isSet, lastValue, parseArgv, UsageError } from "../config/argv.ts";
 import type { Logger } from "../obs/log.ts";
 import { ElfError } from "../probe/elf.ts";
-import {
-  type InstalledFile,
-  installPortableCheck,
-  type PortableCheckOptions,
-} from "../probe/install.ts";
+import { type InstalledFile, installPortableCheck } from "../probe/install.ts";
 import { RewriteError, STATE_DIR_MAX_BYTES } from "../probe/rewrite.ts";
 import { ensureStateDir } from "../state/ensure_dir.ts";
 import { checkWrapperScript } from "../state/install_check.ts";
@@ -148,7 +144,7 @@ export async function main(args: string[]): Promise<number> {
 }
 
 /** Seams of {@linkcode installProbe}; the defaults describe this process. */
-export interface InstallProbeOptions extends PortableCheckOptions {
+export interface InstallProbeOptions {
   /** Whether this process is a compiled binary that can copy itself; default `Deno.build.standalone`. */
   standalone?: boolean;
   /** The running executable; default `Deno.execPath()`. */
@@ -184,7 +180,7 @@ export async function installProbe(
     return;
   }
   try {
-    await installPortableCheck(state, execPath, options);
+    await installPortableCheck(state, execPath);
     return;
   } catch (e) {
     if (!(e instanceof RewriteError || e instanceof ElfError)) throw e;

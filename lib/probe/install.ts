@@ -1,213 +1,188 @@
 /**
- * Installs `<state>/check` so that it runs in any main image: a copy of the
- * executable with its program interpreter and needed-library names
- * rewritten in place to paths in the state directory (`rewrite.ts`), and
- * the loader and those libraries copied there from the files this process
- * has mapped (`mapped.ts`). The libraries are written first and `check` is
- * renamed into place last, all through `StateDir.installFiles` (atomic, not
- * fsync-ed, mode 0755: readable and executable by any uid). A static
- * executable is copied as it is, with nothing beside it.
- *
- * See docs/probe-in-any-image.md.
- *
+ * Installs `<state>/check` so that it runs in any main image: the executable
+ * rewritten (`rewrite.ts`), beside it the loader and libraries this process
+ * runs with, copied from the files it has mapped (`/proc/self/maps`), so they
+ * match the build and the machine. The libraries are renamed into place
+ * first, `check` last (see docs/probe-in-any-image.md).
  * @module
  */
 import { STATE_FILES } from "../state/state_files.ts";
-import {
-  type ByteSource,
-  ElfError,
-  type ElfInfo,
-  machineName,
-  readElf,
-} from "./elf.ts";
+import { ElfError, type ElfInfo, machineName, readElf } from "./elf.ts";
 import {
   checkClosure,
   planRewrite,
   RewriteError,
   type RewritePlan,
 } from "./rewrite.ts";
-import { findObject, type MappedObject, mappedPaths } from "./mapped.ts";
 import { copyExecutable, type InstallFile } from "../state/atomic_write.ts";
 import type { StateDir } from "../state/state_dir.ts";
 
-/** Options of {@linkcode installPortableCheck}; the defaults describe this process. */
-export interface PortableCheckOptions {
-  /** The text of this process's memory map; default `/proc/self/maps` read. */
-  maps?: () => string;
-  /** The architecture the libraries are copied for; default `Deno.build.arch`. */
-  arch?: string;
-}
-
-/** A file installed beside `check`. */
+/** A file installed beside `check`: its name there, where it was copied from, its size in bytes. */
 export interface InstalledFile {
-  /** Its name in the state directory. */
   name: string;
-  /** Where it was copied from. */
   from: string;
-  /** Its size in bytes. */
   size: number;
 }
 
-/** What {@linkcode installPortableCheck} did. */
+/** What {@linkcode installPortableCheck} did: the rewrite applied to `check`, and the loader and libraries in the order written. */
 export interface PortableCheckResult {
-  /** The rewrite applied to `check`. */
   plan: RewritePlan;
-  /** The loader and libraries, in the order written. */
   companions: InstalledFile[];
 }
 
 /**
- * A {@linkcode ByteSource} over an open file of `size` bytes; the caller
- * closes the file.
+ * The distinct files mapped, from the text of `/proc/<pid>/maps`, in order;
+ * anonymous and pseudo mappings and deleted files left out.
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * assert.deepEqual(
+ *   mappedPaths("7f0-7f1 r--p 00000000 08:01 12 /usr/lib/libc.so.6\n7f1-7f2 rw-p 00000000 00:00 0 [heap]\n"),
+ *   ["/usr/lib/libc.so.6"],
+ * );
+ * ```
  */
-function fileSource(file: Deno.FsFile, size: number): ByteSource {
-  return {
-    size,
-    read(offset, length) {
-      const buf = new Uint8Array(length);
-      file.seekSync(offset, Deno.SeekMode.Start);
-      let got = 0;
-      while (got < length) {
-        const n = file.readSync(buf.subarray(got));
-        if (n === null) break;
-        got += n;
-      }
-      if (got < length) {
-        throw new ElfError(`the file shrank while it was read`);
-      }
-      return buf;
-    },
-  };
+export function mappedPaths(maps: string): string[] {
+  const out = new Set<string>();
+  for (const line of maps.split("\n")) {
+    // address perms offset dev inode, then the path (which may hold spaces).
+    const m = /^\S+\s+\S+\s+\S+\s+\S+\s+\d+\s+(\/.*)$/.exec(line);
+    if (m && !m[1].endsWith(" (deleted)")) out.add(m[1]);
+  }
+  return [...out];
+}
+
+/** A mapped shared object: its path, and its `DT_SONAME` when it has one. */
+export interface MappedObject {
+  path: string;
+  soname?: string;
 }
 
 /**
- * The headers of the executable at `path`.
- *
- * @throws {ElfError} When it cannot be opened, is not a regular executable
- *   file, or is not an ELF file this module can read.
+ * The mapped object a needed name (or the interpreter's path) refers to: the
+ * one whose `DT_SONAME` is its file name, else the one whose file name is.
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * const objs = [{ path: "/lib/libc-2.31.so", soname: "libc.so.6" }];
+ * assert.equal(findObject(objs, "libc.so.6")?.path, "/lib/libc-2.31.so");
+ * ```
  */
-function readExecutable(path: string): ElfInfo {
+export function findObject(
+  objects: readonly MappedObject[],
+  wanted: string,
+): MappedObject | undefined {
+  const base = (p: string) => p.slice(p.lastIndexOf("/") + 1);
+  return objects.find((o) => o.soname === base(wanted)) ??
+    objects.find((o) => base(o.path) === base(wanted));
+}
+
+/**
+ * Reads the headers of the file at `path` through the open file, never whole.
+ * An executable must open (else an {@linkcode ElfError}), be a regular file
+ * and have an executable mode; a library need not.
+ */
+function readElfFile(path: string, executable = false): ElfInfo {
   let file: Deno.FsFile;
   try {
     file = Deno.openSync(path, { read: true });
   } catch (e) {
+    if (!executable) throw e;
     throw new ElfError(`cannot open ${path}: ${(e as Error).message}`);
   }
   try {
     const stat = file.statSync();
-    if (!stat.isFile) {
+    const kind = stat.isDirectory ? "a directory" : "not a regular file";
+    if (executable && !stat.isFile) {
       throw new ElfError(
-        `${path} is ${
-          stat.isDirectory ? "a directory" : "not a regular file"
-        }, not an executable; name the berth-acquire executable`,
+        `${path} is ${kind}, not an executable; name the berth-acquire executable`,
       );
     }
-    if (((stat.mode ?? 0o755) & 0o111) === 0) {
+    const mode = (stat.mode ?? 0o755) & 0o7777;
+    if (executable && (mode & 0o111) === 0) {
       throw new ElfError(
         `${path} is not executable (mode ${
-          (stat.mode! & 0o7777).toString(8)
+          mode.toString(8)
         }); name the berth-acquire executable, or make it executable (chmod +x)`,
       );
     }
-    return readElf(fileSource(file, stat.size), path);
+    return readElf({
+      size: stat.size,
+      read(offset, length) {
+        const buf = new Uint8Array(length);
+        file.seekSync(offset, Deno.SeekMode.Start);
+        for (let got = 0, n; got < length; got += n) {
+          n = file.readSync(buf.subarray(got));
+          if (n === null) {
+            throw new ElfError("the file shrank while it was read");
+          }
+        }
+        return buf;
+      },
+    }, path);
   } finally {
     file.close();
   }
 }
 
-/** The headers of a mapped library; a library need not have an executable mode. */
-function readLibrary(path: string): ElfInfo {
-  const file = Deno.openSync(path, { read: true });
-  try {
-    return readElf(fileSource(file, file.statSync().size), path);
-  } finally {
-    file.close();
-  }
-}
-
-function defaultMaps(): string {
-  return Deno.readTextFileSync("/proc/self/maps");
-}
-
-/**
- * The objects this process has mapped, with their sonames; a mapped file
- * that cannot be read as ELF (a locale archive, a data file) is left out.
- */
-function mappedObjects(maps: string): MappedObject[] {
-  const out: MappedObject[] = [];
-  for (const path of mappedPaths(maps)) {
-    try {
-      out.push({ path, soname: readLibrary(path).soname });
-    } catch {
-      // Not an ELF object we can read: not a library to copy.
-    }
-  }
-  return out;
-}
-
-/** `realpath`, or `undefined` when the path does not resolve here. */
-function realPath(path: string): string | undefined {
-  try {
-    return Deno.realPathSync(path);
-  } catch {
-    return undefined;
-  }
+/** The objects this process has mapped, with their sonames; a mapped file that is not ELF (a locale archive) is left out. */
+function mappedObjects(): MappedObject[] {
+  return mappedPaths(Deno.readTextFileSync("/proc/self/maps")).flatMap(
+    (path) => {
+      try {
+        return [{ path, soname: readElfFile(path).soname }];
+      } catch {
+        return [];
+      }
+    },
+  );
 }
 
 /**
- * Installs the rewritten `check` from `from` into `state` (see the module
- * doc).
- *
- * @param state The state directory; its path is the one the probe runs
- *   under in the main container.
- * @param from The executable to install.
- * @param options Seams; see {@linkcode PortableCheckOptions}.
- * @returns The plan applied and the files copied beside `check`.
- * @throws {ElfError} When `from` is not an executable ELF file or is
- *   truncated.
- * @throws {RewriteError} When it cannot be rewritten for this state
- *   directory (path too long or relative, another architecture, a library
- *   this process has not mapped).
- * @throws {StateFileError} When the state directory cannot be written;
- *   then no temp file is left and no file in it has changed.
+ * Installs the rewritten `check` from the executable `from` into `state`,
+ * whose path is the one the probe runs under in the main container.
+ * @throws {ElfError} When `from` is not an executable ELF file.
+ * @throws {RewriteError} When it cannot be rewritten for this state directory
+ *   (its path, another architecture, a library this process has not mapped).
+ * @throws {StateFileError} When the state directory cannot be written; then
+ *   no temp file is left and no file in it has changed.
  */
 export async function installPortableCheck(
   state: StateDir,
   from: string,
-  options: PortableCheckOptions = {},
 ): Promise<PortableCheckResult> {
-  const info = readExecutable(from);
+  const info = readElfFile(from, true);
   const plan = planRewrite(info, state.dir, from);
   const companions: InstalledFile[] = [];
   if (plan.loader) {
-    const arch = options.arch ?? Deno.build.arch;
-    if (machineName(info.machine) !== arch) {
+    const machine = machineName(info.machine);
+    if (machine !== Deno.build.arch) {
       throw new RewriteError(
-        `${from} is built for ${
-          machineName(info.machine)
-        }, but berth-acquire runs on ${arch} here, so the loader and libraries it needs cannot be copied from this process; install it with a berth-acquire of its own architecture`,
+        `${from} is built for ${machine}, but berth-acquire runs on ${Deno.build.arch} here, so the loader and libraries it needs cannot be copied from this process; install it with a berth-acquire of its own architecture`,
       );
     }
-    const objects = mappedObjects((options.maps ?? defaultMaps)());
-    const loaderReal = realPath(plan.loader.wanted);
+    const objects = mappedObjects();
+    let loaderReal: string | undefined;
+    try {
+      loaderReal = Deno.realPathSync(plan.loader.wanted);
+    } catch {
+      // Not on this machine's path: found by its name below.
+    }
     const closure: { wanted: string; soname?: string; needed: string[] }[] = [];
     for (const c of [plan.loader, ...plan.libraries]) {
-      const obj = (c === plan.loader && loaderReal !== undefined
-        ? objects.find((o) =>
-          o.path === loaderReal
-        )
-        : undefined) ?? findObject(objects, c.wanted);
+      const obj = objects.find((o) =>
+        c === plan.loader && o.path === loaderReal
+      ) ??
+        findObject(objects, c.wanted);
       if (!obj) {
         throw new RewriteError(
           `${from} needs ${c.wanted}, which this berth-acquire process has not loaded, so there is no copy of it to install; install with the berth-acquire binary itself (the default --from)`,
         );
       }
-      const lib = readLibrary(obj.path);
+      const lib = readElfFile(obj.path);
       if (lib.machine !== info.machine || lib.bits !== info.bits) {
         throw new RewriteError(
-          `${from} is a ${info.bits}-bit ${
-            machineName(info.machine)
-          } executable, but ${obj.path}, which this process runs with, is ${lib.bits}-bit ${
+          `${from} is a ${info.bits}-bit ${machine} executable, but ${obj.path}, which this process runs with, is ${lib.bits}-bit ${
             machineName(lib.machine)
           }, so the probe could not load it; install it with a berth-acquire of its own architecture`,
         );
@@ -234,17 +209,12 @@ export async function installPortableCheck(
     async fill(tmp) {
       await copyExecutable(from)(tmp);
       if (plan.patches.length === 0) return;
-      const f = await Deno.open(tmp, { write: true });
-      try {
-        for (const p of plan.patches) {
-          await f.seek(p.offset, Deno.SeekMode.Start);
-          let off = 0;
-          while (off < p.bytes.length) {
-            off += await f.write(p.bytes.subarray(off));
-          }
+      using f = await Deno.open(tmp, { write: true });
+      for (const p of plan.patches) {
+        await f.seek(p.offset, Deno.SeekMode.Start);
+        for (let off = 0; off < p.bytes.length;) {
+          off += await f.write(p.bytes.subarray(off));
         }
-      } finally {
-        f.close();
       }
     },
   });

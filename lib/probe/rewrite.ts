@@ -1,109 +1,70 @@
 /**
- * The in-place rewrite that lets the probe run in a main image without
- * glibc: the program interpreter and every needed-library name of the
- * executable become absolute paths in the state directory, where the loader
- * and the libraries are copied (names from lib/state/probe_libraries.ts).
- * Each new string is written over the old one, NUL-padded to its length, so
- * the file keeps its size and every other byte: a `deno compile` binary
- * finds its payload through a trailer at the end of the file, which any
- * layout-changing tool would break.
- *
- * Pure: headers in (lib/probe/elf.ts), a plan of patches out.
- *
+ * The in-place rewrite that lets the probe run in a main image without glibc:
+ * the interpreter and needed-library names become absolute paths in the state
+ * directory, each written over the old one and NUL-padded, so the file keeps
+ * its size and every other byte (a `deno compile` binary finds its payload by
+ * a trailer at its end). Pure: headers in, a plan of patches out.
  * @module
  */
 import type { ElfInfo, ElfString } from "./elf.ts";
 import { libraryFileName, LOADER_FILE } from "../state/probe_libraries.ts";
 
-/**
- * The longest state directory path the rewrite fits: the shortest name
- * replaced, `libc.so.6`, is 9 bytes, and `<dir>/c` must fit in it.
- */
+/** The longest state directory path that fits: `<dir>/c` must fit in `libc.so.6`, the shortest name replaced. */
 export const STATE_DIR_MAX_BYTES = 7;
 
-/** Why an executable cannot be rewritten for a state directory. */
+/** Why an executable cannot be rewritten for a state directory: what does not fit, and what to do. */
 export class RewriteError extends Error {
-  /** @param message What does not fit, and what to do. */
-  constructor(message: string) {
-    super(message);
-    this.name = "RewriteError";
-  }
+  override name = "RewriteError";
 }
 
-/** Bytes to write at a file offset. */
+/** Bytes to write at a file offset: the string `to`, NUL-padded to the room of the string `from`. */
 export interface Patch {
-  /** Where. */
   offset: number;
-  /** What: the new string and NUL padding, as long as the old string's room. */
   bytes: Uint8Array;
-  /** The string replaced, for messages and tests. */
   from: string;
-  /** The string written. */
   to: string;
 }
 
-/** A file to copy beside `check`. */
+/** A file to copy beside `check`: the name the executable (or the kernel) asks for, and its name in the state directory. */
 export interface CompanionFile {
-  /** The name the executable (or the kernel, for the interpreter) asks for. */
   wanted: string;
-  /** Its file name in the state directory. */
   file: string;
 }
 
-/** What {@linkcode planRewrite} decided. */
+/** What {@linkcode planRewrite} decided: the loader and the other libraries to copy, and the patches to the copy of the executable. */
 export interface RewritePlan {
-  /** The loader, when the executable has an interpreter. */
   loader?: CompanionFile;
-  /** The libraries, one per distinct file, the loader not included. */
   libraries: CompanionFile[];
-  /** The writes that turn the copy into the rewritten one; none for a static executable. */
   patches: Patch[];
 }
 
 const encoder = new TextEncoder();
+const quote = JSON.stringify;
 
-function latin1Bytes(s: string): Uint8Array {
-  return Uint8Array.from(s, (c) => c.charCodeAt(0));
-}
-
-/**
- * The state directory as the prefix of the rewritten paths.
- *
- * @throws {RewriteError} When it is not absolute or too long.
- */
 function prefixOf(stateDir: string): string {
   if (!stateDir.startsWith("/")) {
+    const dir = quote(stateDir);
     throw new RewriteError(
-      `the state directory ${
-        JSON.stringify(stateDir)
-      } is not an absolute path, so the probe could not name its loader by it; use an absolute path such as /berth`,
+      `the state directory ${dir} is not an absolute path, so the probe could not name its loader by it; use an absolute path such as /berth`,
     );
   }
   const prefix = stateDir.replace(/\/+$/, "");
   const n = encoder.encode(prefix).length;
   if (n > STATE_DIR_MAX_BYTES) {
+    const dir = quote(prefix);
     throw new RewriteError(
-      `the state directory path ${
-        JSON.stringify(prefix)
-      } is ${n} bytes; the probe's library names are rewritten in place and fit only a path of at most ${STATE_DIR_MAX_BYTES} bytes (libc.so.6 becomes <dir>/c); mount the state volume at a shorter path such as /berth`,
+      `the state directory path ${dir} is ${n} bytes; the probe's library names are rewritten in place and fit only a path of at most ${STATE_DIR_MAX_BYTES} bytes (libc.so.6 becomes <dir>/c); mount the state volume at a shorter path such as /berth`,
     );
   }
   return prefix;
 }
 
 /**
- * Plans the rewrite of an executable for a state directory.
- *
- * @param info The executable's headers.
- * @param stateDir The state directory as the main container sees it (the
- *   probe runs there), e.g. `/berth`.
- * @param name The executable's name, for messages.
- * @returns The plan: no patches and no files for a static executable.
+ * Plans the rewrite of the executable `name` for the state directory as the
+ * main container sees it, e.g. `/berth`; a static executable needs none.
  * @throws {RewriteError} When the file is not an executable, the state
- *   directory's path is not absolute or longer than
- *   {@linkcode STATE_DIR_MAX_BYTES}, a needed name has no file name rule,
- *   a new name does not fit the old one, or a name to rewrite is the tail
- *   of a longer string.
+ *   directory's path is relative or too long, or a name has no short form,
+ *   does not fit or cannot be written apart.
  * @example
  * ```ts
  * import assert from "node:assert/strict";
@@ -120,104 +81,85 @@ export function planRewrite(
   stateDir: string,
   name: string,
 ): RewritePlan {
+  const fail = (what: string) => new RewriteError(`${name}${what}`);
   if (info.type !== 2 && info.type !== 3) {
-    throw new RewriteError(
-      `${name} is not an executable (ELF type ${info.type}); give a berth-acquire binary`,
+    throw fail(
+      ` is not an executable (ELF type ${info.type}); give a berth-acquire binary`,
     );
   }
   if (!info.interp) {
     if (info.needed.length === 0) return { libraries: [], patches: [] };
-    throw new RewriteError(
-      `${name} names libraries but no program interpreter, so it is a shared library, not an executable; give a berth-acquire binary`,
+    throw fail(
+      ` names libraries but no program interpreter, so it is a shared library, not an executable; give a berth-acquire binary`,
     );
   }
   const prefix = prefixOf(stateDir);
   const patches: Patch[] = [];
-  const patch = (at: ElfString, to: string, what: string) => {
+  const patch = (at: ElfString, file: string, what: string) => {
+    const to = `${prefix}/${file}`;
     const bytes = encoder.encode(to);
-    if (bytes.length + 1 > at.capacity) {
-      throw new RewriteError(
-        `${name}: the ${what} ${JSON.stringify(at.value)} (${
-          at.capacity - 1
-        } bytes) has no room for ${
-          JSON.stringify(to)
-        } (${bytes.length} bytes); mount the state volume at a shorter path such as /berth`,
+    const [old, room, q] = [quote(at.value), at.capacity - 1, quote(to)];
+    if (bytes.length > room) {
+      throw fail(
+        `: the ${what} ${old} (${room} bytes) has no room for ${q} (${bytes.length} bytes); mount the state volume at a shorter path such as /berth`,
+      );
+    }
+    if (bytes.length === room && String.fromCharCode(...bytes) === at.value) {
+      return;
+    }
+    if (at.tailOfLonger) {
+      throw fail(
+        `: the ${what} ${old} shares its bytes with a longer string in the dynamic string table, so it cannot be rewritten without changing that string; the probe of this build needs glibc in the main image`,
       );
     }
     const out = new Uint8Array(at.capacity);
     out.set(bytes);
-    const old = latin1Bytes(at.value);
-    if (old.length + 1 === out.length && old.every((b, i) => b === out[i])) {
-      return;
-    }
-    if (at.tailOfLonger) {
-      throw new RewriteError(
-        `${name}: the ${what} ${
-          JSON.stringify(at.value)
-        } shares its bytes with a longer string in the dynamic string table, so it cannot be rewritten without changing that string; the probe of this build needs glibc in the main image`,
-      );
-    }
     patches.push({ offset: at.offset, bytes: out, from: at.value, to });
   };
-  const interpBase = info.interp.value.slice(
-    info.interp.value.lastIndexOf("/") + 1,
-  );
-  const loader = { wanted: info.interp.value, file: LOADER_FILE };
-  patch(info.interp, `${prefix}/${LOADER_FILE}`, "program interpreter");
+  const interp = info.interp.value;
+  const interpBase = interp.slice(interp.lastIndexOf("/") + 1);
+  patch(info.interp, LOADER_FILE, "program interpreter");
   const libraries: CompanionFile[] = [];
   const byFile = new Map<string, string>();
   for (const n of info.needed) {
     const file = libraryFileName(n.value, interpBase);
-    if (file === undefined && n.value.startsWith("/")) {
-      throw new RewriteError(
-        `${name} names its library ${
-          JSON.stringify(n.value)
-        } by an absolute path, so it is an installed probe already; install from the berth-acquire executable itself`,
-      );
-    }
+    const q = quote(n.value);
     if (file === undefined) {
-      throw new RewriteError(
-        `${name}: the needed library ${
-          JSON.stringify(n.value)
-        } has no short name in the state directory (only lib<name>.so.N and the program interpreter's own name are known)`,
+      throw fail(
+        n.value.startsWith("/")
+          ? ` names its library ${q} by an absolute path, so it is an installed probe already; install from the berth-acquire executable itself`
+          : `: the needed library ${q} has no short name in the state directory (only lib<name>.so.N and the program interpreter's own name are known)`,
       );
     }
     const other = byFile.get(file);
     if (other !== undefined && other !== n.value) {
-      throw new RewriteError(
-        `${name}: the needed libraries ${JSON.stringify(other)} and ${
-          JSON.stringify(n.value)
-        } would share the file name ${JSON.stringify(file)}`,
+      const [o, f] = [quote(other), quote(file)];
+      throw fail(
+        `: the needed libraries ${o} and ${q} would share the file name ${f}`,
       );
     }
     if (other === undefined) {
       byFile.set(file, n.value);
       if (file !== LOADER_FILE) libraries.push({ wanted: n.value, file });
     }
-    patch(n, `${prefix}/${file}`, "needed library");
+    patch(n, file, "needed library");
   }
-  const sorted = [...patches].sort((a, b) => a.offset - b.offset);
+  const sorted = patches.toSorted((a, b) => a.offset - b.offset);
   for (let i = 1; i < sorted.length; i++) {
-    const prev = sorted[i - 1];
-    if (prev.offset + prev.bytes.length > sorted[i].offset) {
-      throw new RewriteError(
-        `${name}: the names ${JSON.stringify(prev.from)} and ${
-          JSON.stringify(sorted[i].from)
-        } share bytes in the string table, so they cannot be rewritten apart`,
+    const [a, b] = [sorted[i - 1], sorted[i]];
+    if (a.offset + a.bytes.length > b.offset) {
+      const [qa, qb] = [quote(a.from), quote(b.from)];
+      throw fail(
+        `: the names ${qa} and ${qb} share bytes in the string table, so they cannot be rewritten apart`,
       );
     }
   }
-  return { loader, libraries, patches };
+  return { loader: { wanted: interp, file: LOADER_FILE }, libraries, patches };
 }
 
 /**
- * Checks that the copied libraries need nothing outside the copied set, so
- * the loader never searches the main image for a library: every `DT_NEEDED`
- * of each must be the `DT_SONAME` (or the name) of one in the set, or the
- * loader's.
- *
- * @param set Each copied file's wanted name, `DT_SONAME` and needed names.
- * @throws {RewriteError} Naming the library and the name it needs.
+ * Checks that the copied libraries need nothing outside the copied set (by
+ * `DT_SONAME` or file name), so the loader never searches the main image.
  * @example
  * ```ts
  * import assert from "node:assert/strict";
@@ -227,20 +169,17 @@ export function planRewrite(
 export function checkClosure(
   set: readonly { wanted: string; soname?: string; needed: string[] }[],
 ): void {
-  const names = new Set<string>();
+  const names = new Set(set.flatMap((f) => [
+    f.wanted.slice(f.wanted.lastIndexOf("/") + 1),
+    ...f.soname ? [f.soname] : [],
+  ]));
   for (const f of set) {
-    names.add(f.wanted.slice(f.wanted.lastIndexOf("/") + 1));
-    if (f.soname) names.add(f.soname);
-  }
-  for (const f of set) {
-    for (const n of f.needed) {
-      if (!names.has(n)) {
-        throw new RewriteError(
-          `the library ${
-            JSON.stringify(f.wanted)
-          } needs ${n}, which the executable does not name, so the probe would look for it in the main image`,
-        );
-      }
+    const n = f.needed.find((n) => !names.has(n));
+    if (n !== undefined) {
+      const lib = quote(f.wanted);
+      throw new RewriteError(
+        `the library ${lib} needs ${n}, which the executable does not name, so the probe would look for it in the main image`,
+      );
     }
   }
 }

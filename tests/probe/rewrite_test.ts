@@ -17,7 +17,7 @@ import {
   RewriteError,
   STATE_DIR_MAX_BYTES,
 } from "../../lib/probe/rewrite.ts";
-import { findObject, mappedPaths } from "../../lib/probe/mapped.ts";
+import { findObject, mappedPaths } from "../../lib/probe/install.ts";
 import { libraryFileName } from "../../lib/state/probe_libraries.ts";
 import { syntheticElf } from "./synthetic_elf.ts";
 
