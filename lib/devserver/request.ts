@@ -1,9 +1,8 @@
 /**
- * Request bodies of the development server, decoded the way the real
- * server's Go decoder does (first value only, unknown fields refused, int32
- * range, case-insensitive field names, the first error wins), so the
- * development server answers malformed requests with the real server's 400
- * messages.
+ * Request bodies of the development server, decoded as the real server's Go
+ * decoder does (first value only, unknown fields refused, int32 range,
+ * case-insensitive field names, the first error wins), so malformed requests
+ * get the real server's 400 messages.
  *
  * @module
  */
@@ -13,28 +12,32 @@ import { MAX_FENCING_TOKEN } from "./store.ts";
 /** The three lease RPCs, as they appear in the path. */
 export type Rpc = "acquire" | "renew" | "release";
 
-const MIN_INT32 = -2147483648;
-
 type JsonValue =
   | { type: "object"; members: [string, JsonValue][] }
-  | { type: "array" }
   | { type: "string"; value: string }
   | { type: "number"; raw: string }
-  | { type: "bool" }
-  | { type: "null" };
+  | { type: "array" | "bool" | "null" };
 
 class JsonSyntaxError extends Error {}
 
+const SIMPLE_ESCAPES: Record<string, string> = {
+  '"': '"',
+  "\\": "\\",
+  "/": "/",
+  b: "\b",
+  f: "\f",
+  n: "\n",
+  r: "\r",
+  t: "\t",
+};
+
+// Go's scanner, for one value, with its error texts.
 class JsonReader {
   pos = 0;
   constructor(readonly text: string) {}
 
   skipSpace(): void {
-    while (
-      this.pos < this.text.length && " \t\n\r".includes(this.text[this.pos])
-    ) {
-      this.pos++;
-    }
+    while (" \t\n\r".includes(this.text[this.pos] ?? "x")) this.pos++;
   }
 
   atEnd(): boolean {
@@ -44,77 +47,52 @@ class JsonReader {
   fail(context: string): never {
     if (this.atEnd()) throw new JsonSyntaxError("unexpected EOF");
     const c = String.fromCodePoint(this.text.codePointAt(this.pos)!);
-    throw new JsonSyntaxError(
-      `invalid character ${quoteChar(c)} ${context}`,
-    );
+    throw new JsonSyntaxError(`invalid character ${quoteChar(c)} ${context}`);
   }
 
   value(): JsonValue {
     this.skipSpace();
     const c = this.text[this.pos];
-    if (c === "{") return this.object();
-    if (c === "[") return this.array();
+    if (c === "{" || c === "[") return this.composite(c === "{");
     if (c === '"') return { type: "string", value: this.string() };
     if (c === "-" || (c >= "0" && c <= "9")) return this.number();
-    if (c === "t") return this.literal("true", { type: "bool" });
-    if (c === "f") return this.literal("false", { type: "bool" });
-    if (c === "n") return this.literal("null", { type: "null" });
+    if (c === "t") return this.literal("true", "bool");
+    if (c === "f") return this.literal("false", "bool");
+    if (c === "n") return this.literal("null", "null");
     return this.fail("looking for beginning of value");
   }
 
-  object(): JsonValue {
-    this.pos++;
+  // An object (its members kept) or an array (its elements only checked).
+  composite(object: boolean): JsonValue {
+    const close = object ? "}" : "]";
     const members: [string, JsonValue][] = [];
-    this.skipSpace();
-    if (this.text[this.pos] === "}") {
-      this.pos++;
-      return { type: "object", members };
-    }
-    for (;;) {
-      this.skipSpace();
-      if (this.text[this.pos] !== '"') {
-        this.fail("looking for beginning of object key string");
-      }
-      const key = this.string();
-      this.skipSpace();
-      if (this.text[this.pos] !== ":") this.fail("after object key");
-      this.pos++;
-      members.push([key, this.value()]);
-      this.skipSpace();
-      const c = this.text[this.pos];
-      if (c === ",") {
-        this.pos++;
-        continue;
-      }
-      if (c === "}") {
-        this.pos++;
-        return { type: "object", members };
-      }
-      this.fail("after object key:value pair");
-    }
-  }
-
-  array(): JsonValue {
     this.pos++;
     this.skipSpace();
-    if (this.text[this.pos] === "]") {
-      this.pos++;
-      return { type: "array" };
-    }
-    for (;;) {
-      this.value();
+    for (let first = true;; first = false) {
+      if (first && this.text[this.pos] === close) break;
+      if (object) {
+        this.skipSpace();
+        if (this.text[this.pos] !== '"') {
+          this.fail("looking for beginning of object key string");
+        }
+        const key = this.string();
+        this.skipSpace();
+        if (this.text[this.pos] !== ":") this.fail("after object key");
+        this.pos++;
+        members.push([key, this.value()]);
+      } else this.value();
       this.skipSpace();
       const c = this.text[this.pos];
-      if (c === ",") {
-        this.pos++;
-        continue;
+      if (c === close) break;
+      if (c !== ",") {
+        this.fail(
+          object ? "after object key:value pair" : "after array element",
+        );
       }
-      if (c === "]") {
-        this.pos++;
-        return { type: "array" };
-      }
-      this.fail("after array element");
+      this.pos++;
     }
+    this.pos++;
+    return object ? { type: "object", members } : { type: "array" };
   }
 
   string(): string {
@@ -128,50 +106,37 @@ class JsonReader {
         return out;
       }
       if (c < " ") this.fail("in string literal");
+      this.pos++;
       if (c !== "\\") {
         out += c;
-        this.pos++;
         continue;
       }
-      this.pos++;
       const e = this.text[this.pos];
-      const simple: Record<string, string> = {
-        '"': '"',
-        "\\": "\\",
-        "/": "/",
-        b: "\b",
-        f: "\f",
-        n: "\n",
-        r: "\r",
-        t: "\t",
-      };
-      if (e !== undefined && e in simple) {
-        out += simple[e];
+      if (e !== undefined && e in SIMPLE_ESCAPES) {
+        out += SIMPLE_ESCAPES[e];
         this.pos++;
         continue;
       }
       if (e !== "u") this.fail("in string escape code");
       this.pos++;
       const unit = this.hex4();
-      if (unit >= 0xd800 && unit < 0xdc00) {
-        // A high surrogate must be followed by an escaped low one; Go
-        // replaces anything else with U+FFFD.
-        if (this.text.startsWith("\\u", this.pos)) {
-          const save = this.pos;
-          this.pos += 2;
-          const low = this.hex4();
-          if (low >= 0xdc00 && low < 0xe000) {
-            out += String.fromCharCode(unit, low);
-            continue;
-          }
-          this.pos = save;
+      // A high surrogate must be followed by an escaped low one; Go replaces
+      // anything else, and a lone low one, with U+FFFD.
+      if (
+        unit >= 0xd800 && unit < 0xdc00 && this.text.startsWith("\\u", this.pos)
+      ) {
+        const save = this.pos;
+        this.pos += 2;
+        const low = this.hex4();
+        if (low >= 0xdc00 && low < 0xe000) {
+          out += String.fromCharCode(unit, low);
+          continue;
         }
-        out += "\ufffd";
-      } else if (unit >= 0xdc00 && unit < 0xe000) {
-        out += "\ufffd";
-      } else {
-        out += String.fromCharCode(unit);
+        this.pos = save;
       }
+      out += unit >= 0xd800 && unit < 0xe000
+        ? "\ufffd"
+        : String.fromCharCode(unit);
     }
   }
 
@@ -182,9 +147,8 @@ class JsonReader {
         this.fail("in \\u hexadecimal character escape");
       }
     }
-    const v = parseInt(this.text.slice(this.pos, this.pos + 4), 16);
     this.pos += 4;
-    return v;
+    return parseInt(this.text.slice(this.pos - 4, this.pos), 16);
   }
 
   number(): JsonValue {
@@ -199,90 +163,56 @@ class JsonReader {
     return { type: "number", raw: m[0] };
   }
 
-  literal(word: string, v: JsonValue): JsonValue {
-    for (let i = 0; i < word.length; i++) {
-      if (this.text[this.pos] !== word[i]) {
-        this.fail(`in literal ${word} (expecting ${quoteChar(word[i])})`);
+  literal(word: string, type: "bool" | "null"): JsonValue {
+    for (const expected of word) {
+      if (this.text[this.pos] !== expected) {
+        this.fail(`in literal ${word} (expecting ${quoteChar(expected)})`);
       }
       this.pos++;
     }
-    return v;
+    return { type };
   }
 }
 
-/**
- * The character as Go's decoder names it: by its first byte, read as a
- * rune and quoted as `strconv.Quote` quotes it (so a byte-order mark is
- * `'ï'`, a control character `'\x01'`).
- */
+// The character as Go's decoder names it (its quoteChar): by its first byte,
+// read as a rune and quoted by strconv.Quote in single quotes (so a
+// byte-order mark is 'ï', a control character '\x01').
 function quoteChar(c: string): string {
   const b = new TextEncoder().encode(c)[0];
   if (b === 0x27) return "'\\''";
   if (b === 0x22) return `'"'`;
-  return `'${goQuoteRune(b)}'`;
+  return `'${goQuote(String.fromCharCode(b)).slice(1, -1)}'`;
 }
 
-const GO_ESCAPES: Record<number, string> = {
-  0x07: "\\a",
-  0x08: "\\b",
-  0x09: "\\t",
-  0x0a: "\\n",
-  0x0b: "\\v",
-  0x0c: "\\f",
-  0x0d: "\\r",
-  0x5c: "\\\\",
+/** The Go request type of each RPC, as the decoder names it, and its fields with their Go types. */
+const REQUESTS: Record<Rpc, [string, Record<string, "string" | "int32">]> = {
+  acquire: ["AcquireRequest", { holder: "string", ttlSeconds: "int32" }],
+  renew: [
+    "RenewRequest",
+    { holder: "string", fencingToken: "int32", ttlSeconds: "int32" },
+  ],
+  release: ["ReleaseRequest", { holder: "string", fencingToken: "int32" }],
 };
 
-/** One rune below U+0100 as Go's `strconv.Quote` writes it, without the quotes. */
-function goQuoteRune(r: number): string {
-  const hex = (n: number, w: number) => n.toString(16).padStart(w, "0");
-  if (GO_ESCAPES[r] !== undefined) return GO_ESCAPES[r];
-  if (r < 0x20 || r === 0x7f) return `\\x${hex(r, 2)}`;
-  // U+0080-U+009F are controls, U+00A0 and U+00AD not printable in Go's sense.
-  if ((r >= 0x80 && r < 0xa0) || r === 0xa0 || r === 0xad) {
-    return `\\u${hex(r, 4)}`;
-  }
-  return String.fromCharCode(r);
-}
-
-/** Field names and Go types of one RPC's request. */
-type FieldSpec = Record<string, "string" | "int32">;
-
-/** The Go request type of each RPC, as the decoder names it in its errors. */
-const GO_TYPE: Record<Rpc, string> = {
-  acquire: "AcquireRequest",
-  renew: "RenewRequest",
-  release: "ReleaseRequest",
-};
-
-const FIELDS: Record<Rpc, FieldSpec> = {
-  acquire: { holder: "string", ttlSeconds: "int32" },
-  renew: { holder: "string", fencingToken: "int32", ttlSeconds: "int32" },
-  release: { holder: "string", fencingToken: "int32" },
-};
-
-/** A decoded request body; fields absent from the body are 0 / "". */
+/** A decoded request body; fields absent from the body are 0 or "". */
 export interface LeaseRequest {
-  /** The holder identity. */
   holder: string;
-  /** The fencing token (renew, release). */
   fencingToken: number;
-  /** The TTL in whole seconds (acquire, renew). */
   ttlSeconds: number;
 }
 
-/** The decoder's answer: a request, or the exact 400 message. */
-export type Decoded =
-  | { ok: true; request: LeaseRequest }
-  | { ok: false; message: string };
-
 /**
- * Decodes one request body the way the real server's Go decoder does: a
- * syntax error in the first value wins, then the first type or unknown-field
- * error, then data after the first value. Field names match
- * case-insensitively and `null` leaves a field unset, as in Go.
+ * Decodes one request body as the real server's Go decoder does: a syntax
+ * error in the first value wins, then the first type or unknown-field error,
+ * then data after the first value. Field names match case-insensitively and
+ * `null` leaves a field unset, as in Go.
+ *
+ * @returns The request, or the exact 400 message.
  */
-export function decodeRequest(rpc: Rpc, text: string): Decoded {
+export function decodeRequest(
+  rpc: Rpc,
+  text: string,
+): { ok: true; request: LeaseRequest } | { ok: false; message: string } {
   const reader = new JsonReader(text);
   reader.skipSpace();
   if (reader.atEnd()) return { ok: false, message: "invalid json body: EOF" };
@@ -290,13 +220,11 @@ export function decodeRequest(rpc: Rpc, text: string): Decoded {
   try {
     value = reader.value();
   } catch (e) {
-    if (e instanceof JsonSyntaxError) {
-      return { ok: false, message: `invalid json body: ${e.message}` };
-    }
-    throw e;
+    if (!(e instanceof JsonSyntaxError)) throw e;
+    return { ok: false, message: `invalid json body: ${e.message}` };
   }
   const request: LeaseRequest = { holder: "", fencingToken: 0, ttlSeconds: 0 };
-  const error = assignFields(GO_TYPE[rpc], FIELDS[rpc], value, request);
+  const error = assignFields(rpc, value, request);
   if (error) return { ok: false, message: `invalid json body: json: ${error}` };
   reader.skipSpace();
   if (!reader.atEnd()) {
@@ -309,59 +237,41 @@ export function decodeRequest(rpc: Rpc, text: string): Decoded {
 // for the body as a whole, `Go struct field AcquireRequest.ttlSeconds` for a
 // field (by its JSON name, whatever the case of the key).
 function assignFields(
-  goType: string,
-  spec: FieldSpec,
+  rpc: Rpc,
   value: JsonValue,
   out: LeaseRequest,
 ): string | undefined {
+  const [goType, spec] = REQUESTS[rpc];
   if (value.type === "null") return undefined;
   if (value.type !== "object") {
     return `cannot unmarshal ${value.type} into Go value of type api.${goType}`;
   }
   let first: string | undefined;
-  const names = Object.keys(spec);
+  const names = Object.keys(spec) as (keyof LeaseRequest)[];
   for (const [key, v] of value.members) {
     const field = names.find((n) => n === key) ??
       names.find((n) => n.toLowerCase() === key.toLowerCase());
-    let err: string | undefined;
-    if (field === undefined) {
-      err = `unknown field ${goQuote(key)}`;
-    } else if (v.type !== "null") {
-      const where = `Go struct field ${goType}.${field}`;
-      err = spec[field] === "string"
-        ? assignString(where, v, out)
-        : assignInt32(where, field as "fencingToken" | "ttlSeconds", v, out);
+    if (field === undefined) first ??= `unknown field ${goQuote(key)}`;
+    if (field === undefined || v.type === "null") continue;
+    const into = `into Go struct field ${goType}.${field} of type ${
+      spec[field]
+    }`;
+    if (field === "holder") {
+      if (v.type === "string") out.holder = v.value;
+      else first ??= `cannot unmarshal ${v.type} ${into}`;
+      continue;
     }
-    first ??= err;
+    if (v.type !== "number") {
+      first ??= `cannot unmarshal ${v.type} ${into}`;
+      continue;
+    }
+    const n = /^-?\d+$/.test(v.raw) ? Number(v.raw) : NaN;
+    if (
+      !Number.isInteger(n) || n < -MAX_FENCING_TOKEN - 1 ||
+      n > MAX_FENCING_TOKEN
+    ) {
+      first ??= `cannot unmarshal number ${v.raw} ${into}`;
+    } else out[field] = n === 0 ? 0 : n; // no -0
   }
   return first;
-}
-
-function assignString(
-  where: string,
-  v: JsonValue,
-  out: LeaseRequest,
-): string | undefined {
-  if (v.type !== "string") {
-    return `cannot unmarshal ${v.type} into ${where} of type string`;
-  }
-  out.holder = v.value;
-  return undefined;
-}
-
-function assignInt32(
-  where: string,
-  field: "fencingToken" | "ttlSeconds",
-  v: JsonValue,
-  out: LeaseRequest,
-): string | undefined {
-  if (v.type !== "number") {
-    return `cannot unmarshal ${v.type} into ${where} of type int32`;
-  }
-  const n = /^-?\d+$/.test(v.raw) ? Number(v.raw) : NaN;
-  if (!Number.isInteger(n) || n < MIN_INT32 || n > MAX_FENCING_TOKEN) {
-    return `cannot unmarshal number ${v.raw} into ${where} of type int32`;
-  }
-  out[field] = n === 0 ? 0 : n; // no -0
-  return undefined;
 }

@@ -1,23 +1,20 @@
 /**
  * Routing of the development server as Go's `http.ServeMux` does it for the
- * real server: paths are not cleaned but redirected (307 Temporary Redirect,
- * Go 1.22 and later) to their clean form, the query kept; unknown paths are
- * `404 page not found`; a known path with another method is 405 with
- * `Allow`; a malformed percent-escape anywhere in the path is a bare 400. `/healthz` and `/readyz` are answered here;
- * the three lease RPCs are handed back as a {@linkcode LeaseTarget}.
+ * real server: `OPTIONS *` (200), paths not cleaned but redirected to their
+ * clean form (307, Go 1.22 and later, the query kept), `404 page not found`,
+ * 405 with `Allow` for a known path with another method, a bare 400 for a
+ * malformed percent-escape. `/healthz` and `/readyz` are answered here; the
+ * three lease RPCs are handed back as a {@linkcode LeaseTarget}.
  *
  * @module
  */
 import type { Rpc } from "./request.ts";
 import { plainResponse } from "./wire.ts";
 
-/** A request routed to one of the three lease RPCs, its path keys decoded. */
+/** A request routed to one of the three lease RPCs, its path keys percent-decoded (not yet validated). */
 export interface LeaseTarget {
-  /** Which RPC. */
   rpc: Rpc;
-  /** The namespace path segment, percent-decoded (not yet validated). */
   namespace: string;
-  /** The lease name path segment, percent-decoded (not yet validated). */
   name: string;
 }
 
@@ -25,14 +22,8 @@ const LEASE_PATH =
   /^\/v1alpha1\/namespaces\/([^/]+)\/leases\/([^/]+)\/(acquire|renew|release)$/;
 
 /**
- * Routes one request. Everything but a lease RPC is answered here, as the
- * real server's `net/http` would: `OPTIONS *` (200), redirects to the clean
- * path (307), the probes, 404 and 405.
- *
- * @param req The request; only its method and raw URL are read.
- * @param id The request id, echoed on every answer.
- * @param ready Whether `/readyz` answers `200 ok` (else `503 not ready`).
- * @returns The answer, or the lease RPC to serve.
+ * Routes one request: answers everything but a lease RPC as the real server's
+ * `net/http` would, echoing the request id `id`; `ready` is `/readyz`'s state.
  */
 export function routeRequest(
   req: Pick<Request, "method" | "url">,
@@ -47,21 +38,22 @@ export function routeRequest(
   // `OPTIONS *` reaches here as the path "/*" (Deno.serve's URL); Go's
   // server answers it itself, before any handler: 200, empty, no request id.
   if (req.method === "OPTIONS" && target === "/*") {
-    return new Response(null, {
-      status: 200,
-      headers: { "content-length": "0" },
-    });
+    return new Response(null, { headers: { "content-length": "0" } });
   }
-  // Go's server refuses a malformed percent-escape before any handler: a
-  // bare 400 without request id (it also closes the connection, which
-  // Deno.serve decides on its own: it stays open here).
-  if (!VALID_ESCAPES.test(path)) {
+  // Go's server refuses a malformed percent-escape before any handler: a bare
+  // 400 without request id (and closes the connection, which Deno.serve
+  // decides on its own: it stays open here).
+  if (!/^(?:[^%]|%[0-9a-fA-F]{2})*$/.test(path)) {
     return new Response("400 Bad Request", {
       status: 400,
       headers: { "content-type": "text/plain; charset=utf-8" },
     });
   }
-  const escaped = escapedPath(path);
+  // As Go's URL.EscapedPath(): the raw path when only characters a path may
+  // carry raw, else the decoded path escaped again ("%41" becomes "A").
+  const escaped = /^[A-Za-z0-9\-._~!$&'()*+,;=:@/%]*$/.test(path)
+    ? path
+    : goEscapePath(decodePercent(path));
   const clean = cleanPath(escaped);
   if (clean !== escaped) {
     // An empty query ("?") is dropped, as Go's url.URL writes it.
@@ -83,7 +75,7 @@ export function routeRequest(
       up ? 200 : 503,
       up ? "ok\n" : "not ready\n",
       id,
-      undefined,
+      {},
       false,
     );
     return req.method === "HEAD"
@@ -105,63 +97,15 @@ export function routeRequest(
 // ServeMux's redirect to the clean path (http.Redirect with 307): an HTML
 // body for GET only, a content type for GET and HEAD.
 function redirect(method: string, location: string, id: string): Response {
-  const body = method === "GET"
-    ? `<a href="${htmlEscape(location)}">Temporary Redirect</a>.\n\n`
-    : null;
   const headers = new Headers({ location, "x-request-id": id });
   if (method === "GET" || method === "HEAD") {
     headers.set("content-type", "text/html; charset=utf-8");
   }
+  const html = location.replace(/[&<>"']/g, (c) => HTML_ESCAPES[c]);
+  const body = method === "GET"
+    ? `<a href="${html}">Temporary Redirect</a>.\n\n`
+    : null;
   return new Response(body, { status: 307, headers });
-}
-
-const encoder = new TextEncoder();
-
-// Percent-encodes every byte of `s` outside `keep`, upper-case hex.
-function percentEncode(s: string, keep: RegExp): string {
-  let out = "";
-  for (const ch of s) {
-    if (keep.test(ch)) {
-      out += ch;
-      continue;
-    }
-    for (const b of encoder.encode(ch)) {
-      out += `%${b.toString(16).toUpperCase().padStart(2, "0")}`;
-    }
-  }
-  return out;
-}
-
-/** Percent signs only as the start of a two-hex-digit escape. */
-const VALID_ESCAPES = /^(?:[^%]|%[0-9a-fA-F]{2})*$/;
-
-// The request path as Go's URL.EscapedPath() gives it: the raw path when it
-// is a valid encoding (only characters a path may carry raw), else the
-// decoded path escaped again (so "%41" becomes "A" there).
-function escapedPath(raw: string): string {
-  if (/^[A-Za-z0-9\-._~!$&'()*+,;=:@/%]*$/.test(raw)) return raw;
-  return goEscapePath(decodePercent(raw));
-}
-
-// Go's url.URL{Path: p}.String() for the redirect: "%" and the characters
-// outside the path set are escaped again (so "%2F" becomes "%252F").
-function goEscapePath(p: string): string {
-  return percentEncode(p, /^[A-Za-z0-9\-._~$&+,/:;=@]$/);
-}
-
-// Go's cleanPath: path.Clean, keeping a trailing slash.
-function cleanPath(p: string): string {
-  if (p === "") return "/";
-  if (p[0] !== "/") p = "/" + p;
-  const out: string[] = [];
-  for (const seg of p.split("/")) {
-    if (seg === "" || seg === ".") continue;
-    if (seg === "..") out.pop();
-    else out.push(seg);
-  }
-  let np = "/" + out.join("/");
-  if (p.endsWith("/") && np !== "/") np += "/";
-  return np;
 }
 
 const HTML_ESCAPES: Record<string, string> = {
@@ -172,9 +116,32 @@ const HTML_ESCAPES: Record<string, string> = {
   "'": "&#39;",
 };
 
-// As Go's htmlEscape, for the body of a redirect.
-function htmlEscape(s: string): string {
-  return s.replace(/[&<>"']/g, (c) => HTML_ESCAPES[c]);
+const encoder = new TextEncoder();
+
+// Go's url.URL{Path: p}.String(): "%" and the characters outside the path
+// set escaped, upper-case hex (so "%2F" becomes "%252F").
+function goEscapePath(p: string): string {
+  let out = "";
+  for (const ch of p) {
+    if (/^[A-Za-z0-9\-._~$&+,/:;=@]$/.test(ch)) out += ch;
+    else {
+      for (const b of encoder.encode(ch)) {
+        out += `%${b.toString(16).toUpperCase().padStart(2, "0")}`;
+      }
+    }
+  }
+  return out;
+}
+
+// Go's cleanPath: path.Clean, keeping a trailing slash.
+function cleanPath(p: string): string {
+  const out: string[] = [];
+  for (const seg of p.split("/")) {
+    if (seg === "..") out.pop();
+    else if (seg !== "" && seg !== ".") out.push(seg);
+  }
+  const np = "/" + out.join("/");
+  return p.endsWith("/") && np !== "/" ? np + "/" : np;
 }
 
 // Percent-decoding (escapes already checked); bytes that are not UTF-8
@@ -182,11 +149,10 @@ function htmlEscape(s: string): string {
 function decodePercent(s: string): string {
   const bytes: number[] = [];
   for (let i = 0; i < s.length; i++) {
-    if (s[i] === "%") {
+    if (s[i] !== "%") bytes.push(...encoder.encode(s[i]));
+    else {
       bytes.push(parseInt(s.slice(i + 1, i + 3), 16));
       i += 2;
-    } else {
-      bytes.push(...encoder.encode(s[i]));
     }
   }
   return new TextDecoder().decode(new Uint8Array(bytes));

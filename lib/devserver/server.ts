@@ -1,102 +1,124 @@
 /**
- * A DEVELOPMENT Berth lease server, kept in memory. It exists so that the
- * helper can be tried, demonstrated and tested end to end without a real
- * Berth API server, and so that chaos tests can make "the server" fail or
- * hang on demand. It follows the wire contract in `berth-api.md` closely
- * (paths, check order, exact messages, exact success bytes) because a client
- * that works against it must work against the real server; it is not a
- * production server: state is lost when the process exits.
- *
- * This module is the listener and the request path: a request id, then
- * routing (`routing.ts`), then any injected fault (`faults.ts`), then the
- * lease RPC (`lease_rpc.ts`: API keys, body decoding, the store); beside it
- * the real server's clean-up sweep runs on a timer that stops with the
- * server. The `dev-server` subcommand around it is `lib/cmd/dev_server.ts`;
- * `docs/dev-server.md` lists where it still differs from the real server.
+ * A DEVELOPMENT Berth lease server, in memory (docs/dev-server.md): it answers
+ * as the wire contract says, because a client that works against it must work
+ * against the real server, and chaos tests make it fail or hang on demand.
+ * This module is the listener and the request path: a request id, routing
+ * (`routing.ts`), any injected fault, then the lease RPC (`lease_rpc.ts`);
+ * beside it the clean-up sweep runs on a timer that stops with the server.
  *
  * @module
  */
 import { parseApiKeys } from "./api_keys.ts";
-import { type DevServerFaults, FaultSwitch } from "./faults.ts";
-import { type LeaseRpcContext, serveLeaseRpc } from "./lease_rpc.ts";
+import { serveLeaseRpc } from "./lease_rpc.ts";
 import { ListenError, listenerUrl } from "../net/addr.ts";
 import { discardLogger, type Logger } from "../obs/log.ts";
 import type { Rpc } from "./request.ts";
 import { routeRequest } from "./routing.ts";
+import { aborted } from "../state/clock.ts";
 import { LeaseStore } from "./store.ts";
 import { errorResponse } from "./wire.ts";
 
-/** Options for {@linkcode startDevServer}; every field is optional. */
+/**
+ * Options for {@linkcode startDevServer}, as docs/dev-server.md describes
+ * them: by default `127.0.0.1`, a free port, plain HTTP, no API keys, the
+ * clock {@linkcode systemClockMs}, a sweep every 30000 ms, no logs.
+ */
 export interface DevServerOptions {
-  /** Address to listen on; default `127.0.0.1` (never exposed by default). */
   hostname?: string;
-  /** Port to listen on; default 0, any free port (read it from `DevServer.port`). */
   port?: number;
-  /** Serve HTTPS with these PEM files instead of plain HTTP. */
-  tls?: {
-    /** PEM certificate chain, server certificate first. */
-    certFile: string;
-    /** PEM private key of that certificate. */
-    keyFile: string;
-  };
-  /**
-   * Static API keys as `key-id:sha256hex` (hex SHA-256 of the bearer
-   * token). When given, lease RPCs require `Authorization: Bearer <API key>`
-   * and a holder equal to the key id or starting with `<key-id>/`. Empty or
-   * absent: no authentication.
-   */
+  /** PEM files: serve HTTPS. */
+  tls?: { certFile: string; keyFile: string };
+  /** `key-id:sha256hex` each. */
   apiKeys?: string[];
-  /**
-   * Wall clock in Unix milliseconds, fractions allowed (they carry the
-   * sub-millisecond digits of the answered times); injectable so tests
-   * control expiry and clean-up. Default: the system clock in steps of
-   * 1/1024 ms ({@linkcode systemClockMs}).
-   */
+  /** Unix milliseconds, fractions allowed. */
   now?: () => number;
-  /**
-   * How often the clean-up sweep runs, in milliseconds; default 30000, as the
-   * real server. The sweep turns records expired for more than 5 minutes into
-   * tombstones. The timer stops with the server.
-   */
   sweepIntervalMs?: number;
-  /** Where request and lease events are logged; default: nowhere. */
   logger?: Logger;
 }
 
-/** A running development server, with the controls tests need. */
+/**
+ * A running development server (`url` e.g. `http://127.0.0.1:41234`) with the
+ * controls tests need, as docs/dev-server.md describes them.
+ */
 export interface DevServer extends AsyncDisposable {
-  /** Base URL, e.g. `http://127.0.0.1:41234`; what the helper's API server setting takes. */
   url: string;
-  /** The port actually bound (useful with `port: 0`). */
   port: number;
-  /** The lease records, for tests that seed or inspect state directly. */
   store: LeaseStore;
-  /** Fault injection for chaos tests. */
   faults: DevServerFaults;
-  /** Makes `/readyz` answer `200 ok` (true, the start state) or `503 not ready`. */
   setReady(ready: boolean): void;
-  /** How many requests each lease RPC has received, faulted ones included. */
   rpcCount(rpc: Rpc): number;
-  /**
-   * Runs the clean-up sweep now, at the server's clock, as the timer does.
-   *
-   * @returns How many records it turned into tombstones.
-   */
   sweep(): number;
-  /** Stops listening and finishes in-flight requests (hanging ones answer 500). */
   close(): Promise<void>;
 }
 
 /**
- * Starts the server and resolves once it listens. It is the one entry point
- * so that tests, the demo and the `dev-server` subcommand all run the same
- * code.
- *
- * @param options Address, TLS, API keys, clock and logger; all optional.
- * @returns The running server; close it, or `await using` it.
- * @throws {ListenError} When the address cannot be bound (the message names it).
+ * Switches that make the lease RPCs (never `/healthz` or `/readyz`) answer
+ * `500 internal error` or hang, for chaos tests. They act right after routing,
+ * before authentication: they model a server broken as a whole. A hanging
+ * request is served once the fault is cleared (even when its client gave up,
+ * as a slow real server would still apply it), or answers 500 when the server
+ * closes (as a stuck store call cancelled at shutdown).
+ */
+export class DevServerFaults {
+  #kind: "fail" | "hang" | null = null;
+  #remaining = 0;
+  #released = new AbortController();
+  #hanging = 0;
+
+  /** How many requests are hanging right now, so tests can wait for one. */
+  get hanging(): number {
+    return this.#hanging;
+  }
+  failNext(count = 1): void {
+    this.#set("fail", count);
+  }
+  failAll(): void {
+    this.#set("fail", Infinity);
+  }
+  hangNext(count = 1): void {
+    this.#set("hang", count);
+  }
+  hangAll(): void {
+    this.#set("hang", Infinity);
+  }
+  /** Removes any fault and lets every hanging request proceed. */
+  clear(): void {
+    this.#kind = null;
+    this.#remaining = 0;
+    this.#released.abort();
+    this.#released = new AbortController();
+  }
+
+  /** @internal What the lease RPC arriving now does: `serve`, `fail`, or `closing` (hung until the server closed). */
+  async apply(closing: AbortSignal): Promise<"serve" | "fail" | "closing"> {
+    const kind = this.#kind;
+    if (kind === null) return "serve";
+    if (--this.#remaining <= 0) this.#kind = null;
+    if (kind === "fail") return "fail";
+    const released = this.#released.signal;
+    this.#hanging++;
+    try {
+      await aborted(AbortSignal.any([released, closing]));
+    } finally {
+      this.#hanging--;
+    }
+    return released.aborted ? "serve" : "closing";
+  }
+
+  #set(kind: "fail" | "hang", count: number): void {
+    if (!(count >= 1)) {
+      throw new RangeError(`fault count must be at least 1, got ${count}`);
+    }
+    this.#kind = kind;
+    this.#remaining = count;
+  }
+}
+
+/**
+ * Starts the server and resolves once it listens: the one entry point of
+ * tests, the demo and the `dev-server` subcommand.
+ * @throws {ListenError} When the address cannot be bound.
  * @throws {Error} On an unreadable TLS file (named) or a malformed API key (by position).
- *
  * @example
  * ```ts
  * import assert from "node:assert/strict";
@@ -118,61 +140,83 @@ export async function startDevServer(
 ): Promise<DevServer> {
   const keys = parseApiKeys(options.apiKeys ?? []);
   const store = new LeaseStore();
-  const faults = new FaultSwitch();
+  const faults = new DevServerFaults();
   const closing = new AbortController();
   const counts = { acquire: 0, renew: 0, release: 0 };
-  let ready = true;
-
-  let tls: { cert: string; key: string } | undefined;
-  if (options.tls) {
-    tls = {
-      cert: await readPem(options.tls.certFile, "TLS certificate"),
-      key: await readPem(options.tls.keyFile, "TLS private key"),
-    };
-  }
-
   const now = options.now ?? systemClockMs;
-  const ctx: HandlerContext = {
-    keys,
-    now,
-    log: options.logger ?? discardLogger,
-    store,
-    faults,
-    closing: closing.signal,
-    counts,
-    isReady: () => ready,
+  const log = options.logger ?? discardLogger;
+  let ready = true;
+  const readPem = async (path: string, what: string) => {
+    try {
+      return await Deno.readTextFile(path);
+    } catch (e) {
+      throw new Error(
+        `cannot read the ${what} ${path}: ${
+          (e as Error).message
+        }; give a readable PEM file`,
+      );
+    }
   };
+  const tls = options.tls && {
+    cert: await readPem(options.tls.certFile, "TLS certificate"),
+    key: await readPem(options.tls.keyFile, "TLS private key"),
+  };
+
+  const serve = async (req: Request, id: string): Promise<Response> => {
+    const target = routeRequest(req, id, ready);
+    if (target instanceof Response) return target;
+    counts[target.rpc]++;
+    const fault = await faults.apply(closing.signal);
+    if (fault === "fail") {
+      log.warn("injected fault: answering 500", {
+        request_id: id,
+        rpc: target.rpc,
+      });
+    }
+    if (fault !== "serve") return errorResponse(500, "internal error", id);
+    return await serveLeaseRpc({ keys, now, log, store }, req, id, target);
+  };
+  const handle = async (req: Request): Promise<Response> => {
+    const id = requestIdOf(req.headers);
+    let res: Response;
+    try {
+      res = await serve(req, id);
+    } catch (e) {
+      log.error("internal error", { request_id: id, error: e });
+      res = errorResponse(500, "internal error", id);
+    }
+    log.debug("request", {
+      request_id: id,
+      method: req.method,
+      url: req.url,
+      status: res.status,
+    });
+    return res;
+  };
+
   const address = {
     hostname: options.hostname ?? "127.0.0.1",
     port: options.port ?? 0,
   };
   let server: Deno.HttpServer<Deno.NetAddr>;
   try {
-    server = Deno.serve(
-      { ...address, ...tls, onListen: () => {} },
-      (req) => handle(ctx, req),
-    );
+    server = Deno.serve({ ...address, ...tls, onListen: () => {} }, handle);
   } catch (e) {
     throw new ListenError(address, e);
   }
-
-  const log = options.logger ?? discardLogger;
   const sweep = () => {
     const cleaned = store.sweep(now());
     if (cleaned > 0) log.info("expired leases cleaned up", { count: cleaned });
     return cleaned;
   };
   const timer = setInterval(sweep, options.sweepIntervalMs ?? 30_000);
-  closing.signal.addEventListener("abort", () => clearInterval(timer));
-
   let closed: Promise<void> | undefined;
-  const close = () => {
+  const close = () =>
     closed ??= (async () => {
+      clearInterval(timer);
       closing.abort();
       await server.shutdown();
     })();
-    return closed;
-  };
   return {
     url: listenerUrl(server.addr, tls ? "https" : "http"),
     port: server.addr.port,
@@ -189,17 +233,11 @@ export async function startDevServer(
 }
 
 /**
- * The default clock: Unix milliseconds with a sub-millisecond fraction, so
- * answered times carry nine fractional digits as the real server's SQLite
- * store answers them (`Date.now()` alone gives whole milliseconds). The
- * fraction is a multiple of 1/1024 ms (about a microsecond), which a double
- * holds exactly at this magnitude, so `expiresAt` minus the TTL is exactly
- * the renewal time in every answer. It runs on the monotonic clock from an
- * offset taken from the wall clock, taken again when the two part by more
- * than a second (the wall clock was set).
- *
- * @returns Unix milliseconds, e.g. `1778112000123.4560546875`.
- *
+ * The default clock: Unix milliseconds in steps of 1/1024 ms, so answered
+ * times carry nine fractional digits as the real server's SQLite store answers
+ * them, and a double holds them exactly (`expiresAt` minus the TTL is exactly
+ * the renewal time). Monotonic, from an offset to the wall clock taken again
+ * when the two part by more than a second.
  * @example
  * ```ts
  * import assert from "node:assert/strict";
@@ -218,87 +256,11 @@ export function systemClockMs(): number {
 
 let clockOffset = -Infinity;
 
-async function readPem(path: string, what: string): Promise<string> {
-  try {
-    return await Deno.readTextFile(path);
-  } catch (e) {
-    throw new Error(
-      `cannot read the ${what} ${path}: ${
-        (e as Error).message
-      }; give a readable PEM file`,
-    );
-  }
-}
-
-interface HandlerContext extends LeaseRpcContext {
-  faults: FaultSwitch;
-  closing: AbortSignal;
-  counts: Record<Rpc, number>;
-  isReady: () => boolean;
-}
-
-async function handle(ctx: HandlerContext, req: Request): Promise<Response> {
-  const id = requestIdOf(req.headers);
-  let res: Response;
-  try {
-    res = await serve(ctx, req, id);
-  } catch (e) {
-    ctx.log.error("internal error", { request_id: id, error: e });
-    res = errorResponse(500, "internal error", id);
-  }
-  ctx.log.debug("request", {
-    request_id: id,
-    method: req.method,
-    url: req.url,
-    status: res.status,
-  });
-  return res;
-}
-
-async function serve(
-  ctx: HandlerContext,
-  req: Request,
-  id: string,
-): Promise<Response> {
-  const target = routeRequest(req, id, ctx.isReady());
-  if (target instanceof Response) return target;
-  ctx.counts[target.rpc]++;
-  const fault = await ctx.faults.apply(ctx.closing);
-  if (fault === "fail") {
-    ctx.log.warn("injected fault: answering 500", {
-      request_id: id,
-      rpc: target.rpc,
-    });
-  }
-  if (fault !== "serve") return errorResponse(500, "internal error", id);
-  return await serveLeaseRpc(ctx, req, id, target);
-}
-
-// ---------------------------------------------------------------------------
-// Request ids, as the real server derives them: an inbound X-Request-Id of
-// [A-Za-z0-9_-]{1,64}, else the trace id of a traceparent, else 32 random
-// hex digits. Two X-Request-Id headers reach here joined with ", ", which
-// is never a valid id, so the next rule decides (the real server reads the
-// first header).
-
-const REQUEST_ID = /^[A-Za-z0-9_-]{1,64}$/;
-
+// The request id by the real server's rules (docs/dev-server.md); two
+// X-Request-Id headers reach here joined with ", ", never a valid id.
 function requestIdOf(headers: Headers): string {
   const inbound = headers.get("x-request-id");
-  if (inbound !== null && REQUEST_ID.test(inbound)) return inbound;
-  return traceIdOf(headers.get("traceparent")) ??
-    crypto.getRandomValues(new Uint8Array(16)).toHex();
-}
-
-/**
- * The trace id of a `traceparent` header by the real server's rule, which
- * is looser than W3C Trace Context: any two characters, `-`, 32 lower-case
- * hex digits, `-`, and anything after. The version (`ff` included), the
- * parent id, the flags and all-zero ids are not looked at.
- */
-function traceIdOf(header: string | null): string | undefined {
-  if (header === null || header.length < 36) return undefined;
-  const traceId = header.slice(3, 35);
-  if (header[2] !== "-" || header[35] !== "-") return undefined;
-  return /^[0-9a-f]{32}$/.test(traceId) ? traceId : undefined;
+  if (inbound !== null && /^[A-Za-z0-9_-]{1,64}$/.test(inbound)) return inbound;
+  const trace = /^..-([0-9a-f]{32})-/s.exec(headers.get("traceparent") ?? "");
+  return trace?.[1] ?? crypto.getRandomValues(new Uint8Array(16)).toHex();
 }

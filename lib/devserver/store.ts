@@ -1,9 +1,9 @@
 /**
- * The development server's in-memory lease store: the Berth semantics
- * (tokens that strictly increase per key through releases, tombstones, lazy
- * expiry, acquired:false, the clean-up sweep) without any HTTP, so they can be
- * read and tested on their own. See `server.ts` for the server around it,
- * which runs {@linkcode LeaseStore.sweep} on a timer.
+ * The development server's in-memory lease store: the Berth semantics (tokens
+ * that strictly increase per key through releases, tombstones, lazy expiry,
+ * acquired:false, the clean-up sweep) without any HTTP, so they read as the
+ * contract reads. Expiry is evaluated against the `now` of each call; nothing
+ * runs in the background here (the server runs the sweep on a timer).
  *
  * @module
  */
@@ -11,67 +11,40 @@
 /** The largest fencing token; the server refuses to wrap past it (500). */
 export const MAX_FENCING_TOKEN = 2147483647;
 
-/** How long a record stays expired before the sweep turns it into a tombstone: 5 minutes. */
+/** How long a record stays expired before the sweep turns it into a tombstone. */
 export const CLEANUP_AFTER_MS = 5 * 60 * 1000;
 
 /**
- * One lease record as the store keeps it. It is exported so tests can seed
- * states that are slow to reach through the API (a token at the ceiling).
- * Times are wall-clock milliseconds since the Unix epoch (fractions carry
- * the sub-millisecond digits), `null` when unset.
+ * One lease record, for tests that seed states slow to reach through the API
+ * (a token at the ceiling). Times are Unix milliseconds, `null` when unset. A
+ * tombstone (released or cleaned up) has holder "" and TTL 0, keeps its token
+ * (so tokens never go back) and `acquiredAt`, and its `renewedAt` is the
+ * release or clean-up time, which is then its answered `expiresAt`.
  */
 export interface StoredLease {
-  /** Current holder; "" once released or cleaned up (a tombstone). */
   holder: string;
-  /** Fencing token; kept by a tombstone so tokens never go back. */
   fencingToken: number;
-  /** TTL of the current grant in whole seconds; 0 for a tombstone. */
   ttlSeconds: number;
-  /** When the last holder first got this token; a tombstone keeps it. */
   acquiredAt: number | null;
-  /**
-   * Last acquire or renew by the holder; for a tombstone the release or
-   * clean-up time (with a TTL of 0 it is also the answered `expiresAt`).
-   */
   renewedAt: number | null;
 }
 
-/**
- * What Acquire and Renew answer, before it is turned into JSON. Exported as
- * the return type of {@linkcode LeaseStore} methods.
- */
+/** What Acquire and Renew answer (`acquired`: whether the caller holds the lease now), before it is JSON. */
 export interface LeaseGrant {
-  /** Whether the caller holds the lease now. */
   acquired: boolean;
-  /** The holder the answer describes ("" when none). */
   holder: string;
-  /** The token the answer describes (0 when there is no record). */
   fencingToken: number;
-  /** `renewedAt + ttl` in wall ms, `null` when unset. */
   expiresAt: number | null;
-  /** Wall ms, `null` when unset. */
   acquiredAt: number | null;
 }
 
-/**
- * A failure of the store itself, answered `500 internal error`. A class of
- * its own so the HTTP layer can tell it from a bug while logging the reason.
- */
+/** A failure of the store itself, answered `500 internal error` and logged with its reason. */
 export class StoreFailure extends Error {
-  /** Wraps the reason an operator reads in the server log. */
-  constructor(message: string) {
-    super(message);
-    this.name = "StoreFailure";
-  }
+  override name = "StoreFailure";
 }
 
 /**
- * The lease semantics of the contract (records per key, lazy expiry,
- * tombstones, fencing tokens, the clean-up sweep), separate from HTTP so that
- * they read as the contract reads. Expiry is evaluated on each call against
- * the `now` passed in; nothing runs in the background here (the server calls
- * {@linkcode LeaseStore.sweep}).
- *
+ * The contract's lease records per key.
  * @example
  * ```ts
  * import assert from "node:assert/strict";
@@ -97,7 +70,7 @@ export class LeaseStore {
     this.#records.set(storeKey(namespace, name), { ...record });
   }
 
-  /** The contract's Acquire; throws {@linkcode StoreFailure} at the token ceiling. */
+  /** The contract's Acquire; a {@linkcode StoreFailure} at the token ceiling. */
   acquire(
     namespace: string,
     name: string,
@@ -130,7 +103,7 @@ export class LeaseStore {
     return grantOf(next, true);
   }
 
-  /** The contract's Renew; throws {@linkcode StoreFailure} on a negative token. */
+  /** The contract's Renew; a {@linkcode StoreFailure} on a negative token. */
   renew(
     namespace: string,
     name: string,
@@ -155,13 +128,7 @@ export class LeaseStore {
     return grantOf(rec, true);
   }
 
-  /**
-   * The contract's Release. It does not look at expiry: `conflict` when the
-   * record has a holder and that holder or its token differ (expired or
-   * not); `released` when the holder and token match (the record becomes a
-   * tombstone: holder cleared, token and `acquiredAt` kept, `expiresAt` the
-   * release time), when it is already a tombstone, or when there is none.
-   */
+  /** The contract's Release, blind to expiry: `conflict` when the record has another holder or token. */
   release(
     namespace: string,
     name: string,
@@ -178,15 +145,7 @@ export class LeaseStore {
     return "released";
   }
 
-  /**
-   * The real server's clean-up: every record expired for more than
-   * {@linkcode CLEANUP_AFTER_MS} becomes a tombstone as a release would make
-   * it, with the sweep time as its `expiresAt`. Afterwards a Release by
-   * anyone answers 204 and a Renew answer names no holder.
-   *
-   * @param now The sweep time, Unix milliseconds.
-   * @returns How many records were cleaned up.
-   */
+  /** The real server's clean-up at `now`: how many records expired for over {@linkcode CLEANUP_AFTER_MS} became tombstones. */
   sweep(now: number): number {
     let cleaned = 0;
     for (const rec of this.#records.values()) {
@@ -200,7 +159,6 @@ export class LeaseStore {
   }
 }
 
-// A tombstone: no holder, the token and first acquire kept, expiring now.
 function entomb(rec: StoredLease, now: number): void {
   rec.holder = "";
   rec.ttlSeconds = 0;
