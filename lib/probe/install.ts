@@ -12,7 +12,6 @@
  *
  * @module
  */
-import { STATE_FILES } from "../state/state_files.ts";
 import {
   type ByteSource,
   ElfError,
@@ -27,8 +26,12 @@ import {
   type RewritePlan,
 } from "./rewrite.ts";
 import { findObject, type MappedObject, mappedPaths } from "./mapped.ts";
-import { copyExecutable, type InstallFile } from "../state/atomic_write.ts";
-import type { StateDir } from "../state/state_dir.ts";
+import {
+  copyExecutable,
+  type InstallFile,
+  STATE_FILES,
+  type StateDir,
+} from "../state/state_dir.ts";
 
 /** Options of {@linkcode installPortableCheck}; the defaults describe this process. */
 export interface PortableCheckOptions {

@@ -2,7 +2,7 @@
  * The in-place rewrite that lets the probe run in a main image without
  * glibc: the program interpreter and every needed-library name of the
  * executable become absolute paths in the state directory, where the loader
- * and the libraries are copied (names from lib/state/probe_libraries.ts).
+ * and the libraries are copied (names from lib/state/state_dir.ts).
  * Each new string is written over the old one, NUL-padded to its length, so
  * the file keeps its size and every other byte: a `deno compile` binary
  * finds its payload through a trailer at the end of the file, which any
@@ -13,7 +13,7 @@
  * @module
  */
 import type { ElfInfo, ElfString } from "./elf.ts";
-import { libraryFileName, LOADER_FILE } from "../state/probe_libraries.ts";
+import { libraryFileName, LOADER_FILE } from "../state/state_dir.ts";
 
 /**
  * The longest state directory path the rewrite fits: the shortest name
