@@ -8,7 +8,7 @@
  * @module
  */
 import type { DevServer } from "../lib/devserver/server.ts";
-import { readBootMillis } from "../lib/state/boot_clock.ts";
+import { readBootMillis } from "../lib/state/marker.ts";
 import { StateDir } from "../lib/state/state_dir.ts";
 import { installProbe } from "../lib/cmd/install_check.ts";
 import { discardLogger } from "../lib/obs/log.ts";

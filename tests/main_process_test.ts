@@ -92,9 +92,7 @@ const CHECK_GRAPH = [
   "lib/config/duration.ts",
   "lib/config/flag_name.ts",
   "lib/config/nearest.ts",
-  "lib/state/boot_clock.ts",
   "lib/state/marker.ts",
-  "lib/state/nofollow.ts",
 ];
 
 Deno.test("the probe's module imports only check, marker, no-follow reads, duration, the boot-time clock, the default state directory and the one argument parser with the configuration flags' names, and no node: module", async () => {

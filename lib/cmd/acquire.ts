@@ -14,9 +14,8 @@ import { shutdownSignal } from "./signals.ts";
 import { acquireLease } from "../hold/acquire_loop.ts";
 import { writeHandoff } from "../hold/write_handoff.ts";
 import type { LeaseClient } from "../lease/rpc.ts";
-import { StateDir } from "../state/state_dir.ts";
+import { prepareStateDir, StateDir } from "../state/state_dir.ts";
 import { GO_MESSAGES } from "../obs/go_messages.ts";
-import { prepareStateDir } from "../state/ensure_dir.ts";
 import { installProbe } from "./install_check.ts";
 
 const USAGE = `Usage: berth-acquire acquire [flags]

@@ -12,10 +12,9 @@
  *
  * Cost matters more here than anywhere else: it runs inside the workload's
  * container and memory budget, started every 2 s. It imports only
- * lib/state/marker.ts (with lib/state/nofollow.ts), lib/state/clock.ts,
- * lib/config/duration.ts, the one argument parser (lib/config/argv.ts, a
- * leaf), the list of configuration flag names it skips and the one-constant
- * lib/config/defaults.ts, and does no work at load.
+ * lib/state/marker.ts, lib/config/duration.ts, the one argument parser
+ * (lib/config/argv.ts, a leaf), the list of configuration flag names it
+ * skips and the one-constant lib/config/defaults.ts, and does no work at load.
  *
  * @module
  */

@@ -16,9 +16,11 @@ import type { Logger } from "../obs/log.ts";
 import { ElfError } from "../probe/elf.ts";
 import { type InstalledFile, installPortableCheck } from "../probe/install.ts";
 import { RewriteError, STATE_DIR_MAX_BYTES } from "../probe/rewrite.ts";
-import { ensureStateDir } from "../state/ensure_dir.ts";
-import { checkWrapperScript } from "../state/install_check.ts";
-import { StateDir } from "../state/state_dir.ts";
+import {
+  checkWrapperScript,
+  ensureStateDir,
+  StateDir,
+} from "../state/state_dir.ts";
 import { CHECKOUT_ROOT, denoRunArgv } from "./self_argv.ts";
 import { EXIT_FAILURE, EXIT_USAGE } from "./exit_codes.ts";
 
@@ -155,7 +157,7 @@ export interface InstallProbeOptions {
 
 /**
  * The probe install `acquire` does: under `deno run` the shell wrapper
- * (lib/state/install_check.ts); compiled, the rewritten copy of itself with
+ * (lib/state/state_dir.ts); compiled, the rewritten copy of itself with
  * its loader and libraries, or, when that cannot be (the state directory's
  * path is too long, its own executable cannot be rewritten), the plain copy
  * and one WARN line: the probe then needs glibc in the main image.

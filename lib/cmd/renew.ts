@@ -23,8 +23,7 @@ import type { EnforcementWrappers } from "./lease_metrics.ts";
 import { LinuxProcessTable } from "../enforce/proc.ts";
 import type { Renewer } from "../hold/renewer.ts";
 import { LeaseKeeper } from "./lease_keeper.ts";
-import { StateDir } from "../state/state_dir.ts";
-import { prepareStateDir } from "../state/ensure_dir.ts";
+import { prepareStateDir, StateDir } from "../state/state_dir.ts";
 
 const USAGE = `Usage: berth-acquire renew [flags]
 

@@ -6,7 +6,6 @@
  * first, `check` last (see docs/probe-in-any-image.md).
  * @module
  */
-import { STATE_FILES } from "../state/state_files.ts";
 import { ElfError, type ElfInfo, machineName, readElf } from "./elf.ts";
 import {
   checkClosure,
@@ -14,8 +13,12 @@ import {
   RewriteError,
   type RewritePlan,
 } from "./rewrite.ts";
-import { copyExecutable, type InstallFile } from "../state/atomic_write.ts";
-import type { StateDir } from "../state/state_dir.ts";
+import {
+  copyExecutable,
+  type InstallFile,
+  STATE_FILES,
+  type StateDir,
+} from "../state/state_dir.ts";
 
 /** A file installed beside `check`: its name there, where it was copied from, its size in bytes. */
 export interface InstalledFile {

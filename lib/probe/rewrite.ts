@@ -7,7 +7,7 @@
  * @module
  */
 import type { ElfInfo, ElfString } from "./elf.ts";
-import { libraryFileName, LOADER_FILE } from "../state/probe_libraries.ts";
+import { libraryFileName, LOADER_FILE } from "../state/state_dir.ts";
 
 /** The longest state directory path that fits: `<dir>/c` must fit in `libc.so.6`, the shortest name replaced. */
 export const STATE_DIR_MAX_BYTES = 7;

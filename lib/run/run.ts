@@ -34,8 +34,7 @@ import {
 import type { LeaseClient } from "../lease/rpc.ts";
 import type { Logger } from "../obs/log.ts";
 import type { RenewerStatus } from "../hold/renewer.ts";
-import { StateDir } from "../state/state_dir.ts";
-import { prepareStateDir } from "../state/ensure_dir.ts";
+import { prepareStateDir, StateDir } from "../state/state_dir.ts";
 import { LeaseKeeper } from "../cmd/lease_keeper.ts";
 import { MemoryRenewerStore } from "./memory_store.ts";
 import { SignalRouter, type SignalSource } from "./run_signals.ts";

@@ -1,83 +1,177 @@
 /**
- * The health marker: the file whose presence and freshness tell the main
- * container's liveness probe that its pod holds the lease.
- *
- * The marker's mtime is what upstream's probe checks. This project also
- * writes, inside the marker, the moment the workload's permission to run
- * closes (`gate_closes_boottime_ms`) on the node's boot-time clock (which the
- * probe in the main container reads the same way, through `/proc/uptime`), so
- * the probe fails on time even when the sidecar is dead or wedged and nobody
- * removes the marker. The content can only make the verdict stricter: a marker
- * without it (for example one written by the Go helper) is judged by its mtime
- * alone.
- *
- * This module holds everything the probe needs, so that `check` loads it and
- * nothing else heavy: the content format and the verdict
- * ({@linkcode judgeMarker}, pure; {@linkcode examineMarker}, its I/O, through
- * the hardened small-file read of `nofollow.ts`).
+ * The health marker and all the probe needs to judge it, so `check` loads
+ * this module alone. Besides the mtime upstream checks, the marker holds when
+ * the workload's permission to run closes, on the node's boot-time clock (the
+ * same in every container) and the wall clock, so the probe fails on time
+ * even when the sidecar is dead. That content only makes the verdict stricter.
  *
  * @module
  */
-import { readBootMillis } from "./boot_clock.ts";
 import { formatDurationMs } from "../config/duration.ts";
-import {
-  decodeSmallText,
-  describeNonRegular,
-  type FileKind,
-  readSmallFileNoFollow,
-  StateFileError,
-} from "./nofollow.ts";
+
+/** Why a state file was refused or could not be read; `detail` omits the path, so the probe's line names it once. */
+export class StateFileError extends Error {
+  constructor(readonly path: string, readonly detail: string) {
+    super(`${path}: ${detail}`);
+    this.name = "StateFileError";
+  }
+}
+
+/** The file-type bits of an lstat result. */
+export type FileKind =
+  & Pick<Deno.FileInfo, "isFile" | "isDirectory" | "isSymlink">
+  & Partial<
+    Pick<
+      Deno.FileInfo,
+      "isFifo" | "isSocket" | "isCharDevice" | "isBlockDevice"
+    >
+  >;
+
+/** What a state file is instead of a regular file, and what to do: a refusal must say why a file the operator sees was not accepted. */
+export function describeNonRegular(info: FileKind): string {
+  const kind = info.isSymlink
+    ? "a symbolic link, which is never followed"
+    : `${
+      info.isDirectory
+        ? "a directory, not"
+        : info.isFifo
+        ? "a named pipe, not"
+        : info.isSocket
+        ? "a socket, not"
+        : info.isCharDevice || info.isBlockDevice
+        ? "a device, not"
+        : "not"
+    } a regular file`;
+  return `is ${kind} (only berth-acquire writes the state volume; remove it and let the helper rewrite it)`;
+}
+
+/** Text of a small file: ASCII (all this tool writes) without a `TextDecoder`, which the probe then never loads. */
+function decodeSmallText(bytes: Uint8Array): string {
+  for (const b of bytes) {
+    if (b >= 0x80) return new TextDecoder().decode(bytes);
+  }
+  return String.fromCharCode(...bytes);
+}
+
+const OPEN_ATTEMPTS = 3;
 
 /**
- * The deadlines a marker carries. The boot-time clock is the one to trust (it
- * never jumps); the wall-clock copies guard against a boot clock that is not
- * shared after all (LXCFS gives each container its own `/proc/uptime`). The
- * probe fails when either has passed.
+ * A small regular file's bytes (`undefined`: absent; no bytes: not a regular
+ * file), or a `StateFileError`. No symlink is followed (Deno has no
+ * `O_NOFOLLOW`): only what lstat calls a regular file is opened, and it must
+ * be the same file (else, renamed over, it is looked at again); a FIFO swapped
+ * in between can only make `open` block, which the probe's timeout fails.
+ */
+export function readSmallFileNoFollow(
+  path: string,
+  maxBytes: number,
+  what: string,
+): { info: Deno.FileInfo; bytes?: Uint8Array } | undefined {
+  const error = (detail: string) => new StateFileError(path, detail);
+  const tooLarge = (size: number) =>
+    error(
+      `is ${size} bytes or more, larger than any ${what} berth-acquire writes (limit ${maxBytes} bytes); remove it and let the helper rewrite it`,
+    );
+  for (let attempt = 1;; attempt++) {
+    let doing = "examine";
+    let file: Deno.FsFile | undefined;
+    try {
+      const linfo = Deno.lstatSync(path);
+      if (!linfo.isFile) return { info: linfo };
+      doing = "open";
+      file = Deno.openSync(path);
+      doing = "read";
+      const info = file.statSync();
+      if (info.dev !== linfo.dev || info.ino !== linfo.ino) {
+        if (attempt < OPEN_ATTEMPTS) continue;
+        throw error(
+          `kept changing while it was opened (${OPEN_ATTEMPTS} attempts); another process is replacing the ${what}`,
+        );
+      }
+      if (info.size > maxBytes) throw tooLarge(info.size);
+      // One byte more than allowed catches a file that grew since fstat.
+      const buf = new Uint8Array(maxBytes + 1);
+      let n = 0;
+      for (let got; n < buf.length && (got = file.readSync(buf.subarray(n)));) {
+        n += got;
+      }
+      if (n > maxBytes) throw tooLarge(n);
+      return { info, bytes: buf.slice(0, n) };
+    } catch (e) {
+      if (e instanceof StateFileError) throw e;
+      if (e instanceof Deno.errors.NotFound && doing !== "read") return;
+      throw error(`cannot ${doing} the ${what}: ${(e as Error).message}`);
+    } finally {
+      file?.close();
+    }
+  }
+}
+
+/**
+ * The boot-time clock in ms, from `/proc/uptime` (10 ms steps), or throws.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * const deadlineBootMs = readBootMillis() + 30_000;
+ * assert.ok(deadlineBootMs > 30_000);
+ * ```
+ */
+export function readBootMillis(): number {
+  // Read as the marker was: fewer of the runtime's code paths on its start.
+  const buf = new Uint8Array(128);
+  const file = Deno.openSync("/proc/uptime");
+  let n: number;
+  try {
+    n = file.readSync(buf) ?? 0;
+  } finally {
+    file.close();
+  }
+  const text = decodeSmallText(buf.subarray(0, n));
+  const field = text.split(/[ \n]/, 1)[0];
+  // Number("") is 0: an empty file must not read as "just booted".
+  if (!/^\d+(?:\.\d+)?$/.test(field)) {
+    throw new Error(
+      `cannot read the boot-time clock from /proc/uptime: ${
+        JSON.stringify(text)
+      }`,
+    );
+  }
+  return Math.round(Number(field) * 1000);
+}
+
+/**
+ * When the permission closes (the enforcement lead before the lease deadline)
+ * and the lease deadline, since boot and since the epoch (LXCFS: not shared).
  */
 export interface MarkerDeadlines {
-  /** When the workload must be stopped (the lease deadline minus the enforcement lead), ms since boot. */
   gateClosesBootMs: number;
-  /** The local lease deadline itself (last confirmed send + TTL), ms since boot. */
   leaseDeadlineBootMs: number;
-  /** The same moment as `gateClosesBootMs` on the wall clock (ms since the epoch), when written. */
   gateClosesWallMs?: number;
-  /** The same moment as `leaseDeadlineBootMs` on the wall clock, when written. */
   leaseDeadlineWallMs?: number;
 }
 
 const HEADER = "berth-acquire health marker v1";
 
-/**
- * The marker's file content for `d`; small, line-oriented, readable with
- * `cat`. Without deadlines (startup-gate mode, where nobody renews and the
- * workload may run for good) it is the header alone.
- *
- * @param d The deadlines, or `undefined` for the header alone.
- * @returns The file's content.
- */
+const FIELDS = [
+  ["gate_closes_boottime_ms", "gateClosesBootMs"],
+  ["lease_deadline_boottime_ms", "leaseDeadlineBootMs"],
+  ["gate_closes_wall_ms", "gateClosesWallMs"],
+  ["lease_deadline_wall_ms", "leaseDeadlineWallMs"],
+] as const;
+
+/** The marker's content: the header, then a `name=ms` line a deadline; the header alone without deadlines (startup-gate mode: nobody renews). */
 export function formatMarker(d: MarkerDeadlines | undefined): string {
-  if (d === undefined) return `${HEADER}\n`;
-  let out =
-    `${HEADER}\ngate_closes_boottime_ms=${Math.floor(d.gateClosesBootMs)}\n` +
-    `lease_deadline_boottime_ms=${Math.floor(d.leaseDeadlineBootMs)}\n`;
-  if (d.gateClosesWallMs !== undefined) {
-    out += `gate_closes_wall_ms=${Math.floor(d.gateClosesWallMs)}\n`;
-  }
-  if (d.leaseDeadlineWallMs !== undefined) {
-    out += `lease_deadline_wall_ms=${Math.floor(d.leaseDeadlineWallMs)}\n`;
+  let out = `${HEADER}\n`;
+  for (const [name, key] of FIELDS) {
+    if (d?.[key] !== undefined) out += `${name}=${Math.floor(d[key])}\n`;
   }
   return out;
 }
 
 /**
- * Reads the deadlines back. Returns `undefined` for content that is not ours
- * (an empty marker, or one written by the Go helper) and for our header
- * without fields (startup-gate): such a marker is judged by its mtime only. Throws when the content claims to be ours but is
- * malformed, so the probe fails closed.
- *
- * @param text The file's content.
- * @returns The deadlines, or `undefined` for content that carries none.
- * @throws {Error} When content that claims to be ours is malformed.
+ * A marker's deadlines, `undefined` for content not ours (the Go helper's) or
+ * our header alone; throws on ours malformed, so the probe fails closed.
  */
 export function parseMarker(text: string): MarkerDeadlines | undefined {
   if (!text.startsWith(HEADER + "\n")) return undefined;
@@ -91,87 +185,50 @@ export function parseMarker(text: string): MarkerDeadlines | undefined {
     fields.set(line.slice(0, eq), line.slice(eq + 1));
   }
   if (fields.size === 0) return undefined;
-  const num = (k: string): number => {
-    const v = fields.get(k);
+  const d: Partial<MarkerDeadlines> = {};
+  for (const [i, [name, key]] of FIELDS.entries()) {
+    const v = fields.get(name);
+    if (v === undefined && i >= 2) continue;
     if (v === undefined || !/^\d{1,16}$/.test(v)) {
       throw new Error(
-        `marker field ${k} is missing or not a whole number of milliseconds`,
+        `marker field ${name} is missing or not a whole number of milliseconds`,
       );
     }
-    return Number(v);
-  };
-  const d: MarkerDeadlines = {
-    gateClosesBootMs: num("gate_closes_boottime_ms"),
-    leaseDeadlineBootMs: num("lease_deadline_boottime_ms"),
-  };
-  if (fields.has("gate_closes_wall_ms")) {
-    d.gateClosesWallMs = num("gate_closes_wall_ms");
+    d[key] = Number(v);
   }
-  if (fields.has("lease_deadline_wall_ms")) {
-    d.leaseDeadlineWallMs = num("lease_deadline_wall_ms");
-  }
-  return d;
+  return d as MarkerDeadlines;
 }
 
-// ---------------------------------------------------------------------------
-// The probe's verdict.
-
-/** The largest marker the probe reads; ours is under 100 bytes. */
+/** The largest marker read; ours is under 100 bytes. */
 export const MARKER_MAX_BYTES = 4096;
 
-/**
- * The four outcomes of the probe, kept apart because each means something
- * different to the operator reading the pod's events: `Absent` is an expected
- * failover (the sidecar removed the marker), `Stale` is an incident (nobody
- * refreshed it), `Indeterminate` means the marker could not be examined (the
- * probe fails closed).
- */
+/** Apart for the operator: `Absent` is a failover, `Stale` an incident (nobody refreshed it), `Indeterminate` unexaminable. */
 export type VerdictKind = "OK" | "Absent" | "Stale" | "Indeterminate";
 
-/** A verdict and, unless it is `OK`, the one line the probe prints. */
+/** A verdict and, unless `OK`, the one line the probe prints. */
 export type Verdict =
   | { kind: "OK" }
   | { kind: Exclude<VerdictKind, "OK">; reason: string };
 
-/** The lstat-like facts about the marker that {@linkcode judgeMarker} needs. */
-export interface MarkerStat extends FileKind {
-  /** Last modification time; `null` where the platform cannot say (judged Indeterminate). */
-  mtime: Date | null;
-}
+export type MarkerStat = FileKind & Pick<Deno.FileInfo, "mtime">;
 
-/** What examining the marker found: the input of {@linkcode judgeMarker}. */
+/** What examining the marker found: its lstat or why there is none (`NotFound`: absent), and a regular file's content. */
 export interface MarkerObservation {
-  /** The lstat-like result for the path, or why it could not be examined (`NotFound`: absent). */
   stat: MarkerStat | Error;
-  /** The content of a regular file; `null` when it was not read (not a regular file). */
   content: string | null;
 }
 
-/** The clocks and the limit {@linkcode judgeMarker} judges by. */
+/** The path for the line, the clocks (the boot clock read only for a deadline; it may throw), the age limit (0: none). */
 export interface JudgeOptions {
-  /** The marker path, as printed in the reason line. */
   path: string;
-  /** The wall clock now, ms since the epoch (the same kernel clock that stamped the mtime). */
   wallNowMs: number;
-  /** The boot-time clock in ms; called only when the marker carries a deadline. May throw. */
   bootNowMs: () => number;
-  /** The largest accepted age in ms; 0 means presence only (no mtime limit). */
   maxAgeMs: number;
 }
 
 /**
- * An age as reason lines show it (the probe's and `/healthz`'s): from one
- * second on, rounded to the nearest whole second as the Go helper rounds it
- * (`16.4s` and `15.6s` both print as `16s`, `16.5s` as `17s`), so that the
- * probe's own start-up time rarely changes the line; below a second the
- * whole milliseconds, so that a short limit never prints a misleading `0s`.
- * Given the limit the age is over, an age that would round down to it or
- * below is shown rounded up to 100 ms instead (`15.1s (limit 15s)`, never
- * `15s (limit 15s)`: an age equal to the limit passes).
- *
- * @param ms The age in milliseconds; negative counts as 0.
- * @param overLimitMs The limit `ms` exceeds, when it is one.
- * @returns Go duration syntax, e.g. `16s` or `2m30s`.
+ * An age in reason lines: whole seconds as the Go helper rounds them, below a
+ * second ms; over `overLimitMs` but rounding to it, up to 100 ms (`15.1s`).
  */
 export function shownMs(ms: number, overLimitMs?: number): string {
   const whole = Math.max(0, Math.floor(ms));
@@ -184,40 +241,26 @@ export function shownMs(ms: number, overLimitMs?: number): string {
 }
 
 /**
- * Decides the probe's verdict from what was observed, with no I/O of its own
- * (the boot-time clock is a getter, read only when the marker carries a
- * deadline), so every case is testable without files or sleeping.
- *
- * The order of the checks: absent; cannot be examined or not a regular file
- * (Indeterminate); the mtime bound (Stale); malformed content that claims to
- * be ours (Indeterminate); the permission's closing time in the content, on
- * the boot-time clock and then, when the marker has it, on the wall clock
- * (Stale). The
- * content can only make the verdict stricter: content that is not ours is
- * judged by the mtime alone. When the mtime bound already fails, the verdict
- * reports only that (the line upstream printed) and the boot-time clock is
- * not read. The deadline applies with or without `--max-age`. Age equal to
- * the limit passes, and so does the boot clock equal to the deadline; a
- * marker with an mtime in the future counts as fresh.
- *
- * @param obs What examining the marker found.
- * @param opts The path and the clocks.
- * @returns The verdict and its reason line.
+ * The probe's verdict, without I/O. In order: absent; not examinable or not
+ * a regular file (Indeterminate); older than the limit (Stale, upstream's
+ * line); content that claims to be ours but is malformed (Indeterminate);
+ * the permission's closing time passed on the boot-time clock, or on the wall
+ * clock (Stale). Equal to the limit or the deadline passes.
  */
 export function judgeMarker(
   obs: MarkerObservation,
   opts: JudgeOptions,
 ): Verdict {
   const { path } = opts;
+  const stat = obs.stat;
   const indeterminate = (detail: string): Verdict => ({
     kind: "Indeterminate",
     reason: `health marker indeterminate: ${path}: ${detail}`,
   });
-  const stat = obs.stat;
+  if (stat instanceof Deno.errors.NotFound) {
+    return { kind: "Absent", reason: `health marker absent: ${path}` };
+  }
   if (stat instanceof Error) {
-    if (stat instanceof Deno.errors.NotFound) {
-      return { kind: "Absent", reason: `health marker absent: ${path}` };
-    }
     return indeterminate(
       stat instanceof StateFileError && stat.path === path
         ? stat.detail
@@ -225,8 +268,7 @@ export function judgeMarker(
     );
   }
   if (stat.isDirectory && !/(^|\/)healthy\/*$/.test(path)) {
-    // A natural slip (status takes the directory, check the file): name
-    // the file that was likely meant, and never advise removing anything.
+    // A slip (status takes the directory, check the file): no advice to remove.
     return indeterminate(
       `is a directory, not the health marker file: did you mean ${
         path.replace(/\/+$/, "")
@@ -239,116 +281,83 @@ export function judgeMarker(
   if (stat.mtime === null) {
     return indeterminate("the file system reports no modification time");
   }
-  if (opts.maxAgeMs > 0) {
-    const age = opts.wallNowMs - stat.mtime.getTime();
-    if (age > opts.maxAgeMs) {
-      return {
-        kind: "Stale",
-        reason: `health marker stale: ${path} not refreshed for ${
-          shownMs(age, opts.maxAgeMs)
-        } (limit ${
-          formatDurationMs(opts.maxAgeMs)
-        }); the lease sidecar is not renewing`,
-      };
-    }
+  const age = opts.wallNowMs - stat.mtime.getTime();
+  if (opts.maxAgeMs > 0 && age > opts.maxAgeMs) {
+    return {
+      kind: "Stale",
+      reason: `health marker stale: ${path} not refreshed for ${
+        shownMs(age, opts.maxAgeMs)
+      } (limit ${
+        formatDurationMs(opts.maxAgeMs)
+      }); the lease sidecar is not renewing`,
+    };
   }
-  if (obs.content === null) {
-    return indeterminate("its content was not read");
-  }
-  let deadlines: MarkerDeadlines | undefined;
+  if (obs.content === null) return indeterminate("its content was not read");
+  let d: MarkerDeadlines | undefined;
+  let boot: number;
   try {
-    deadlines = parseMarker(obs.content);
+    d = parseMarker(obs.content);
   } catch (e) {
     return indeterminate(
       `${(e as Error).message} (the content claims to be berth-acquire's ` +
         "but is malformed; remove the file and let the lease sidecar rewrite it)",
     );
   }
-  if (deadlines === undefined) return { kind: "OK" };
-  const stale = (late: number, field: string): Verdict => ({
-    kind: "Stale",
-    reason: `health marker stale: ${path} gate deadline passed ${
-      shownMs(late)
-    } ago (${field} in the marker); the lease sidecar has not confirmed the lease or cannot write the marker (its log says which)`,
-  });
-  let boot: number;
+  if (d === undefined) return { kind: "OK" };
   try {
     boot = opts.bootNowMs();
   } catch (e) {
     return indeterminate((e as Error).message);
   }
-  const late = boot - deadlines.gateClosesBootMs;
-  if (late > 0) return stale(late, "gate_closes_boottime_ms");
-  if (deadlines.gateClosesWallMs !== undefined) {
-    const lateWall = opts.wallNowMs - deadlines.gateClosesWallMs;
-    // The two copies of one moment differ by the clocks' read skew and
-    // /proc/uptime's 10 ms steps: only a second or more left on the boot
-    // clock means the two clocks disagree.
-    if (lateWall > 0 && -late < CLOCKS_AGREE_MS) {
-      return stale(lateWall, "gate_closes_wall_ms");
-    }
-    if (lateWall > 0) {
-      // Passed on the wall clock only: say so, and what can do that.
-      return {
-        kind: "Stale",
-        reason: `health marker stale: ${path} gate deadline passed ${
-          shownMs(lateWall)
-        } ago on the wall clock (gate_closes_wall_ms in the marker) with ${
-          shownMs(-late)
-        } left on the boot-time clock: either this container's boot-time clock is not the sidecar's (LXCFS) and the sidecar has not confirmed the lease (its log says why), or this node's wall clock stepped forward (the next renewal writes a new marker)`,
-      };
-    }
+  const late = boot - d.gateClosesBootMs;
+  const lateWall = opts.wallNowMs - (d.gateClosesWallMs ?? Infinity);
+  // One moment's copies differ by read skew and /proc/uptime's 10 ms steps:
+  // only a second left on the boot clock means the clocks disagree.
+  if (late > 0 || (lateWall > 0 && late > -1000)) {
+    return {
+      kind: "Stale",
+      reason: `health marker stale: ${path} gate deadline passed ${
+        shownMs(late > 0 ? late : lateWall)
+      } ago (gate_closes_${
+        late > 0 ? "boottime" : "wall"
+      }_ms in the marker); the lease sidecar has not confirmed the lease or cannot write the marker (its log says which)`,
+    };
+  }
+  if (lateWall > 0) {
+    return {
+      kind: "Stale",
+      reason: `health marker stale: ${path} gate deadline passed ${
+        shownMs(lateWall)
+      } ago on the wall clock (gate_closes_wall_ms in the marker) with ${
+        shownMs(-late)
+      } left on the boot-time clock: either this container's boot-time clock is not the sidecar's (LXCFS) and the sidecar has not confirmed the lease (its log says why), or this node's wall clock stepped forward (the next renewal writes a new marker)`,
+    };
   }
   return { kind: "OK" };
 }
 
-/**
- * Time left on the boot-time clock below which a wall-clock deadline that
- * passed is the same moment seen a little early, not a disagreement.
- */
-const CLOCKS_AGREE_MS = 1000;
-
-/** Options for {@linkcode examineMarker}; the defaults are the real clocks. */
-export interface ExamineOptions {
-  /** The largest accepted age in ms; 0 means presence only. */
-  maxAgeMs: number;
-  /** The wall clock in ms since the epoch; default `Date.now`. */
-  wallNowMs?: () => number;
-  /** The boot-time clock in ms; default `readBootMillis` (lib/state/boot_clock.ts). */
-  bootNowMs?: () => number;
-}
-
-/**
- * The probe's I/O: examines the marker at `path` (without following
- * symlinks, reading at most {@linkcode MARKER_MAX_BYTES}) and hands what it
- * found to {@linkcode judgeMarker}. Never throws: whatever goes wrong is an
- * `Indeterminate` verdict, because a probe must fail closed.
- *
- * @param path The marker's path.
- * @param opts The age limit and, for tests, the clocks.
- * @returns The verdict; never throws.
- */
-export function examineMarker(path: string, opts: ExamineOptions): Verdict {
-  let obs: MarkerObservation;
+/** What examining the marker at `path` finds (no symlink followed, at most {@linkcode MARKER_MAX_BYTES} read); never throws. */
+export function observeMarker(path: string): MarkerObservation {
   try {
     const r = readSmallFileNoFollow(path, MARKER_MAX_BYTES, "health marker");
-    if (r.kind === "absent") {
-      obs = { stat: new Deno.errors.NotFound(path), content: null };
-    } else if (r.kind === "not-regular") {
-      obs = { stat: r.info, content: null };
-    } else {
-      obs = { stat: r.info, content: decodeSmallText(r.bytes) };
+    if (r === undefined) {
+      return { stat: new Deno.errors.NotFound(path), content: null };
     }
+    return { stat: r.info, content: r.bytes ? decodeSmallText(r.bytes) : null };
   } catch (e) {
-    obs = {
-      stat: e instanceof Error ? e : new Error(String(e)),
-      content: null,
-    };
+    return { stat: e as Error, content: null };
   }
-  return judgeMarker(obs, {
+}
+
+/** The probe's verdict on the marker at `path` now, the one check, gate and the simulator ask; never throws (a probe fails closed). */
+export function examineMarker(
+  path: string,
+  opts: { maxAgeMs: number },
+): Verdict {
+  return judgeMarker(observeMarker(path), {
     path,
-    wallNowMs: (opts.wallNowMs ?? Date.now)(),
-    bootNowMs: opts.bootNowMs ?? (() => readBootMillis()),
+    wallNowMs: Date.now(),
+    bootNowMs: readBootMillis,
     maxAgeMs: opts.maxAgeMs,
   });
 }

@@ -1,97 +1,144 @@
 /**
- * The state volume (an `emptyDir`, default `/berth`) through which the init
- * container, the sidecar and the main containers' probe talk to each other:
- *
- * | File | Content | Mode |
- * |---|---|---|
- * | `holder` | holder bytes (UTF-8), no newline | 0644 |
- * | `token` | decimal fencing token, no newline | 0644 |
- * | `healthy` | health marker (`marker.ts`); its mtime is what the probe checks | 0644 |
- * | `check` | the probe executable | 0755 |
- * | `ld.so`, `c`, `m`, ... | the probe's loader and libraries (`probe_libraries.ts`), when installed | 0755 |
- *
- * Writes are atomic (a temp file renamed over the target) and not
- * fsync-ed; `atomic_write.ts` says how and why. A crash can leave a temp
- * file behind; {@linkcode StateDir.cleanStaleTemps} removes ours at start-up
- * (the init container and the sidecar never run at the same time, so every
- * temp file seen at start-up is stale).
- *
- * Reads never follow symlinks, accept regular files only and cap their size
- * (holder 1 KiB, token 32 bytes, marker 4 KiB); see `readSmallFileNoFollow`
- * in `nofollow.ts`. An absent file reads as `undefined`; anything else wrong
- * is a `StateFileError` naming the path. Reads are synchronous (tiny local
- * files, and the probe shares the code); writes are async because copying
- * the executable can take a while.
- *
- * `check`, the probe executable, is installed as `install_check.ts`
- * describes.
+ * The state volume through which the roles talk: its files, their reads and
+ * writes, what goes to `check` (docs/configuration.md, the state volume).
+ * Nothing is fsync-ed: after a node crash the init container rewrites every
+ * file in a new sandbox before anyone reads them.
  *
  * @module
  */
 import {
+  describeNonRegular,
   formatMarker,
   MARKER_MAX_BYTES,
   type MarkerDeadlines,
   parseMarker,
-} from "./marker.ts";
-import {
-  describeNonRegular,
   readSmallFileNoFollow,
   StateFileError,
-} from "./nofollow.ts";
-import type { CheckSource } from "./install_check.ts";
-import {
-  copyExecutable,
-  type InstallFile,
-  replaceAtomic,
-  replaceFilesAtomic,
-  stateDirError,
-  statePath,
-  writeAtomic,
-} from "./atomic_write.ts";
-import { LIBRARY_FILE_PATTERN, LOADER_FILE } from "./probe_libraries.ts";
-import { STATE_FILES } from "./state_files.ts";
+} from "./marker.ts";
 
-/** The largest holder read or written; the API allows 253 bytes, so this is generous. */
-const HOLDER_MAX_BYTES = 1024;
+export const STATE_FILES = {
+  holder: "holder",
+  token: "token",
+  marker: "healthy",
+  check: "check",
+} as const;
 
-/** The largest token file read; a positive int32 needs at most 10 digits. */
-const TOKEN_MAX_BYTES = 32;
+/** The largest size read (a positive int32 has 10 digits), and the name in messages. */
+const READS = {
+  holder: [1024, "holder file"],
+  token: [32, "token file"],
+  marker: [MARKER_MAX_BYTES, "health marker"],
+} as const;
 
-/** The largest fencing token: the API's tokens are positive int32 values. */
+/** The probe's loader beside `check`; a library `lib<stem>.so[.N...]` is `<stem>`: `check` names them in place of longer names. */
+export const LOADER_FILE = "ld.so";
+const LIBRARY_FILE = "[A-Za-z0-9_+-]{1,64}";
+const TEMP_RE = new RegExp(`^\\.(ld\\.so|${LIBRARY_FILE})\\.tmp-[0-9a-f]{16}$`);
+
+/**
+ * A needed library's name in the state directory, if it has one.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * assert.equal(libraryFileName("libc.so.6", "ld-linux-x86-64.so.2"), "c");
+ * assert.equal(libraryFileName("ld-linux-x86-64.so.2", "ld-linux-x86-64.so.2"), "ld.so");
+ * assert.equal(libraryFileName("libcheck.so.0", "ld.so.1"), undefined);
+ * ```
+ */
+export function libraryFileName(
+  needed: string,
+  interpBase: string | undefined,
+): string | undefined {
+  if (needed === interpBase) return LOADER_FILE;
+  const m = new RegExp(`^lib(${LIBRARY_FILE})\\.so(\\.[0-9]+)*$`).exec(needed);
+  return m && !Object.values<string>(STATE_FILES).includes(m[1])
+    ? m[1]
+    : undefined;
+}
+
+/** What `StateDir.installCheck` installs: a copy of a file, or a script's bytes. */
+export type CheckSource = { copyOf: string } | { script: Uint8Array };
+
+/** One file for {@linkcode StateDir.installFiles}: `fill` creates the temp file with content and mode. */
+export interface InstallFile {
+  name: string;
+  fill(tmp: string): Promise<void>;
+}
+
+/**
+ * A fill that copies `from` with mode 0755, executable by any uid.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * const dir = await Deno.makeTempDir();
+ * await Deno.writeTextFile(`${dir}/a`, "x", { mode: 0o600 });
+ * await copyExecutable(`${dir}/a`)(`${dir}/b`);
+ * assert.equal((await Deno.stat(`${dir}/b`)).mode! & 0o777, 0o755);
+ * await Deno.remove(dir, { recursive: true });
+ * ```
+ */
+export function copyExecutable(from: string): (tmp: string) => Promise<void> {
+  return async (tmp) => {
+    await Deno.copyFile(from, tmp);
+    await Deno.chmod(tmp, 0o755);
+  };
+}
+
+/**
+ * `s` as one POSIX shell word.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * assert.equal(shellQuote("it's"), `'it'\\''s'`);
+ * ```
+ */
+export function shellQuote(s: string): string {
+  return `'${s.replaceAll("'", `'\\''`)}'`;
+}
+
+/**
+ * `check` under `deno run`, where there is no executable to copy: `argv`
+ * (this checkout's `main.ts`) behind `/bin/sh`, so for one machine only.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * assert.match(checkWrapperScript(["/opt/deno", "run", "/s p/main.ts"]), /exec \/opt\/deno run '\/s p\/main.ts' "\$@"/);
+ * ```
+ */
+export function checkWrapperScript(argv: readonly string[]): string {
+  const word = (s: string) =>
+    /^[A-Za-z0-9_./=,-]+$/.test(s) ? s : shellQuote(s);
+  return "#!/bin/sh\n" +
+    "# berth-acquire probe wrapper, installed because the helper ran under `deno run`.\n" +
+    `exec ${argv.map(word).join(" ")} "$@"\n`;
+}
+
+function stateDirError(dir: string, doing: string, e: unknown): Error {
+  return new Error(
+    `cannot ${doing} the state directory ${dir}: ${
+      e instanceof Deno.errors.NotFound
+        ? "it does not exist; mount the state volume there or set --state-dir / BERTH_STATE_DIR"
+        : (e as Error).message
+    }`,
+  );
+}
+
+/** The largest fencing token: the API's are positive int32 values. */
 export const TOKEN_MAX = 2147483647;
 
 /**
- * Our temp files: `.<name>.tmp-<16 hex>` for a state file or one of the
- * probe's libraries (whose names the library pattern covers, the state
- * files' among them).
- */
-const TEMP_RE = new RegExp(
-  `^\\.(${
-    LOADER_FILE.replace(".", "\\.")
-  }|${LIBRARY_FILE_PATTERN})\\.tmp-[0-9a-f]{16}$`,
-);
-
-/**
- * Parses a token file's content. Strict on purpose: berth-acquire (and the
- * Go helper before it) writes the canonical decimal form with no sign and no
- * leading zero, so anything else (`012`, `+12`, `1e3`) was not written by
- * either, and the sidecar must not adopt a lease on the strength of a file it
- * cannot vouch for. White space around it is ignored, as the Go helper
- * ignores it (`strings.TrimSpace`; `echo 12 > token` writes `12\n`): it
- * changes nothing about which number it is. Throws a `StateFileError` naming `path`
- * and the expected form.
- *
- * @param text The file's content.
- * @param path The file, for the message.
- * @returns The token.
- * @throws {StateFileError} When the content is not a canonical positive int32.
+ * A token file's content. Strict: we and the Go helper write the canonical
+ * decimal, and the sidecar must adopt a lease on nothing else (`012`, `+12`).
+ * White space around it is ignored, as the Go helper ignores it.
  */
 export function parseToken(text: string, path: string): number {
   const digits = text.trim();
-  if (/^[1-9][0-9]{0,9}$/.test(digits)) {
-    const n = Number(digits);
-    if (n <= TOKEN_MAX) return n;
+  if (/^[1-9][0-9]{0,9}$/.test(digits) && Number(digits) <= TOKEN_MAX) {
+    return Number(digits);
   }
   throw new StateFileError(
     path,
@@ -103,61 +150,44 @@ export function parseToken(text: string, path: string): number {
   );
 }
 
-/**
- * The state directory, so that every role reads and writes it the same safe
- * way (see the module doc). Construct it with the configured directory.
- */
+/** The state directory, read and written the same safe way by every role. */
 export class StateDir {
-  #umaskValue: number | undefined;
-  /** Uses `dir` as the state directory; nothing is touched until a method is called. */
+  #umask: number | undefined;
   constructor(readonly dir: string) {}
 
-  /** The path of one of the `STATE_FILES`, for logs and messages. */
   path(name: string): string {
-    return statePath(this.dir, name);
+    return `${this.dir.replace(/\/+$/, "")}/${name}`;
   }
 
-  /** The marker path the probe checks (`<dir>/healthy`). */
   get markerPath(): string {
     return this.path(STATE_FILES.marker);
   }
 
-  /** The probe executable's path (`<dir>/check`), a copy of this program. */
   get checkPath(): string {
     return this.path(STATE_FILES.check);
   }
 
-  /**
-   * Records the holder the lease was acquired for, so that the sidecar only
-   * ever adopts a lease that was taken for its own holder. Refuses a holder
-   * longer than `HOLDER_MAX_BYTES` (1 KiB), which could not be read back.
-   */
+  /** Records the holder the lease was acquired for, which alone the sidecar adopts; refuses one it could not read back. */
   async writeHolder(holder: string): Promise<void> {
     const bytes = new TextEncoder().encode(holder);
-    if (bytes.length > HOLDER_MAX_BYTES) {
+    if (bytes.length > READS.holder[0]) {
       throw new Error(
-        `holder identity is ${bytes.length} bytes, more than the ${HOLDER_MAX_BYTES} the state file allows; use a shorter --holder-identity`,
+        `holder identity is ${bytes.length} bytes, more than the ${
+          READS.holder[0]
+        } the state file allows; use a shorter --holder-identity`,
       );
     }
-    await this.#writeAtomic(STATE_FILES.holder, bytes, 0o644);
+    await this.#write(STATE_FILES.holder, bytes, 0o644);
   }
 
-  /**
-   * The holder recorded by `acquire`, byte for byte (invalid UTF-8 is an
-   * error rather than silently replaced, because it is compared exactly), or
-   * `undefined` when there is none.
-   */
+  /** The recorded holder byte for byte (it is compared exactly, so invalid UTF-8 is an error), or `undefined`. */
   readHolder(): string | undefined {
-    const bytes = this.#read(
-      STATE_FILES.holder,
-      HOLDER_MAX_BYTES,
-      "holder file",
-    );
-    if (bytes === undefined) return undefined;
+    const bytes = this.#read("holder");
     try {
-      return new TextDecoder("utf-8", { fatal: true, ignoreBOM: true }).decode(
-        bytes,
-      );
+      return bytes &&
+        new TextDecoder("utf-8", { fatal: true, ignoreBOM: true }).decode(
+          bytes,
+        );
     } catch {
       throw new StateFileError(
         this.path(STATE_FILES.holder),
@@ -166,74 +196,43 @@ export class StateDir {
     }
   }
 
-  /** Records the fencing token, so the sidecar renews with the one `acquire` got. */
+  /** Records the fencing token `acquire` got, for the sidecar to renew with. */
   async writeToken(token: number): Promise<void> {
     if (!Number.isInteger(token) || token < 1 || token > TOKEN_MAX) {
       throw new RangeError(
         `fencing token ${token} is not a positive 32-bit integer; the server's answer is invalid`,
       );
     }
-    await this.#writeAtomic(
-      STATE_FILES.token,
-      new TextEncoder().encode(String(token)),
-      0o644,
-    );
+    await this.#write(STATE_FILES.token, String(token), 0o644);
   }
 
-  /** The recorded fencing token, validated by {@linkcode parseToken}, or `undefined` when there is none. */
+  /** The recorded token ({@linkcode parseToken}), or `undefined`. */
   readToken(): number | undefined {
-    const bytes = this.#read(STATE_FILES.token, TOKEN_MAX_BYTES, "token file");
-    if (bytes === undefined) return undefined;
-    return parseToken(
-      new TextDecoder().decode(bytes),
-      this.path(STATE_FILES.token),
-    );
+    const bytes = this.#read("token");
+    return bytes &&
+      parseToken(new TextDecoder().decode(bytes), this.path(STATE_FILES.token));
   }
 
-  /**
-   * Writes (or refreshes) the health marker with its deadlines, so the probe
-   * passes until the marker's mtime is older than `--max-age` or the
-   * boot-time clock passes the permission's closing time. Without deadlines
-   * (startup-gate mode) only presence and mtime count.
-   */
+  /** Writes (or refreshes) the health marker; without deadlines (startup-gate mode) only its presence and mtime count. */
   async writeMarker(deadlines: MarkerDeadlines | undefined): Promise<void> {
-    await this.#writeAtomic(
-      STATE_FILES.marker,
-      new TextEncoder().encode(formatMarker(deadlines)),
-      0o644,
-    );
+    await this.#write(STATE_FILES.marker, formatMarker(deadlines), 0o644);
   }
 
-  /**
-   * The deadlines in the current marker, so a restarted sidecar knows how
-   * long the workload may still run. `undefined` when there is no marker or
-   * its content is not ours (a Go helper's); throws when it is malformed.
-   */
+  /** The marker's deadlines, for a restarted sidecar; `undefined` when absent or not ours; throws when malformed. */
   readMarkerDeadlines(): MarkerDeadlines | undefined {
-    const bytes = this.#read(
-      STATE_FILES.marker,
-      MARKER_MAX_BYTES,
-      "health marker",
-    );
-    if (bytes === undefined) return undefined;
+    const bytes = this.#read("marker");
     try {
-      return parseMarker(new TextDecoder().decode(bytes));
+      return bytes && parseMarker(new TextDecoder().decode(bytes));
     } catch (e) {
       throw new StateFileError(this.markerPath, (e as Error).message);
     }
   }
 
-  /**
-   * Removes the marker so the probe fails with "absent" (the lease was
-   * lost). A missing marker is fine. A directory in its place is left alone:
-   * the probe already judges it indeterminate, and removing it could delete
-   * someone else's data.
-   */
+  /** Removes the marker (the probe: "absent"); not a directory in its place, which may be someone's. */
   async removeMarker(): Promise<void> {
     const path = this.markerPath;
     try {
-      const info = await Deno.lstat(path);
-      if (info.isDirectory) return;
+      if ((await Deno.lstat(path)).isDirectory) return;
       await Deno.remove(path);
     } catch (e) {
       if (e instanceof Deno.errors.NotFound) return;
@@ -245,57 +244,65 @@ export class StateDir {
     }
   }
 
+  /** Installs `<dir>/check`, mode 0755. */
+  installCheck(source: CheckSource): Promise<void> {
+    return "copyOf" in source
+      ? this.installFiles({
+        name: STATE_FILES.check,
+        fill: copyExecutable(source.copyOf),
+      })
+      : this.#write(STATE_FILES.check, source.script, 0o755);
+  }
+
   /**
-   * Installs the probe executable `<dir>/check` (mode 0755) that the
-   * webhook's probe argv runs: a copy of an executable, or a script (the
-   * wrapper `deno run` installs; see `install_check.ts`).
-   *
-   * @param source What to install.
+   * Writes a file, or a set so that none is seen half-written: every temp
+   * file (`.<name>.tmp-<16 hex>`) is filled, then each renamed over its
+   * target in order (`check` after its libraries). A failed fill changes no
+   * target; no temp file is left. A single file's error names its temp file.
    */
-  async installCheck(source: CheckSource): Promise<void> {
-    if ("copyOf" in source) {
-      await replaceAtomic(
-        this.dir,
-        STATE_FILES.check,
-        copyExecutable(source.copyOf),
+  async installFiles(set: InstallFile | readonly InstallFile[]): Promise<void> {
+    const files = Array.isArray(set) ? set : [set];
+    const tmps = files.map((f) =>
+      this.path(
+        `.${f.name}.tmp-${crypto.getRandomValues(new Uint8Array(8)).toHex()}`,
+      )
+    );
+    let i = 0;
+    let filled = false;
+    try {
+      for (; i < files.length; i++) await files[i].fill(tmps[i]);
+      filled = true;
+      for (i = 0; i < files.length; i++) {
+        await Deno.rename(tmps[i], this.path(files[i].name));
+      }
+    } catch (e) {
+      for (const tmp of tmps.slice(filled ? i : 0)) {
+        await Deno.remove(tmp).catch(() => {});
+      }
+      if (e instanceof Deno.errors.NotFound) {
+        throw stateDirError(this.dir, "write into", e);
+      }
+      throw new StateFileError(
+        this.path(files[i].name),
+        e instanceof Deno.errors.IsADirectory
+          ? "cannot write it: a directory is in its place; remove that directory"
+          : `cannot write it${Array.isArray(set) ? "" : ` (via ${tmps[0]})`}: ${
+            (e as Error).message
+          }; check that the state volume is mounted read-write and has space`,
       );
-      return;
     }
-    await this.#writeAtomic(STATE_FILES.check, source.script, 0o755);
   }
 
-  /**
-   * Writes a set of files so that none is seen half-written: every temp
-   * file is created and filled first, then each is renamed over its target
-   * in the order given (so `check` goes last, after the libraries it
-   * names). When creating or filling one fails, every temp file is removed
-   * and no target has changed.
-   *
-   * @param files The files, in the order they are renamed into place.
-   * @throws {StateFileError} Naming the file that could not be written.
-   */
-  installFiles(files: readonly InstallFile[]): Promise<void> {
-    return replaceFilesAtomic(this.dir, files);
-  }
-
-  /**
-   * Removes temp files that an interrupted write of ours left behind (only
-   * names of the form `.<name>.tmp-<16 hex>` where `<name>` is a state file
-   * or one of the probe's loader and libraries, `probe_libraries.ts`;
-   * nothing else is touched). Returns the removed paths, for the log.
-   */
+  /** Removes our temp files an interrupted write left, returning their paths: roles never run at once, so any at start is stale. */
   async cleanStaleTemps(): Promise<string[]> {
     const removed: string[] = [];
     try {
       for await (const entry of Deno.readDir(this.dir)) {
         if (entry.isDirectory || !TEMP_RE.test(entry.name)) continue;
         const p = this.path(entry.name);
-        try {
-          await Deno.remove(p);
-          removed.push(p);
-        } catch (e) {
+        await Deno.remove(p).then(() => removed.push(p), (e) => {
           if (!(e instanceof Deno.errors.NotFound)) throw e;
-        }
+        });
       }
     } catch (e) {
       throw stateDirError(this.dir, "clean up stale temp files in", e);
@@ -303,26 +310,73 @@ export class StateDir {
     return removed;
   }
 
-  #read(name: string, max: number, what: string): Uint8Array | undefined {
-    const path = this.path(name);
+  #read(file: keyof typeof READS): Uint8Array | undefined {
+    const [max, what] = READS[file];
+    const path = this.path(STATE_FILES[file]);
     const r = readSmallFileNoFollow(path, max, what);
-    if (r.kind === "absent") return undefined;
-    if (r.kind === "not-regular") {
+    if (r && !r.bytes) {
       throw new StateFileError(path, `${what} ${describeNonRegular(r.info)}`);
     }
-    return r.bytes;
+    return r?.bytes;
   }
 
-  #writeAtomic(name: string, bytes: Uint8Array, mode: number): Promise<void> {
-    return writeAtomic(this.dir, name, bytes, mode, this.#umask());
+  #write(name: string, data: Uint8Array | string, mode: number) {
+    const bytes = typeof data === "string"
+      ? new TextEncoder().encode(data)
+      : data;
+    const umask = this.#umask ??= Deno.umask();
+    return this.installFiles({
+      name,
+      async fill(tmp) {
+        if ((0o666 & ~umask) === mode) {
+          // The default mode is the one wanted: one open-write-close, no chmod.
+          return await Deno.writeFile(tmp, bytes, { createNew: true });
+        }
+        const f = await Deno.open(tmp, { write: true, createNew: true, mode });
+        try {
+          let off = 0;
+          while (off < bytes.length) off += await f.write(bytes.subarray(off));
+        } finally {
+          f.close();
+        }
+        if (mode & umask) await Deno.chmod(tmp, mode);
+      },
+    });
   }
+}
 
-  /**
-   * The process umask, read at the first write (reading it costs two
-   * syscalls; a chmod on every write would cost one each time). Nothing in
-   * this project changes it while running.
-   */
-  #umask(): number {
-    return this.#umaskValue ??= Deno.umask();
+/**
+ * Creates `dir` and missing parents with mode 0755, as the Go helper does:
+ * outside a pod, refusing would help nobody.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * const root = await Deno.makeTempDir();
+ * await ensureStateDir(`${root}/var/lib`);
+ * assert.ok((await Deno.stat(`${root}/var/lib`)).isDirectory);
+ * await Deno.remove(root, { recursive: true });
+ * ```
+ */
+export async function ensureStateDir(dir: string): Promise<void> {
+  try {
+    await Deno.mkdir(dir, { recursive: true, mode: 0o755 });
+  } catch (e) {
+    throw new Error(
+      `cannot create the state directory ${dir}: ${
+        (e as Error).message
+      }; create it, mount the state volume there, or set --state-dir / BERTH_STATE_DIR to a writable directory`,
+    );
   }
+  if (!(await Deno.stat(dir)).isDirectory) {
+    throw new Error(
+      `the state directory ${dir} is not a directory; set --state-dir / BERTH_STATE_DIR to a directory`,
+    );
+  }
+}
+
+/** A role's start with the state directory: {@linkcode ensureStateDir}, then `cleanStaleTemps`. */
+export async function prepareStateDir(state: StateDir): Promise<void> {
+  await ensureStateDir(state.dir);
+  await state.cleanStaleTemps();
 }

@@ -147,8 +147,7 @@ Deno.test("passed deadlines, a marker without deadlines, unreadable files: said,
   await Deno.writeTextFile(`${dir.path}/token`, "012");
   const snap = readSnapshot(dir.path, {
     maxAgeMs: 0,
-    bootNowMs: () => 12_500,
-    wallNowMs: () => 1_002_500,
+    clocks: { bootMs: 12_500, wallMs: 1_002_500 },
   });
   const text = formatStatusText(snap);
   assert.match(
@@ -264,15 +263,9 @@ Deno.test("status loads only the state modules it reads with: no configuration, 
     "lib/config/duration.ts",
     "lib/config/flag_name.ts",
     "lib/config/nearest.ts",
-    "lib/state/atomic_write.ts",
-    "lib/state/boot_clock.ts",
-    "lib/state/install_check.ts",
     "lib/state/marker.ts",
-    "lib/state/nofollow.ts",
-    "lib/state/probe_libraries.ts",
     "lib/state/snapshot.ts",
     "lib/state/state_dir.ts",
-    "lib/state/state_files.ts",
   ]);
 });
 
@@ -312,8 +305,7 @@ Deno.test("status shows every duration to one precision (a tenth of a second) an
   });
   const snapshot = readSnapshot(dir.path, {
     maxAgeMs: 0,
-    wallNowMs: () => wall,
-    bootNowMs: () => boot,
+    clocks: { wallMs: wall, bootMs: boot },
   });
   const text = formatStatusText(snapshot);
   assert.match(

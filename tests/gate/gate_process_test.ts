@@ -9,7 +9,7 @@
  * @module
  */
 import assert from "node:assert/strict";
-import { readBootMillis } from "../../lib/state/boot_clock.ts";
+import { readBootMillis } from "../../lib/state/marker.ts";
 import { StateDir } from "../../lib/state/state_dir.ts";
 import { REPO_ROOT, runCli } from "../support/cli.ts";
 import { berthArgv } from "../../sim/cli.ts";

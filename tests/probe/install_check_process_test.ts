@@ -19,6 +19,10 @@ import { createLogger } from "../../lib/obs/log.ts";
 import { StateDir } from "../../lib/state/state_dir.ts";
 import { REPO_ROOT, runCli, runExecutable } from "../support/cli.ts";
 import { cliArgv } from "../support/cli.ts";
+import {
+  inMountNamespace,
+  mountNamespaceUnavailable,
+} from "../support/mount_namespace.ts";
 import { shortTempDir } from "../support/short_dir.ts";
 import { syntheticElf } from "./synthetic_elf.ts";
 
@@ -26,21 +30,7 @@ const DENO = Deno.execPath();
 const LIBS = ["c", "dl", "gcc_s", "ld.so", "m", "pthread", "rt"];
 const FAR = { gateClosesBootMs: 1e15, leaseDeadlineBootMs: 1e15 };
 
-/** Why the root-only tests cannot run here, or undefined. */
-function rootUnavailable(): string | undefined {
-  if (Deno.uid() !== 0) return "needs root (mount namespace, chroot, tmpfs)";
-  const out = new Deno.Command("unshare", {
-    args: ["--mount", "--propagation", "private", "true"],
-    stderr: "piped",
-  }).outputSync();
-  if (!out.success) {
-    return `needs a working unshare --mount: ${
-      new TextDecoder().decode(out.stderr).trim()
-    }`;
-  }
-  return undefined;
-}
-const skipRoot = rootUnavailable();
+const skipRoot = mountNamespaceUnavailable("mount namespace, chroot, tmpfs");
 if (skipRoot) console.log(`skipping the chroot and volume tests: ${skipRoot}`);
 
 /** Names in a directory, sorted. */
@@ -342,29 +332,6 @@ Deno.test({
     }
   },
 });
-
-/** Runs `script` with `args` in a private mount namespace as root. */
-async function inMountNamespace(script: string, args: string[]) {
-  const out = await new Deno.Command("unshare", {
-    args: [
-      "--mount",
-      "--propagation",
-      "private",
-      "/bin/sh",
-      "-c",
-      script,
-      "sh",
-      ...args,
-    ],
-    stdout: "piped",
-    stderr: "piped",
-  }).output();
-  return {
-    code: out.code,
-    stdout: new TextDecoder().decode(out.stdout),
-    stderr: new TextDecoder().decode(out.stderr),
-  };
-}
 
 Deno.test({
   name:

@@ -18,7 +18,7 @@ import {
   STATE_DIR_MAX_BYTES,
 } from "../../lib/probe/rewrite.ts";
 import { findObject, mappedPaths } from "../../lib/probe/install.ts";
-import { libraryFileName } from "../../lib/state/probe_libraries.ts";
+import { libraryFileName } from "../../lib/state/state_dir.ts";
 import { syntheticElf } from "./synthetic_elf.ts";
 
 const AARCH64_NEEDED = [

@@ -23,7 +23,7 @@
  *
  * @module
  */
-import { shellQuote } from "../../lib/state/install_check.ts";
+import { shellQuote } from "../../lib/state/state_dir.ts";
 import type { ContainerView, PodView } from "./kubelet.ts";
 import { ROOT } from "./readers.ts";
 import { checkoutArgv } from "../../lib/cmd/self_argv.ts";

@@ -36,7 +36,7 @@ import {
   V8_FLAGS,
   V8_FLAGS_ARG,
 } from "../../lib/cmd/self_argv.ts";
-import { checkWrapperScript } from "../../lib/state/install_check.ts";
+import { checkWrapperScript } from "../../lib/state/state_dir.ts";
 
 /**
  * The permission-related flags of a deno command line, in order: what the

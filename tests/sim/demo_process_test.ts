@@ -7,7 +7,7 @@
  */
 import assert from "node:assert/strict";
 import { useColour } from "../../sim/demo.ts";
-import { shellQuote } from "../../lib/state/install_check.ts";
+import { shellQuote } from "../../lib/state/state_dir.ts";
 import { REPO_ROOT } from "../support/cli.ts";
 
 Deno.test("colour only to a terminal, and never with NO_COLOR set", () => {

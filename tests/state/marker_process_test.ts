@@ -1,4 +1,4 @@
-import { deepEqual, ok } from "node:assert/strict";
+import { deepEqual, equal, match, ok, throws } from "node:assert/strict";
 import {
   examineMarker,
   formatMarker,
@@ -6,11 +6,16 @@ import {
   type JudgeOptions,
   type MarkerObservation,
   type MarkerStat,
-} from "../../lib/state/marker.ts";
-import {
+  readBootMillis,
   readSmallFileNoFollow,
   StateFileError,
-} from "../../lib/state/nofollow.ts";
+} from "../../lib/state/marker.ts";
+import { systemClock } from "../../lib/state/clock.ts";
+import { cliArgv } from "../support/cli.ts";
+import {
+  inMountNamespace,
+  mountNamespaceUnavailable,
+} from "../support/mount_namespace.ts";
 
 const PATH = "/berth/healthy";
 const NOW = Date.UTC(2030, 0, 1, 12, 0, 0);
@@ -280,11 +285,11 @@ Deno.test("examineMarker reads real files: fresh, absent, directory, symlink, FI
   const dir = Deno.makeTempDirSync();
   try {
     const p = `${dir}/healthy`;
-    const opts = { maxAgeMs: 30_000, bootNowMs: () => BOOT };
+    const opts = { maxAgeMs: 30_000 };
     deepEqual(examineMarker(p, opts).kind, "Absent");
-    Deno.writeTextFileSync(p, ours(BOOT + 10_000));
+    Deno.writeTextFileSync(p, ours(readBootMillis() + 60_000));
     deepEqual(examineMarker(p, opts), { kind: "OK" });
-    Deno.writeTextFileSync(p, ours(BOOT - 10_000));
+    Deno.writeTextFileSync(p, ours(readBootMillis() - 10_000));
     deepEqual(examineMarker(p, opts).kind, "Stale");
     Deno.utimeSync(
       p,
@@ -327,16 +332,19 @@ Deno.test("examineMarker reads real files: fresh, absent, directory, symlink, FI
   }
 });
 
-Deno.test("readSmallFileNoFollow: absent is not an error; content is returned exactly", () => {
+Deno.test("readSmallFileNoFollow: absent is not an error; content is returned exactly; a directory is not read", () => {
   const dir = Deno.makeTempDirSync();
   try {
-    deepEqual(readSmallFileNoFollow(`${dir}/x`, 8, "thing"), {
-      kind: "absent",
-    });
+    equal(readSmallFileNoFollow(`${dir}/x`, 8, "thing"), undefined);
     Deno.writeTextFileSync(`${dir}/x`, "12345678");
     const r = readSmallFileNoFollow(`${dir}/x`, 8, "thing");
-    ok(r.kind === "file");
-    deepEqual(new TextDecoder().decode(r.bytes), "12345678");
+    deepEqual(new TextDecoder().decode(r?.bytes), "12345678");
+    throws(
+      () => readSmallFileNoFollow(`${dir}/x`, 7, "thing"),
+      /^StateFileError: .*\/x: is 8 bytes or more, larger than any thing berth-acquire writes \(limit 7 bytes\)/,
+    );
+    const d = readSmallFileNoFollow(dir, 8, "thing");
+    ok(d?.info.isDirectory && d.bytes === undefined);
   } finally {
     Deno.removeSync(dir, { recursive: true });
   }
@@ -379,4 +387,69 @@ Deno.test("the wall-clock copy of the gate deadline fails the probe even when th
     judge({ stat: file(0), content: fresh }, 30_000).verdict.kind,
     "OK",
   );
+});
+
+Deno.test("the boot-time clock reads /proc/uptime, moves forward, and is systemClock's", () => {
+  const a = readBootMillis();
+  const viaClock = systemClock.bootNow();
+  const b = readBootMillis();
+  ok(a > 0 && a <= viaClock && viaClock <= b);
+  const uptime = Number(Deno.readTextFileSync("/proc/uptime").split(" ")[0]);
+  ok(Math.abs(uptime * 1000 - b) < 60_000);
+});
+
+const noNamespace = mountNamespaceUnavailable("a mount namespace");
+if (noNamespace) {
+  console.log(
+    `skipping the probe against a given /proc/uptime: ${noNamespace}`,
+  );
+}
+
+Deno.test({
+  name:
+    "the probe reads /proc/uptime exactly, and one it cannot read or parse is named in its line",
+  ignore: noNamespace !== undefined,
+  async fn() {
+    const dir = await Deno.makeTempDir();
+    try {
+      const marker = `${dir}/healthy`;
+      /** check's line with `uptime` in place of /proc/uptime (`undefined`: none there) and a gate deadline at `gate`. */
+      const probe = async (uptime: string | undefined, gate: number) => {
+        await Deno.writeTextFile(marker, ours(gate));
+        await Deno.writeTextFile(`${dir}/uptime`, uptime ?? "");
+        const out = await inMountNamespace(
+          uptime === undefined
+            ? 'mount -t tmpfs tmpfs /proc && shift && exec "$@"'
+            : 'mount --bind "$1" /proc/uptime && shift && exec "$@"',
+          [`${dir}/uptime`, ...cliArgv(["check", marker])],
+        );
+        equal(out.stderr, "");
+        const line = out.stdout;
+        equal(out.code, line === "" ? 0 : 1, line);
+        return line.replace(`${marker}: `, "").replace(marker, "M");
+      };
+      equal(await probe("12.5 30.0\n", 12_500), "");
+      equal(
+        await probe("12.5 30.0\n", 12_499),
+        "health marker stale: M gate deadline passed 1ms ago (gate_closes_boottime_ms in the marker); the lease sidecar has not confirmed the lease or cannot write the marker (its log says which)\n",
+      );
+      equal(await probe("7.25\n", 7_250), "");
+      match(await probe("7.25\n", 7_249), /passed 1ms ago/);
+      equal(
+        await probe("soon 1.0\n", 1e15),
+        'health marker indeterminate: cannot read the boot-time clock from /proc/uptime: "soon 1.0\\n"\n',
+      );
+      // Number("") is 0: an empty file must not read as "just booted".
+      equal(
+        await probe("", 1e15),
+        'health marker indeterminate: cannot read the boot-time clock from /proc/uptime: ""\n',
+      );
+      match(
+        await probe(undefined, 1e15),
+        /^health marker indeterminate: No such file or directory \(os error 2\): open '\/proc\/uptime'\n$/,
+      );
+    } finally {
+      await Deno.remove(dir, { recursive: true });
+    }
+  },
 });

@@ -6,14 +6,18 @@ import {
   rejects,
   throws,
 } from "node:assert/strict";
-import { formatMarker } from "../../lib/state/marker.ts";
-import { StateFileError } from "../../lib/state/nofollow.ts";
+import { formatMarker, StateFileError } from "../../lib/state/marker.ts";
 import {
   checkWrapperScript,
+  ensureStateDir,
+  parseToken,
+  prepareStateDir,
   shellQuote,
-} from "../../lib/state/install_check.ts";
-import { parseToken, StateDir, TOKEN_MAX } from "../../lib/state/state_dir.ts";
+  StateDir,
+  TOKEN_MAX,
+} from "../../lib/state/state_dir.ts";
 import { runExecutable } from "../support/cli.ts";
+import { tempDir } from "../support/lease_env.ts";
 import { installProbe } from "../../lib/cmd/install_check.ts";
 import { denoRunArgv } from "../../lib/cmd/self_argv.ts";
 import { discardLogger } from "../../lib/obs/log.ts";
@@ -363,4 +367,44 @@ Deno.test({
       equal(count(/chmod/), 0, calls.join("\n"));
     });
   },
+});
+
+Deno.test("ensureStateDir creates the directory and its parents with mode 0755", async () => {
+  await using dir = await tempDir();
+  const target = `${dir.path}/x/y/berth`;
+  await ensureStateDir(target);
+  for (const d of [`${dir.path}/x`, `${dir.path}/x/y`, target]) {
+    const info = await Deno.stat(d);
+    ok(info.isDirectory, d);
+    equal(info.mode! & 0o777 & ~0o755, 0, `${d} at most 0755`);
+  }
+  // An existing directory is left alone, mode included.
+  await Deno.chmod(target, 0o700);
+  await ensureStateDir(target);
+  equal((await Deno.stat(target)).mode! & 0o777, 0o700);
+});
+
+Deno.test("ensureStateDir names the directory when a file is in the way", async () => {
+  await using dir = await tempDir();
+  const file = `${dir.path}/file`;
+  await Deno.writeTextFile(file, "");
+  await rejects(
+    () => ensureStateDir(file),
+    (e: Error) => e.message.includes(file) && /BERTH_STATE_DIR/.test(e.message),
+  );
+  await rejects(
+    () => ensureStateDir(`${file}/sub`),
+    (e: Error) => e.message.includes(`${file}/sub`),
+  );
+});
+
+Deno.test("prepareStateDir creates a missing directory, then removes the temp files a crash left", async () => {
+  await using dir = await tempDir();
+  const state = new StateDir(`${dir.path}/a/b`);
+  await prepareStateDir(state);
+  ok((await Deno.stat(state.dir)).isDirectory);
+  const left = `${state.dir}/.token.tmp-0123456789abcdef`;
+  await Deno.writeTextFile(left, "1");
+  await prepareStateDir(state);
+  deepEqual([...Deno.readDirSync(state.dir)], []);
 });

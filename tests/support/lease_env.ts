@@ -7,8 +7,11 @@
  *
  * @module
  */
-import { readBootMillis } from "../../lib/state/boot_clock.ts";
-import { type MarkerDeadlines, parseMarker } from "../../lib/state/marker.ts";
+import {
+  type MarkerDeadlines,
+  parseMarker,
+  readBootMillis,
+} from "../../lib/state/marker.ts";
 import { spawnCli } from "./cli.ts";
 
 /** Options for {@linkcode leaseEnv}; each field has a test-friendly default. */
