@@ -109,14 +109,14 @@ export class Attempts {
     retryInMs: number,
     ownToken = 0,
   ): Attempt {
-    const { clock, logger, lines, ttlSeconds } = this.#o;
+    const { logger, lines, ttlSeconds } = this.#o;
     if (outcome.kind === "aborted") return { kind: "cancelled" };
     if (outcome.kind !== "acquired" && outcome.kind !== "not-acquired") {
       return this.#failed(outcome, sentAt, Math.round(retryInMs));
     }
     this.#failingSince = undefined;
     this.#outageSaidAt = -Infinity;
-    this.forget();
+    this.#said = undefined;
     const { lease } = outcome;
     if (outcome.kind === "not-acquired") {
       this.#askedSince = undefined; // nothing of ours was granted
@@ -140,7 +140,6 @@ export class Attempts {
       // Unless its holder renews it, it expires within a TTL and a second.
       return { kind: "shared", quietMs: ttlSeconds * 1000 + 1000 };
     }
-    this.#askedSince = undefined;
     return { kind: "granted", token: lease.fencingToken, lease };
   }
 
@@ -182,7 +181,7 @@ export class Attempts {
       this.rejected(failure, retryInMs);
       return { kind: "failed" };
     }
-    this.forget();
+    this.#said = undefined;
     if (
       failingMs >= REPEAT_ERROR_MS &&
       clock.now() - this.#outageSaidAt >= REPEAT_ERROR_MS
@@ -222,8 +221,9 @@ export class Attempts {
     this.#unsaid = 0;
   }
 
-  /** Makes the next rejection news: any other answer came between. */
+  /** The lease is settled (ours): earlier asks explain nothing, the next rejection is news. */
   forget(): void {
+    this.#askedSince = undefined;
     this.#said = undefined;
     this.#unsaid = 0;
   }

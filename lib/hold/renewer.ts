@@ -221,6 +221,7 @@ export class Renewer {
     // this token is our own grant, never another process's.
     this.#token = a.token;
     this.#lost = undefined;
+    this.#attempts.forget();
     if (!shutdown.aborted && !await this.#persist(sentAt, shutdown)) return;
     if (shutdown.aborted) {
       this.#deadline = sentAt + ttlSeconds * 1000;
@@ -257,14 +258,11 @@ export class Renewer {
   /** Records a success sent at `sentAt`; reopens the permission only while its closing time is ahead. */
   #confirm(sentAt: number, reacquired: boolean): void {
     const { clock, ttlSeconds, enforceLeadMs, logger } = this.#p;
-    // Read first, so that a throw changes nothing; the monotonic clock last,
-    // so time spent reading moves the marker's deadlines earlier, never later.
-    const bootNow = clock.bootNow();
-    const wallNow = clock.wallNow();
-    const now = clock.now();
-    const deadline = this.#deadline = sentAt + ttlSeconds * 1000;
+    const deadline = sentAt + ttlSeconds * 1000;
     const fencing_token = this.#token;
-    if (now >= deadline - enforceLeadMs) {
+    if (clock.now() >= deadline - enforceLeadMs) {
+      this.#deadline = deadline;
+      const now = clock.now();
       logger.warn(reacquired ? GO.acquireLate : GO.renewLate, {
         detail:
           "the server confirmed the lease too late to let the workload run",
@@ -275,7 +273,13 @@ export class Renewer {
         "the last confirmation arrived after its own deadline",
       );
     }
-    const left = deadline - now;
+    // Read before anything changes, so that a throw changes nothing; the
+    // monotonic clock last, so time spent reading moves the marker's
+    // deadlines earlier, never later.
+    const bootNow = clock.bootNow();
+    const wallNow = clock.wallNow();
+    const left = deadline - clock.now();
+    this.#deadline = deadline;
     const marker = markerDeadlines(left, enforceLeadMs, bootNow, wallNow);
     const msg = reacquired ? GO.reacquired : GO.leaseRenewed;
     if (this.#open) logger.debug(msg, { fencing_token });

@@ -126,7 +126,11 @@ Deno.test("an extension of the token this process holds is its own", () => {
 });
 
 Deno.test("unanswered Acquires explain an extension no older than the first of them (with 1 % and 50 ms), while such a grant can be alive", () => {
-  const cases: [string, [number, GrantOutcome][], Attempt["kind"]][] = [
+  const cases: [
+    string,
+    [number, GrantOutcome | "settled"][],
+    Attempt["kind"],
+  ][] = [
     ["no ask yet", [[2_000, aged(500)]], "shared"],
     ["younger than the first ask", [
       [1_000, timeout],
@@ -164,16 +168,25 @@ Deno.test("unanswered Acquires explain an extension no older than the first of t
       [1_500, held()],
       [2_000, aged(100)],
     ], "shared"],
-    ["cleared by a grant", [
+    // A grant too late to use is confirmed again: its asks still count.
+    ["kept past a grant", [
       [1_000, timeout],
       [1_500, aged(0)],
+      [2_000, aged(100)],
+    ], "granted"],
+    ["cleared once the lease is settled", [
+      [1_000, timeout],
+      [1_500, "settled"],
       [2_000, aged(100)],
     ], "shared"],
   ];
   for (const [name, steps, kind] of cases) {
     const r = recorder();
     let last: Attempt | undefined;
-    for (const [t, outcome] of steps) last = r.at(t, outcome);
+    for (const [t, outcome] of steps) {
+      if (outcome === "settled") r.a.forget();
+      else last = r.at(t, outcome);
+    }
     assert.equal(last?.kind, kind, name);
   }
 });
