@@ -2,8 +2,7 @@
  * `berth-acquire acquire`, the init container: block the pod's start until
  * the lease is held, then hand it over to the sidecar and the probe through
  * the state volume (created with its parents when missing, as upstream). The
- * loop is `lib/hold/acquire_loop.ts`, the hand-over `lib/hold/write_handoff.ts`,
- * both shared with `run`.
+ * loop and the hand-over are `lib/hold/acquire.ts`, shared with `run`.
  *
  * @module
  */
@@ -11,8 +10,8 @@ import { systemClock } from "../state/clock.ts";
 import { clientFor } from "./client_for.ts";
 import { EXIT_FAILURE, start, startupFailure } from "./startup.ts";
 import { shutdownSignal } from "./signals.ts";
-import { acquireLease } from "../hold/acquire_loop.ts";
-import { writeHandoff } from "../hold/write_handoff.ts";
+import { acquireLease } from "../hold/acquire.ts";
+import { writeHandoff } from "../hold/handoff.ts";
 import type { LeaseClient } from "../lease/rpc.ts";
 import { prepareStateDir, StateDir } from "../state/state_dir.ts";
 import { GO_MESSAGES } from "../obs/go_messages.ts";
@@ -67,7 +66,7 @@ export async function main(args: string[]): Promise<number> {
         ? config.enforceLeadMs
         : 0,
       // Every pod of a startup-gate workload presents the same identity.
-      sharedHolder: config.mode === "startup-gate",
+      guardSharedHolder: config.mode !== "startup-gate",
       signal,
       clock,
       logger,

@@ -19,7 +19,7 @@ import {
 import type { Logger } from "../obs/log.ts";
 import { shownMs, type Verdict } from "../state/marker.ts";
 import { METRICS_CONTENT_TYPE } from "../obs/prometheus.ts";
-import type { RenewerStatus } from "../hold/status.ts";
+import type { RenewerStatus } from "../hold/lease.ts";
 
 /** The env variable that sets the listener's address when `--health-addr` is not given. */
 export const HEALTH_ADDR_ENV = "BERTH_HEALTH_ADDR";

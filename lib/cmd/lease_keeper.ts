@@ -19,11 +19,9 @@ import {
 import type { LeaseClient } from "../lease/rpc.ts";
 import type { Logger } from "../obs/log.ts";
 import { LeaseMetrics } from "./lease_metrics.ts";
-import {
-  Renewer,
-  type RenewerStatus,
-  type RenewerStore,
-} from "../hold/renewer.ts";
+import { Renewer } from "../hold/renewer.ts";
+import type { RenewerStatus } from "../hold/lease.ts";
+import type { RenewerStore } from "../hold/handoff.ts";
 import { clientFor } from "./client_for.ts";
 import { startFullCollections } from "./full_collection.ts";
 
@@ -118,35 +116,30 @@ export class LeaseKeeper {
 
   /**
    * Creates the renewer (once) with the configured timings, observed by the
-   * metrics and by `onChange`.
+   * metrics and then by `onChange`.
    *
    * @param enforcer What closing the permission does.
    * @param store The handoff it adopts and the token it persists.
-   * @param onChange Told about every change of the permission or the token,
-   * after the metrics.
-   * @param role `RenewerOptions.role`: `run`, or the sidecar by default.
+   * @param guardSharedHolder See `RenewerOptions.guardSharedHolder`.
+   * @param onChange Told about every change of the permission or the token.
    * @returns The renewer; call `run` on it.
    */
   renewer(
     enforcer: Enforcer,
     store: RenewerStore,
+    guardSharedHolder: boolean,
     onChange?: (status: RenewerStatus) => void,
-    role: "sidecar" | "run" = "sidecar",
   ): Renewer {
     const { config, clock, logger } = this.#o;
     const observer = this.metrics.observer();
     this.#renewer = new Renewer({
+      ...config,
       client: this.client,
-      holder: config.holder,
-      ttlSeconds: config.ttlSeconds,
-      heartbeatMs: config.heartbeatMs,
-      enforceLeadMs: config.enforceLeadMs,
-      enforcer,
-      store,
       clock,
       logger,
-      releaseOnShutdown: config.releaseOnShutdown,
-      role,
+      enforcer,
+      store,
+      guardSharedHolder,
       observer: {
         ...observer,
         changed: (s) => {

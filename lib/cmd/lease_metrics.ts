@@ -10,7 +10,7 @@ import type { Clock } from "../state/clock.ts";
 import type { MarkerStore } from "../enforce/enforcer.ts";
 import type { LeaseClient } from "../lease/rpc.ts";
 import type { ProcessTable } from "../enforce/proc.ts";
-import type { RenewerObserver, RenewerStatus } from "../hold/status.ts";
+import type { RenewerObserver, RenewerStatus } from "../hold/lease.ts";
 import { type Counter, type Histogram, Registry } from "../obs/prometheus.ts";
 
 /** What `berth_acquire_enforcement_actions_total{action}` counts. */

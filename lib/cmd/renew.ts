@@ -127,6 +127,9 @@ export async function main(args: string[]): Promise<number> {
     renewer = keeper.renewer(
       enforcerFor(config, state, logger, keeper.metrics),
       state,
+      // A derived holder carries the pod's UID: a live lease under it is this
+      // pod's own (its init container's), never another process's.
+      started.given.has("holder-identity"),
     );
   } catch (e) {
     return startupFailure(logger, "cannot start", e);

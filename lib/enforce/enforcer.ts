@@ -45,6 +45,8 @@ export interface StopEvidence {
    * be released before that deadline (it expires on its own then).
    */
   markerLeft?: boolean;
+  /** True while a stop this enforcer started is unfinished (a SIGKILL still due). */
+  stopping?: true;
 }
 
 /**

@@ -1,196 +1,119 @@
 /**
- * The renewer: keeps a held lease alive against a local, monotonic deadline,
- * closes the workload's permission to run (stops the workload through an
- * {@linkcode Enforcer}) before that deadline when the lease cannot be
- * confirmed, and reacquires.
- *
- * This is where the product's promise lives, so the rules are spelled out:
- * - The deadline is the send time of the last successful Renew/Acquire plus
- *   the TTL (see `deadline.ts`). The permission closes `enforceLeadMs`
- *   before it, on a timer of its own, even while an RPC is in flight
- *   (`permission_control.ts`: the workload's permission, its deadline and that
- *   timer).
- * - 409 or `acquired:false` lose the lease at once; any other failure leaves
- *   the local deadline in charge.
- * - A success re-opens the permission only while its own closing time is
- *   ahead.
- * - While the lease is lost, every tick re-applies the enforcer (a restarted
- *   container is stopped again) and tries to acquire.
- * - A reacquired token the state volume refuses is kept in memory (so the
- *   next answer is not mistaken for another process's), and the lease is
- *   released: a token the workload cannot read is worth nothing.
- * - At shutdown the lease is released only once the workload is known to be
- *   stopped or the enforcement lead has passed since the permission closed (see
- *   `shutdown.ts`).
- *
- * What it logs about a renewal that did not confirm the lease is worded in
- * `renew_report.ts`; about a token the state volume refused, in
- * `renewer_store.ts`.
+ * The renewer of the sidecar (and of `run`): keeps a held lease alive
+ * against its local deadline (lease.ts) and closes the workload's permission
+ * to run `enforceLeadMs` before it, on a timer of its own (`#arm`) that
+ * fires even while an RPC hangs. 409 or `acquired:false` lose the lease at
+ * once; any other failure leaves the deadline in charge; a success reopens
+ * the permission only while its closing time is ahead. While the lease is
+ * not held, every tick closes the permission again (the kubelet may have
+ * restarted the container) and tries to acquire. Decisions change at once
+ * and reach the enforcer later, in order (`applied`). Log lines and the Go
+ * helper call an open permission "the gate is open".
  *
  * @module
  */
-import { bounded, type Clock } from "../state/clock.ts";
-import { type Enforcer, reportingMarkerWrites } from "../enforce/enforcer.ts";
-import { classifyRenew, deadlineFrom, renewBound } from "./deadline.ts";
-import type { LeaseClient, LeaseFailure } from "../lease/rpc.ts";
-import { RejectionLog } from "./rejection_log.ts";
+import { bounded } from "../state/clock.ts";
+import { Attempts } from "./attempts.ts";
+import { classifyRenew, type GrantOutcome } from "../lease/rpc.ts";
+import type { Enforcer } from "../enforce/enforcer.ts";
+import { GO_MESSAGES as GO } from "../obs/go_messages.ts";
 import {
-  permissionLeft,
-  reportLost,
-  reportPastDeadline,
-  reportUnconfirmed,
-} from "./renew_report.ts";
-import type { Logger } from "../obs/log.ts";
-import {
-  HandoffWriter,
-  readHandoff,
-  type RenewerStore,
-  reportPersistFailure,
-} from "./renewer_store.ts";
-import { PermissionControl } from "./permission_control.ts";
-import { Reacquirer } from "./reacquire.ts";
-import { shutdownRelease } from "./shutdown.ts";
-import type { RenewerObserver, RenewerStatus } from "./status.ts";
-
-export type { RenewerStore } from "./renewer_store.ts";
-export type { RenewerObserver, RenewerStatus } from "./status.ts";
+  type LeaseParams,
+  markerDeadlines,
+  releaseWhenSafe,
+  type RenewerObserver,
+  type RenewerStatus,
+  stopWait,
+} from "./lease.ts";
+import { persistHandoff, readHandoff, type RenewerStore } from "./handoff.ts";
+import { openMarker, reportPersistFailure, reportRenewal } from "./report.ts";
 
 /** Options for {@linkcode Renewer}. */
-export interface RenewerOptions {
-  /** The lease RPCs. */
-  client: LeaseClient;
-  /** The configured holder identity; the only one this renewer ever renews or releases for. */
-  holder: string;
-  /** TTL sent with every Renew/Acquire, whole seconds. */
-  ttlSeconds: number;
-  /** Interval between renewals (ms); also bounds each RPC. */
-  heartbeatMs: number;
-  /** How long before the local deadline the permission closes (ms). */
-  enforceLeadMs: number;
-  /** Stops and re-admits the workload. */
+export interface RenewerOptions extends LeaseParams {
   enforcer: Enforcer;
-  /** The state volume. */
   store: RenewerStore;
-  /** Monotonic and boot-time clocks; a fake one in tests. */
-  clock: Clock;
-  /** Where lifecycle events go. */
-  logger: Logger;
-  /** Release the lease when shutting down while it is held. */
   releaseOnShutdown: boolean;
-  /** Bound on the shutdown Release (ms); default 5000. */
-  releaseTimeoutMs?: number;
-  /** Told about every RPC and state change, for the health endpoint and metrics. */
+  /** See `AttemptsOptions.guardSharedHolder`: true only for a holder identity given explicitly. */
+  guardSharedHolder: boolean;
   observer?: RenewerObserver;
-  /**
-   * Who renews: the `sidecar` (default), or `run`, whose handoff is its own
-   * acquire (which said `lease acquired` already: the adoption is logged at
-   * DEBUG only) and whose marker is read by its command's gate, not by a
-   * liveness probe (a refused marker write says so).
-   */
-  role?: "sidecar" | "run";
 }
 
-/**
- * Runs the sidecar's lease loop until `shutdown` aborts. One instance per
- * process; call {@linkcode Renewer.run} once.
- */
+/** Runs the lease loop until `shutdown` aborts; `run` is called once. */
 export class Renewer {
-  #o:
-    & Required<Omit<RenewerOptions, "observer" | "role">>
-    & Pick<RenewerOptions, "observer" | "role">;
-  /** The configured enforcer, reporting refused marker writes once per run of them. */
-  #enforcer: Enforcer;
+  #p: RenewerOptions;
   #token = 0;
-  /** Set when the server said the lease is gone; cleared by a successful acquire. */
+  /** Why the lease is gone or unusable; cleared by a grant. */
   #lost: string | undefined;
-  /** Whether the workload may run, its deadline, and the timer that closes it. */
-  #control: PermissionControl;
-  /** Writes the holder and token, knowing what the volume holds. */
-  #writer: HandoffWriter;
-  /** Sends the Acquires while the lease is not held. */
-  #reacquirer: Reacquirer;
-  /** Set when a reacquire was granted after the stop: no workload ran on it. */
+  #deadline: number | undefined;
+  #open = false;
+  #reason = "starting";
+  #closedAt: number; // start-up counts: the permission starts closed
+  #applying = Promise.resolve();
+  #unapplied = 0;
+  #marker = { failing: false };
+  #cancelTimer: (() => void) | undefined;
+  #running = false;
+  #saved = { holder: false, token: 0 };
+  #attempts: Attempts;
+  #quietUntil = -Infinity;
+  /** Granted while stopping: released whatever the setting, no workload ran on it. */
   #unusedGrant = false;
-  /** Says a renewal failure that names its fix at ERROR, once a minute. */
-  #fixes: RejectionLog;
 
-  /** Validates nothing: the config module already did; see {@linkcode RenewerOptions}. */
-  constructor(options: RenewerOptions) {
-    this.#o = { releaseTimeoutMs: 5000, ...options };
-    this.#enforcer = reportingMarkerWrites(
-      options.enforcer,
-      options.logger,
-      options.role === "run"
-        ? "if it is run's own marker (in TMPDIR), the command's gate stops the command at the last confirmed deadline, and if it is the one in --state-dir, its readers see it go stale (make the directory the error names writable: it is read-only or full)"
-        : undefined,
-    );
-    this.#control = new PermissionControl({
-      ...options,
-      enforcer: this.#enforcer,
-      token: () => this.#token,
+  constructor(p: RenewerOptions) {
+    this.#p = p;
+    this.#closedAt = p.clock.now();
+    this.#attempts = new Attempts({
+      ...p,
+      boundMs: p.heartbeatMs,
+      lines: { held: GO.waitingToReacquire, failed: GO.reacquireFailed },
     });
-    this.#reacquirer = new Reacquirer({
-      ...options,
-      quiet: options.role === "run",
-    });
-    this.#fixes = new RejectionLog(options.logger, options.clock);
-    this.#writer = new HandoffWriter(
-      options.store,
-      options.holder,
-      options.clock,
-    );
   }
 
-  /**
-   * Whether every decision on the permission so far has been applied to the
-   * workload. The decision ({@linkcode status}) changes at once; the enforcer
-   * applies decisions in order, later. A command started on an open decision
-   * while an earlier close is still queued would be stopped by that close.
-   */
+  /** Whether every decision so far has reached the enforcer. */
   get applied(): boolean {
-    return this.#control.applied;
+    return this.#unapplied === 0;
   }
 
-  /**
-   * Resolves once the decisions made so far have been applied.
-   *
-   * @returns A promise that never rejects.
-   */
+  /** @returns Resolves (never rejects) once the decisions so far are applied. */
   whenApplied(): Promise<void> {
-    return this.#control.whenApplied();
+    return this.#applying;
   }
 
-  /** The current state, for health checks and metrics. */
+  /** @returns The current state, for the health endpoint, the metrics and `run`. */
   status(): RenewerStatus {
-    return this.#control.status();
+    const d = this.#deadline;
+    return {
+      permissionOpen: this.#open,
+      token: this.#token,
+      deadline: d,
+      permissionClosesAt: d === undefined
+        ? undefined
+        : d - this.#p.enforceLeadMs,
+      reason: this.#open ? undefined : this.#reason,
+    };
   }
 
   /**
-   * Adopts the handoff, then renews at the heartbeat until `shutdown`
-   * aborts; then releases when configured and held, once that is safe.
-   *
-   * @param shutdown Aborts the lease loop (a stop signal).
-   * @returns Resolves when the release (or the decision not to) is done.
+   * Adopts the handoff and renews (or reacquires) every heartbeat until
+   * `shutdown`; then releases when configured and safe. Never rejects: a
+   * tick that throws (an unreadable boot clock) closes the permission.
    */
   async run(shutdown: AbortSignal): Promise<void> {
-    const { clock, heartbeatMs } = this.#o;
-    this.#adoptHandoff();
-    this.#control.start();
+    const { clock, heartbeatMs, logger } = this.#p;
+    this.#running = true;
+    let failedBefore: string | undefined;
     try {
-      let failedBefore: string | undefined;
+      this.#adopt();
       while (!shutdown.aborted) {
         const tickStart = clock.now();
         try {
-          if (this.#renewable()) await this.#renewOnce(shutdown);
-          else await this.#reacquireOnce(shutdown);
+          if (this.#renewable()) await this.#renew(shutdown);
+          else await this.#reacquire(shutdown);
           failedBefore = undefined;
         } catch (e) {
-          // Fail closed and keep going: a tick that throws (an unreadable
-          // boot-time clock, say) must neither leave the permission open nor
-          // end the sidecar without a word.
           const error = e instanceof Error ? e.message : String(e);
           if (error !== failedBefore) {
-            this.#o.logger.error(
+            logger.error(
               "the lease loop failed; the gate stays closed until a renewal succeeds",
               { error },
             );
@@ -202,198 +125,274 @@ export class Renewer {
         await clock.sleep(tickStart + heartbeatMs - clock.now(), shutdown);
       }
     } finally {
-      this.#control.stop();
-      await this.#control.whenApplied();
-    }
-    await this.#shutdown();
-    await this.#enforcer.dispose();
-  }
-
-  /** True while a Renew (rather than an Acquire) is the right call. */
-  #renewable(): boolean {
-    if (this.#token <= 0 || this.#lost !== undefined) return false;
-    const deadline = this.#control.deadline;
-    return deadline === undefined || this.#o.clock.now() < deadline;
-  }
-
-  #adoptHandoff(): void {
-    const { store, holder, logger, clock, ttlSeconds } = this.#o;
-    const handoff = readHandoff(
-      store,
-      holder,
-      clock,
-      ttlSeconds,
-      logger,
-      this.#o.role === "run",
-    );
-    if (handoff.kind === "none") {
-      this.#close(handoff.reason);
-      return;
-    }
-    this.#token = handoff.token;
-    this.#writer.adopted(handoff.token);
-    if (handoff.leftMs !== undefined) {
-      if (this.#control.adopt(handoff.leftMs)) {
-        (this.#o.role === "run" ? logger.debug : logger.info)(
-          "adopted the lease; the workload keeps running while it is confirmed",
-          {
-            fencing_token: handoff.token,
-            deadline_in_ms: Math.round(handoff.leftMs),
-          },
-        );
-        this.#control.changed();
-        return;
+      this.#running = false;
+      this.#arm();
+      try {
+        await this.#applying;
+        await this.#shutdown();
+      } catch (error) {
+        logger.error("the release at shutdown failed", { error });
+      } finally {
+        await this.#p.enforcer.dispose();
       }
     }
-    this.#close("confirming the handed-over lease before the workload may run");
   }
 
-  async #renewOnce(shutdown: AbortSignal): Promise<void> {
-    const { client, holder, ttlSeconds, heartbeatMs, clock, logger } = this.#o;
+  #renewable(): boolean {
+    return this.#token > 0 && this.#lost === undefined &&
+      this.#p.clock.now() < (this.#deadline ?? Infinity);
+  }
+
+  #adopt(): void {
+    const { clock, logger } = this.#p;
+    const h = readHandoff(this.#p);
+    if (h.kind === "none") return this.#close(h.reason);
+    this.#token = h.token;
+    this.#saved = { holder: true, token: h.token };
+    if (h.leftMs !== undefined) this.#deadline = clock.now() + h.leftMs;
+    const closesAt = this.status().permissionClosesAt;
+    if (closesAt === undefined || clock.now() >= closesAt) {
+      return this.#close(
+        "confirming the handed-over lease before the workload may run",
+      );
+    }
+    // The marker handed over lets the workload run already: the enforcer is not told.
+    this.#open = true;
+    logger.info(
+      "adopted the lease; the workload keeps running while it is confirmed",
+      { fencing_token: h.token, deadline_in_ms: Math.round(h.leftMs!) },
+    );
+    this.#arm();
+    this.#changed();
+  }
+
+  async #renew(shutdown: AbortSignal): Promise<void> {
+    const { client, holder, ttlSeconds, heartbeatMs, clock } = this.#p;
     const token = this.#token;
     const sentAt = clock.now();
-    const bound = renewBound(sentAt, heartbeatMs, this.#control.deadline);
-    using call = bounded(clock, bound, shutdown);
-    const outcome = await client.renew(holder, token, ttlSeconds, call.signal);
-    const verdict = classifyRenew(outcome, token);
-    switch (verdict.kind) {
-      case "confirmed":
-        this.#fixes.reset();
-        this.#control.confirm(sentAt, "renewed");
-        return;
-      case "lost":
-        this.#lost = verdict.summary;
-        this.#control.deadline = undefined;
-        reportLost(logger, verdict, token);
-        this.#close(`lease lost: ${verdict.summary}`);
-        return;
-      case "unconfirmed": {
-        // Every answer but a grant or a loss is a failure here.
-        const deadline = this.#control.deadline;
-        if (deadline !== undefined && clock.now() >= deadline) {
-          // Failed at (or after) the local deadline; the next tick reacquires.
-          reportPastDeadline(logger, verdict.reason, token);
-          this.#close("the lease was not confirmed by its local deadline");
-          return;
-        }
-        reportUnconfirmed({
-          logger,
-          fixes: this.#fixes,
-          failure: outcome as LeaseFailure,
-          reason: verdict.reason,
-          heartbeatMs,
-          token,
-          permission: permissionLeft(
-            this.#control.isOpen,
-            this.status().permissionClosesAt,
-            clock.now(),
-          ),
-        });
-        return;
-      }
-      case "cancelled":
-        return;
+    // Never past the next heartbeat, nor past the deadline: a hung server
+    // cannot hold the loop beyond the point where it must act.
+    const left = (this.#deadline ?? Infinity) - sentAt;
+    let outcome: GrantOutcome;
+    {
+      using call = bounded(clock, Math.min(heartbeatMs, left), shutdown);
+      outcome = await client.renew(holder, token, ttlSeconds, call.signal);
+    }
+    const v = classifyRenew(outcome, token);
+    if (v.kind === "cancelled") return;
+    if (v.kind === "confirmed") {
+      this.#attempts.forget();
+      return this.#confirm(sentAt, false);
+    }
+    const closesAt = this.status().permissionClosesAt!;
+    const past = v.kind === "unconfirmed" &&
+      clock.now() >= (this.#deadline ?? Infinity);
+    reportRenewal(this.#p.logger, v, token, {
+      past,
+      closesInMs: this.#open ? closesAt - clock.now() : undefined,
+      rejections: this.#attempts,
+      heartbeatMs,
+    });
+    if (v.kind === "lost") {
+      this.#lost = v.summary;
+      this.#deadline = undefined;
+      this.#close(`lease lost: ${v.summary}`);
+    } else if (past) {
+      this.#close("the lease was not confirmed by its local deadline");
     }
   }
 
-  async #reacquireOnce(shutdown: AbortSignal): Promise<void> {
-    // Re-apply first: the kubelet may have restarted the container since the last tick.
-    this.#close(this.#control.reason ?? "lease not held");
-    const grant = await this.#reacquirer.attempt(this.#token);
-    if (grant === undefined) return;
-    // Ours from here on, even if the volume refuses it: the next answer
-    // for this token is our own grant, never another process's.
-    this.#token = grant.token;
-    this.#lost = undefined;
-    if (!shutdown.aborted) {
-      if (!await this.#persist(grant.token, grant.sentAt, shutdown)) return;
+  async #reacquire(shutdown: AbortSignal): Promise<void> {
+    const { client, holder, ttlSeconds, heartbeatMs, clock } = this.#p;
+    this.#close(this.#open ? "lease not held" : this.#reason);
+    if (clock.now() < this.#quietUntil) return;
+    const sentAt = clock.now();
+    let outcome: GrantOutcome;
+    {
+      // Not cut short by a shutdown: the server may grant it all the same,
+      // and a grant whose answer was never read could not be released.
+      using call = bounded(clock, heartbeatMs);
+      outcome = await client.acquire(holder, ttlSeconds, call.signal);
     }
+    const a = this.#attempts.record(outcome, sentAt, heartbeatMs, this.#token);
+    if (a.kind === "shared") this.#quietUntil = clock.now() + a.quietMs;
+    if (a.kind !== "granted") return;
+    // Ours from here on, even if the volume refuses it: the next answer for
+    // this token is our own grant, never another process's.
+    this.#token = a.token;
+    this.#lost = undefined;
+    this.#attempts.forget();
+    if (!shutdown.aborted && !await this.#persist(sentAt, shutdown)) return;
     if (shutdown.aborted) {
-      // Granted while stopping: the workload gets none of it (the permission
-      // stays closed); the shutdown releases it, whatever the setting.
-      this.#control.deadline = deadlineFrom(grant.sentAt, this.#o.ttlSeconds);
+      this.#deadline = sentAt + ttlSeconds * 1000;
       this.#unusedGrant = true;
-      this.#o.logger.info(
+      this.#p.logger.info(
         "lease reacquired while shutting down; the workload stays stopped",
-        { fencing_token: grant.token },
+        { fencing_token: a.token },
       );
       return;
     }
-    this.#control.confirm(grant.sentAt, "reacquired");
-    this.#o.observer?.reacquired?.(grant.token);
+    this.#confirm(sentAt, true);
+    this.#p.observer?.reacquired?.(a.token);
   }
 
   /**
-   * Writes the holder and token the workload reads; when the volume keeps
-   * refusing, releases the lease (a token the workload cannot read is held
-   * for nothing) and returns false, so the next tick tries again with a new
-   * grant. The release waits, as at shutdown, until the workload stopped at
-   * the loss is known to be gone or the lead has passed since the permission
-   * closed: a command still in its grace must not run beside the next holder.
+   * Writes the new token; when the volume keeps refusing, releases the
+   * lease once that is safe (a token the workload cannot read is worth
+   * nothing) and returns false: the next tick tries a new grant.
    */
-  async #persist(
-    token: number,
-    sentAt: number,
-    shutdown: AbortSignal,
-  ): Promise<boolean> {
-    const failure = await this.#writer.persist(token, shutdown);
-    if (failure === undefined) return true;
-    reportPersistFailure(this.#o.logger, failure, token);
+  async #persist(sentAt: number, shutdown: AbortSignal): Promise<boolean> {
+    const token = this.#token;
+    const failed = await persistHandoff(this.#p, token, this.#saved, shutdown);
+    if (!failed) return true;
+    reportPersistFailure(this.#p.logger, failed, token);
     this.#lost =
-      `the ${failure.write} file could not be written to the state volume`;
+      `the ${failed.write} file could not be written to the state volume`;
     this.#close(`lease not usable: ${this.#lost}`);
-    await this.#control.whenApplied();
-    await shutdownRelease({
-      ...this.#o,
-      atShutdown: false,
-      enforcer: this.#enforcer,
-      held: true,
-      keepWhenMarkerLeft: false,
-      permissionOpen: false,
-      token,
-      closedAt: this.#control.closedAt,
-      deadline: deadlineFrom(sentAt, this.#o.ttlSeconds),
-    });
+    await this.#applying;
+    const deadline = sentAt + this.#p.ttlSeconds * 1000;
+    await releaseWhenSafe(this.#p, this.#closedAt, token, deadline, shutdown);
     return false;
   }
 
-  /** Closes (or re-applies the closed) permission; see {@linkcode PermissionControl.close}. */
-  #close(reason: string, shutdown = false): void {
-    this.#control.close(reason, shutdown);
+  /** Records a success sent at `sentAt`; reopens the permission only while its closing time is ahead. */
+  #confirm(sentAt: number, reacquired: boolean): void {
+    const { clock, ttlSeconds, enforceLeadMs, logger } = this.#p;
+    const deadline = sentAt + ttlSeconds * 1000;
+    const fencing_token = this.#token;
+    if (clock.now() >= deadline - enforceLeadMs) {
+      this.#deadline = deadline;
+      const now = clock.now();
+      logger.warn(reacquired ? GO.acquireLate : GO.renewLate, {
+        detail:
+          "the server confirmed the lease too late to let the workload run",
+        fencing_token,
+        late_by_ms: Math.round(now - (deadline - enforceLeadMs)),
+      });
+      return this.#close(
+        "the last confirmation arrived after its own deadline",
+      );
+    }
+    // Read before anything changes, so that a throw changes nothing; the
+    // monotonic clock last, so time spent reading moves the marker's
+    // deadlines earlier, never later.
+    const bootNow = clock.bootNow();
+    const wallNow = clock.wallNow();
+    const left = deadline - clock.now();
+    this.#deadline = deadline;
+    const marker = markerDeadlines(left, enforceLeadMs, bootNow, wallNow);
+    const msg = reacquired ? GO.reacquired : GO.leaseRenewed;
+    if (this.#open) logger.debug(msg, { fencing_token });
+    else {
+      logger.info(msg, {
+        fencing_token,
+        detail: "the gate is open: the workload may run",
+      });
+    }
+    this.#open = true;
+    this.#apply(
+      (e) => openMarker(e, marker, logger, this.#marker),
+      GO.enforcerReleaseFailed,
+    );
+    this.#arm();
+    this.#changed();
   }
 
-  /** Closes the permission for a release, then hands over to `shutdown.ts`. */
-  async #shutdown(): Promise<void> {
-    const { clock } = this.#o;
-    // The permission's closing timer may have fallen due while the loop was
-    // ending.
-    await this.#control.closeIfDue();
-    const deadline = this.#control.deadline;
-    // A lease whose local deadline has passed is no longer ours to release
-    // (another holder may have it).
-    const expired = deadline !== undefined && clock.now() >= deadline;
-    // A grant no workload ran on is released even when releases are off:
-    // kept, it would only hold the lease for no one until it expired.
-    const held = (this.#o.releaseOnShutdown || this.#unusedGrant) &&
-      this.#token > 0 && this.#lost === undefined && !expired;
-    if (held) {
-      this.#close("the lease is being released at shutdown", true);
-      await this.#control.whenApplied();
+  /** Closes the permission, or applies the closed one again; logs only the transition from open. */
+  #close(reason: string, atShutdown = false): void {
+    const changed = this.#open || this.#reason !== reason;
+    if (this.#open) {
+      if (atShutdown) {
+        this.#p.logger.info("gate closed for the release at shutdown", {
+          reason,
+        });
+      } else {this.#p.logger.warn("gate closed: stopping the workload", {
+          reason,
+        });}
+      this.#closedAt = this.#p.clock.now();
     }
-    await shutdownRelease({
-      ...this.#o,
-      enforcer: this.#enforcer,
-      held,
-      ...(expired
-        ? {
-          notHeldReason:
-            "its local deadline has passed: it is no longer ours to release",
-        }
-        : {}),
-      permissionOpen: this.#control.isOpen,
-      token: this.#token,
-      closedAt: this.#control.closedAt,
-      deadline: this.#control.deadline,
+    this.#open = false;
+    this.#reason = reason;
+    this.#apply(
+      (e) => e.close(reason),
+      changed ? GO.enforceFailed : GO.reenforceFailed,
+    );
+    if (!changed) return;
+    this.#arm();
+    this.#changed();
+  }
+
+  /** Queues one decision behind the earlier ones; a failure is logged, never thrown. */
+  #apply(action: (e: Enforcer) => Promise<void>, failure: string): void {
+    this.#unapplied++;
+    this.#applying = this.#applying.then(() => action(this.#p.enforcer))
+      .catch((error) => this.#p.logger.warn(failure, { error }))
+      .finally(() => void this.#unapplied--);
+  }
+
+  /** (Re-)arms the one timer that closes the open permission at deadline minus lead; none outside `run`. */
+  #arm(): void {
+    this.#cancelTimer?.();
+    this.#cancelTimer = undefined;
+    if (!this.#running || this.#closeIfDue() || !this.#open) return;
+    const closesAt = this.status().permissionClosesAt!;
+    const { clock } = this.#p;
+    this.#cancelTimer = clock.after(closesAt - clock.now(), () => this.#arm());
+  }
+
+  /** Closes the open permission once its closing time has come; says whether it did. */
+  #closeIfDue(): boolean {
+    const closesAt = this.status().permissionClosesAt;
+    if (!this.#open || !(this.#p.clock.now() >= closesAt!)) return false;
+    this.#p.logger.warn(GO.localDeadline, {
+      detail:
+        "the lease was not confirmed in time: the workload is stopped the enforce lead before its local deadline",
+      fencing_token: this.#token,
     });
+    this.#close(
+      "the lease was not confirmed in time: its local deadline is near",
+    );
+    return true;
+  }
+
+  #changed(): void {
+    try {
+      this.#p.observer?.changed?.(this.status());
+    } catch (error) {
+      this.#p.logger.error("a lease status observer failed", { error });
+    }
+  }
+
+  async #shutdown(): Promise<void> {
+    const { clock, logger, releaseOnShutdown } = this.#p;
+    // A process frozen past the closing time wakes with the stop pending and
+    // the timer gone with the loop.
+    if (this.#closeIfDue()) await this.#applying;
+    // Past its local deadline the lease is no longer ours to release.
+    const expired = clock.now() >= (this.#deadline ?? Infinity);
+    if (
+      !(releaseOnShutdown || this.#unusedGrant) || this.#token <= 0 ||
+      this.#lost !== undefined || expired
+    ) {
+      // Still wait (at most the lead), so that a pending SIGKILL lands
+      // before the enforcer is disposed.
+      if (!this.#open) {
+        const { enforcer, enforceLeadMs } = this.#p;
+        const leadLeft = this.#closedAt + enforceLeadMs - clock.now();
+        await stopWait(enforcer, clock, leadLeft);
+      }
+      logger.info(GO.noRelease, {
+        reason: !releaseOnShutdown
+          ? "release on shutdown is off"
+          : expired
+          ? "its local deadline has passed: it is no longer ours to release"
+          : "the lease is not held",
+      });
+      return;
+    }
+    this.#close("the lease is being released at shutdown", true);
+    await this.#applying;
+    const { token, deadline } = this.status();
+    await releaseWhenSafe(this.#p, this.#closedAt, token, deadline);
   }
 }

@@ -6,6 +6,7 @@
  *
  * @module
  */
+import { GO_MESSAGES } from "../obs/go_messages.ts";
 
 /**
  * The per-request bound when the caller gives none: the reference Go
@@ -251,4 +252,137 @@ function whatToDo(status: number, url: string | undefined): string {
 
 function rid(id: string | undefined): string {
   return id ? ` (request id ${id})` : "";
+}
+
+/** What a Renew answer means for the lease held with a known token. */
+export type RenewVerdict =
+  | { kind: "confirmed" }
+  /**
+   * Gone now. `reason` may quote the server (logs only); `summary` is in this
+   * project's words (for `/healthz`); `message` is the Go helper's line.
+   */
+  | {
+    kind: "lost";
+    reason: string;
+    summary: string;
+    message?: string;
+    holder?: string;
+  }
+  /** No answer that counts: the lease stands until its local deadline. */
+  | { kind: "unconfirmed"; reason: string; failure: LeaseFailure }
+  | { kind: "cancelled" };
+
+/**
+ * Classifies a Renew answer. Only a definite answer loses the lease at once
+ * (409, `acquired:false`, or a token the server should never change); a
+ * failure to get one (5xx, timeout, network) leaves the local deadline in
+ * charge, because the lease may well still be ours.
+ *
+ * @param outcome The Renew's outcome.
+ * @param token The token the Renew was sent with.
+ * @returns What it means for the held lease.
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * const lease = { holder: "h", fencingToken: 7, expiresAt: "", acquiredAt: "" };
+ * assert.equal(classifyRenew({ kind: "acquired", lease }, 7).kind, "confirmed");
+ * assert.equal(classifyRenew({ kind: "acquired", lease }, 6).kind, "lost");
+ * assert.equal(classifyRenew({ kind: "timeout", message: "" }, 7).kind, "unconfirmed");
+ * ```
+ */
+export function classifyRenew(
+  outcome: GrantOutcome,
+  token: number,
+): RenewVerdict {
+  switch (outcome.kind) {
+    case "acquired": {
+      const got = outcome.lease.fencingToken;
+      return got === token ? { kind: "confirmed" } : {
+        kind: "lost",
+        summary: "the server renewed with another fencing token",
+        reason:
+          `the server renewed with fencing token ${got}, not the held ${token}; treating the lease as lost`,
+      };
+    }
+    case "not-acquired": {
+      const holder = outcome.lease.holder || undefined;
+      return {
+        kind: "lost",
+        summary: "the server refused the renewal",
+        message: GO_MESSAGES.renewHeldByAnother,
+        holder,
+        reason: holder
+          ? `the server refused the renewal: the lease is held by ${holder}`
+          : "the server refused the renewal: the lease expired or was released",
+      };
+    }
+    case "conflict":
+      return {
+        kind: "lost",
+        message: GO_MESSAGES.renewConflict,
+        summary:
+          "the server answered 409: the lease belongs to another holder or token",
+        reason: describeFailure(outcome),
+      };
+    case "aborted":
+      return { kind: "cancelled" };
+    default:
+      return {
+        kind: "unconfirmed",
+        reason: describeFailure(outcome),
+        failure: outcome,
+      };
+  }
+}
+
+const RFC3339 =
+  /^(\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2})(?:\.(\d{1,9}))?([Zz]|[+-]\d{2}:\d{2})$/;
+
+/**
+ * Parses an RFC 3339 time to nanoseconds since the epoch, keeping all nine
+ * fractional digits (`Date.parse` keeps three, hiding a gap of up to 1 ms).
+ *
+ * @param text A time as the server sends it.
+ * @returns Nanoseconds, or undefined for anything else.
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * assert.equal(parseTimeNs("1970-01-01T00:00:01.5Z"), 1_500_000_000n);
+ * assert.equal(parseTimeNs("yesterday"), undefined);
+ * ```
+ */
+export function parseTimeNs(text: string): bigint | undefined {
+  const m = RFC3339.exec(text);
+  if (!m) return undefined;
+  const whole = Date.parse(`${m[1].toUpperCase()}${m[3].toUpperCase()}`);
+  if (!Number.isFinite(whole)) return undefined;
+  return BigInt(whole) * 1_000_000n + BigInt((m[2] ?? "").padEnd(9, "0"));
+}
+
+/**
+ * A grant's age on the server's clock when this answer renewed it
+ * (`expiresAt` less the TTL, less `acquiredAt`): an Acquire by the live
+ * holder is answered like a Renew, keeping `acquiredAt`, so a fresh grant
+ * has age 0. Undefined when either time is unknown (old servers).
+ *
+ * @param lease The record of an `acquired:true` answer.
+ * @param ttlSeconds The TTL the request sent.
+ * @returns Nanoseconds, or undefined.
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * const lease = { holder: "h", fencingToken: 1, acquiredAt: "2026-05-07T00:00:00Z", expiresAt: "2026-05-07T00:00:12.5Z" };
+ * assert.equal(grantAgeNs(lease, 10), 2_500_000_000n);
+ * ```
+ */
+export function grantAgeNs(
+  lease: LeaseRecord,
+  ttlSeconds: number,
+): bigint | undefined {
+  const acquiredAt = parseTimeNs(lease.acquiredAt);
+  const expiresAt = parseTimeNs(lease.expiresAt);
+  if (!acquiredAt || !expiresAt || acquiredAt <= 0n || expiresAt <= 0n) {
+    return undefined;
+  }
+  return expiresAt - BigInt(ttlSeconds) * 1_000_000_000n - acquiredAt;
 }

@@ -5,7 +5,7 @@
  *
  * @module
  */
-import type { RenewerStore } from "../hold/renewer.ts";
+import type { RenewerStore } from "../hold/handoff.ts";
 import type { MarkerDeadlines } from "../state/marker.ts";
 import type { StateDir } from "../state/state_dir.ts";
 

@@ -11,7 +11,7 @@
  *
  * @module
  */
-import { handoffMarker, writeHandoff } from "../hold/write_handoff.ts";
+import { handoffMarker, writeHandoff } from "../hold/handoff.ts";
 import {
   EXIT_CANNOT_EXECUTE,
   EXIT_COMMAND_NOT_FOUND,
@@ -32,8 +32,9 @@ import {
   healthAddrFrom,
 } from "../cmd/health.ts";
 import type { LeaseClient } from "../lease/rpc.ts";
-import type { Logger } from "../obs/log.ts";
-import type { RenewerStatus } from "../hold/renewer.ts";
+import type { LogFields, Logger } from "../obs/log.ts";
+import { GO_MESSAGES } from "../obs/go_messages.ts";
+import type { RenewerStatus } from "../hold/lease.ts";
 import { prepareStateDir, StateDir } from "../state/state_dir.ts";
 import { LeaseKeeper } from "../cmd/lease_keeper.ts";
 import { MemoryRenewerStore } from "./memory_store.ts";
@@ -66,6 +67,55 @@ export async function removeMarkers(
   const results = await Promise.allSettled(dirs.map((d) => d.removeMarker()));
   const failed = results.find((r) => r.status === "rejected");
   if (failed) throw failed.reason;
+}
+
+/** Lines that `run`'s own lines already say, at DEBUG under it. */
+const ROUTINE = new Set<string>([
+  "adopted the lease; the workload keeps running while it is confirmed",
+  GO_MESSAGES.localDeadline,
+]);
+/** Waits `run` says once per holder and token (a new holder, or the lease taken again), the rest at DEBUG. */
+const ONCE_PER_HOLDER = new Set<string>([
+  GO_MESSAGES.heldByAnother,
+  GO_MESSAGES.waitingToReacquire,
+]);
+
+/**
+ * `run`'s logger: one line per event at INFO and above, the renewer's and
+ * the acquire loop's routine lines demoted to DEBUG.
+ *
+ * @param inner The logger `run` was started with.
+ * @returns A logger that writes through `inner`.
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { createLogger } from "../obs/log.ts";
+ * const lines: string[] = [];
+ * const log = routineAtDebug(createLogger({ level: "DEBUG", format: "json", write: (l) => lines.push(l) }));
+ * const held = { current_holder: "other", current_fencing_token: 3 };
+ * log.info(GO_MESSAGES.heldByAnother, held);
+ * log.info(GO_MESSAGES.heldByAnother, held);
+ * assert.deepEqual(lines.map((l) => JSON.parse(l).level), ["INFO", "DEBUG"]);
+ * ```
+ */
+export function routineAtDebug(inner: Logger): Logger {
+  const said = new Map<string, string>();
+  const demoted = (msg: string, f: LogFields = {}) => {
+    if (ROUTINE.has(msg)) return true;
+    if (!ONCE_PER_HOLDER.has(msg)) return false;
+    const who = `${f.current_holder}\u0000${f.current_fencing_token}`;
+    const again = said.get(msg) === who;
+    said.set(msg, who);
+    return again;
+  };
+  const wrap = (l: Logger): Logger => ({
+    debug: l.debug,
+    info: (m, f) => (demoted(m, f) ? l.debug : l.info)(m, f),
+    warn: (m, f) => (demoted(m, f) ? l.debug : l.warn)(m, f),
+    error: l.error,
+    with: (f) => wrap(l.with(f)),
+  });
+  return wrap(inner);
 }
 
 /** The head of `run --help`, before its flags. */
@@ -180,6 +230,7 @@ export async function main(args: string[]): Promise<number> {
     state: stateDirGiven ? new StateDir(config.stateDir) : undefined,
     logger,
     clock: systemClock,
+    guardSharedHolder: started.given.has("holder-identity"),
   });
 }
 
@@ -212,6 +263,8 @@ export interface RunOptions {
   launcher?: CommandLauncher;
   /** Where the stop signals come from; default `Deno` (the process's own). */
   signalSource?: SignalSource;
+  /** A holder identity given explicitly may be another process's too (see `RenewerOptions`). */
+  guardSharedHolder?: boolean;
 }
 
 /**
@@ -220,7 +273,8 @@ export interface RunOptions {
  * Exported so tests can drive it in-process; the CLI calls {@linkcode main}.
  */
 export async function runWith(o: RunOptions): Promise<number> {
-  const { config, logger, clock, state } = o;
+  const { config, clock, state } = o;
+  const logger = routineAtDebug(o.logger);
   let keeper: LeaseKeeper;
   let fence: StateDir;
   try {
@@ -269,7 +323,6 @@ export async function runWith(o: RunOptions): Promise<number> {
         client,
         clock,
         logger,
-        installCheck: false,
       });
       if (!handed) return EXIT_CONFIG;
     }
@@ -307,8 +360,8 @@ export async function runWith(o: RunOptions): Promise<number> {
         handoffMarker(config, lease),
         dirs,
       ),
+      o.guardSharedHolder ?? false,
       onChange,
-      "run",
     );
     const stopRenewer = new AbortController();
     const renewerFailed = new AbortController();

@@ -1,6 +1,6 @@
 /**
  * `run`'s first step: wait for the lease, and say how the wait ended. The
- * wait is the acquire loop `acquire` uses (lib/hold/acquire_loop.ts), bound
+ * wait is the acquire loop `acquire` uses (lib/hold/acquire.ts), bound
  * by `--acquire-timeout` and by run's stop signals, and ended at once by an
  * API server no wait can fix. Each way it can end without a lease has its
  * own line and exit status: 78 for an unusable server (with the fix), 76
@@ -13,7 +13,7 @@ import {
   type AcquiredLease,
   acquireLease,
   UnusableServerError,
-} from "../hold/acquire_loop.ts";
+} from "../hold/acquire.ts";
 import type { Config } from "../config/config.ts";
 import type { LeaseClient } from "../lease/rpc.ts";
 import type { Logger } from "../obs/log.ts";
@@ -71,8 +71,8 @@ export async function acquireForRun(
       signal: bound,
       clock,
       logger,
+      guardSharedHolder: true,
       endOnFix: true,
-      quiet: true,
     });
   } catch (e) {
     if (!(e instanceof UnusableServerError)) throw e;

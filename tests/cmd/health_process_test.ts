@@ -9,7 +9,7 @@ import {
   healthVerdict,
   parseHealthAddr,
 } from "../../lib/cmd/health.ts";
-import type { RenewerStatus } from "../../lib/hold/renewer.ts";
+import type { RenewerStatus } from "../../lib/hold/lease.ts";
 import { runCli } from "../support/cli.ts";
 import {
   HelperProcess,

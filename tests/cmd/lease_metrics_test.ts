@@ -16,7 +16,7 @@ import {
   Registry,
 } from "../../lib/obs/prometheus.ts";
 import type { ProcessTable } from "../../lib/enforce/proc.ts";
-import type { RenewerStatus } from "../../lib/hold/status.ts";
+import type { RenewerStatus } from "../../lib/hold/lease.ts";
 
 Deno.test("exposition: HELP, TYPE and samples of every kind, exactly", () => {
   const r = new Registry();

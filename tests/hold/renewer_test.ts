@@ -4,15 +4,12 @@ import assert from "node:assert/strict";
 import type { Enforcer, StopEvidence } from "../../lib/enforce/enforcer.ts";
 import { createLogger, type Logger } from "../../lib/obs/log.ts";
 import type { MarkerDeadlines } from "../../lib/state/marker.ts";
+import { Renewer, type RenewerOptions } from "../../lib/hold/renewer.ts";
+import type { RenewerStore } from "../../lib/hold/handoff.ts";
 import {
-  Renewer,
-  type RenewerOptions,
-  type RenewerStore,
-} from "../../lib/hold/renewer.ts";
-import {
-  REJECTION_LOG_INTERVAL_MS,
+  REPEAT_ERROR_MS as REJECTION_LOG_INTERVAL_MS,
   UNUSABLE_SERVER_MESSAGE,
-} from "../../lib/hold/rejection_log.ts";
+} from "../../lib/hold/attempts.ts";
 import type { GrantOutcome } from "../../lib/lease/rpc.ts";
 import { FakeClock, settle } from "../support/fake_clock.ts";
 import { record, ScriptedClient } from "../support/scripted_client.ts";
@@ -132,6 +129,7 @@ function start(
     clock,
     logger,
     releaseOnShutdown: true,
+    guardSharedHolder: false,
     ...over,
   });
   const shutdown = new AbortController();
@@ -296,8 +294,9 @@ for (
   });
 }
 
-Deno.test("the sidecar does not take a lease another pod holds under the same holder identity", async () => {
-  const h = start(() => {}); // nothing handed over: acquire as itself
+Deno.test("with an explicit holder identity, the sidecar does not take a lease another pod holds under it", async () => {
+  // nothing handed over: acquire as itself
+  const h = start(() => {}, { guardSharedHolder: true });
   const t0 = h.clock.now();
   await settle();
   const first = h.client.pending()!;
@@ -346,8 +345,29 @@ Deno.test("after an Acquire without an answer, an extension of that grant is tak
   await stop(h);
 });
 
+Deno.test("a derived holder (it carries the pod's UID) adopts its own live lease at once when the handoff is missing", async () => {
+  const h = start(() => {}); // the init container's handoff is gone
+  await settle();
+  assert.ok(h.logs.some((l) => l.includes("no matching lease handoff")));
+  const first = h.client.pending()!;
+  assert.equal(first.rpc, "acquire", "it asks at once");
+  // The server extends the init container's live grant under this holder.
+  first.answer({
+    kind: "acquired",
+    lease: record(HOLDER, 5, {
+      acquiredAt: "2026-05-07T00:00:00Z",
+      expiresAt: "2026-05-07T00:05:10Z",
+    }),
+  });
+  await settle();
+  assert.ok(h.enforcer.open_, "the workload may run on its own pod's lease");
+  assert.ok(!h.logs.some((l) => l.includes("already held under this holder")));
+  assert.deepEqual(h.store.writes, ["holder=" + HOLDER, "token=5"]);
+  await stop(h);
+});
+
 Deno.test("after an Acquire without an answer, an extension of a grant older than that ask is another process's", async () => {
-  const h = start(() => {});
+  const h = start(() => {}, { guardSharedHolder: true });
   await settle();
   h.client.pending()!.answer({ kind: "timeout", message: "no answer" });
   await h.clock.advance(HB + 1);
@@ -1070,4 +1090,128 @@ Deno.test("a renewal failure that names its fix keeps Go's retry line, adds fix=
   assert.ok(errors.length >= 1 && errors.length <= 2, JSON.stringify(errors));
   assert.ok(errors.every((r) => r.fix === fix));
   await stop(h);
+});
+
+Deno.test("an unreadable boot-time clock when the handoff is adopted keeps the workload stopped and the sidecar renewing", async () => {
+  const h = start((store, clock) => {
+    handoff(7, 9_000)(store, clock);
+    clock.bootNow = () => {
+      throw new Error("/proc/uptime: cannot read it");
+    };
+  });
+  await settle();
+  assert.equal(
+    h.enforcer.open_,
+    false,
+    "not adopted on a deadline it cannot check",
+  );
+  assert.ok(h.logs.some((l) => l.includes("/proc/uptime: cannot read it")));
+  const renew = h.client.pending()!;
+  assert.equal(renew.rpc, "renew", "the handed-over lease is confirmed");
+  assert.equal(renew.token, 7);
+  // The clock is readable again: the next confirmation lets the workload run.
+  delete (h.clock as { bootNow?: unknown }).bootNow;
+  renew.answer({ kind: "acquired", lease: record(HOLDER, 7) });
+  await settle();
+  assert.ok(h.enforcer.open_);
+  await stop(h);
+});
+
+Deno.test("a release at shutdown that throws still ends the sidecar cleanly, and the enforcer is disposed", async () => {
+  const h = start(handoff(9, 10_000));
+  await settle();
+  h.client.pending()!.answer({ kind: "acquired", lease: record(HOLDER, 9) });
+  await settle();
+  h.client.release = () => Promise.reject(new Error("client bug"));
+  h.shutdown.abort();
+  await h.done; // resolves: a clean SIGTERM ends with 0
+  assert.equal(h.enforcer.events.at(-1)?.op, "dispose");
+  assert.ok(h.logs.some((l) => l.includes("client bug")));
+});
+
+Deno.test("a SIGTERM during the wait to release a refused token ends the wait: no release, the lease expires on its own", async () => {
+  const h = start(handoff(4, 10_000));
+  const t0 = h.clock.now();
+  await settle();
+  h.client.pending()!.answer({ kind: "acquired", lease: record(HOLDER, 4) });
+  await h.clock.advanceTo(t0 + HB);
+  h.enforcer.stopped = () =>
+    Promise.resolve({ stopped: false, detail: "test: cannot see it" });
+  h.client.pending()!.answer({
+    kind: "not-acquired",
+    lease: record("prod/pod:web-1:uid:2", 5),
+  });
+  await settle();
+  h.store.refuseToken = true;
+  await h.clock.advanceTo(t0 + 2 * HB + 1);
+  h.client.pending()!.answer({ kind: "acquired", lease: record(HOLDER, 6) });
+  await h.clock.advance(500); // the write retries; now waiting for the lead
+  assert.ok(h.logs.some((l) => l.includes("waiting for the enforcement lead")));
+  let ended = false;
+  h.done.then(() => ended = true);
+  h.shutdown.abort();
+  await settle();
+  assert.ok(ended, "no wait for the rest of the lead");
+  assert.equal(h.client.of("release").length, 0);
+  assert.ok(
+    h.logs.some((l) => l.includes("not releasing the lease: shutting down")),
+  );
+});
+
+/** An enforcer whose stop finishes only when the test says: SIGTERM ignored, the SIGKILL still due. */
+function slowStop(h: Harness) {
+  let finish = () => {};
+  const finished = new Promise<void>((r) => finish = r);
+  let done = false;
+  finished.then(() => done = true);
+  h.enforcer.stopped = async (signal) => {
+    await Promise.race([
+      finished,
+      new Promise((r) => signal.addEventListener("abort", r)),
+    ]);
+    return done
+      ? { stopped: true, detail: "test: gone" }
+      : { stopped: false, stopping: true, detail: "test: SIGKILL due" };
+  };
+  return () => finish();
+}
+
+Deno.test("a stop the enforcer started that outlives the lead (a SIGKILL still due) holds the release until it finishes", async () => {
+  const h = start(handoff(9, 10_000));
+  await settle();
+  h.client.pending()!.answer({ kind: "acquired", lease: record(HOLDER, 9) });
+  await settle();
+  const finish = slowStop(h);
+  const t0 = h.clock.now();
+  h.shutdown.abort();
+  await h.clock.advanceTo(t0 + LEAD + 2_000);
+  assert.equal(h.client.of("release").length, 0, "not while the stop runs");
+  finish();
+  await settle();
+  const rel = h.client.pending()!;
+  assert.equal(rel.rpc, "release");
+  assert.equal(rel.at, t0 + LEAD + 2_000);
+  rel.answer({ kind: "released" });
+  await h.done;
+  assert.ok(
+    h.logs.some((l) =>
+      l.includes("releasing the lease: the workload is stopped")
+    ),
+  );
+});
+
+Deno.test("a stop the enforcer started that has not finished by the lease's deadline: no release, the lease expires", async () => {
+  const h = start(handoff(9, 10_000));
+  await settle();
+  h.client.pending()!.answer({ kind: "acquired", lease: record(HOLDER, 9) });
+  await settle();
+  slowStop(h);
+  const t0 = h.clock.now();
+  let ended = false;
+  h.done.then(() => ended = true);
+  h.shutdown.abort();
+  await h.clock.advanceTo(t0 + 10_000);
+  assert.ok(ended);
+  assert.equal(h.client.of("release").length, 0);
+  assert.ok(h.logs.some((l) => l.includes("not releasing the lease")));
 });

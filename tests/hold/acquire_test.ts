@@ -8,16 +8,19 @@ import assert from "node:assert/strict";
 import {
   type AcquiredLease,
   acquireLease,
-  type AcquireLeaseOptions,
-  OUTAGE_MESSAGE,
+  type AcquireOptions,
   UnusableServerError,
-} from "../../lib/hold/acquire_loop.ts";
+} from "../../lib/hold/acquire.ts";
 import {
-  REJECTION_LOG_INTERVAL_MS,
+  OUTAGE_MESSAGE,
+  REPEAT_ERROR_MS,
+  SHARED_HOLDER_MESSAGE,
   UNUSABLE_SERVER_MESSAGE,
-} from "../../lib/hold/rejection_log.ts";
-import { extendedExistingGrant } from "../../lib/hold/shared_holder.ts";
-import type { GrantOutcome } from "../../lib/lease/rpc.ts";
+} from "../../lib/hold/attempts.ts";
+import {
+  DEFAULT_REQUEST_TIMEOUT_MS,
+  type GrantOutcome,
+} from "../../lib/lease/rpc.ts";
 import {
   createLogger,
   type LogFields,
@@ -71,7 +74,7 @@ const broken: GrantOutcome = {
 };
 
 /** One acquire loop under test, with its clock, server and log. */
-function setup(over: Partial<AcquireLeaseOptions> = {}) {
+function setup(over: Partial<AcquireOptions> = {}) {
   const clock = new FakeClock();
   const client = new ScriptedClient(() => clock.now());
   const logs: LogRecord[] = [];
@@ -82,6 +85,8 @@ function setup(over: Partial<AcquireLeaseOptions> = {}) {
     holder: HOLDER,
     ttlSeconds: 10,
     heartbeatMs: HB,
+    enforceLeadMs: 0,
+    guardSharedHolder: true,
     signal: stop.signal,
     clock,
     logger: recordingLogger(logs),
@@ -114,6 +119,29 @@ function setup(over: Partial<AcquireLeaseOptions> = {}) {
       await clock.advanceTo(prev.at! + gap);
       assert.equal(client.calls.length, n + 1, `a request at ${gap} ms`);
       return client.calls.at(-1)!;
+    },
+    /** Answers 401s (which settle nothing and extend nothing) at each heartbeat until `until`. */
+    async rejectUntil(until: number): Promise<void> {
+      while (clock.now() < until) {
+        await clock.advanceTo(clock.now() + HB);
+        (await this.pending()).answer({
+          kind: "server-error",
+          status: 401,
+          message: "unauthorized",
+        });
+      }
+      await clock.advanceTo(clock.now() + HB);
+    },
+    /** Asserts the last answer was taken for another process's lease, then stops. */
+    async notAdmitted(): Promise<void> {
+      await clock.advance(1);
+      assert.ok(
+        logs.some((l) => l.msg === SHARED_HOLDER_MESSAGE),
+        JSON.stringify(logs.map((l) => l.msg)),
+      );
+      assert.equal(result, "pending", "not admitted");
+      stop.abort();
+      await done;
     },
   };
 }
@@ -182,8 +210,9 @@ Deno.test("acquireLease caps the error back-off at a heartbeat shorter than 0.5 
   assert.equal((t.result() as AcquiredLease).token, 2);
 });
 
-Deno.test("acquireLease bounds every request: a hung Acquire is abandoned at the request timeout and retried", async () => {
-  const t = setup({ requestTimeoutMs: 10_000 });
+Deno.test("acquireLease bounds every request at the reference client's 10 s: a hung Acquire is abandoned then and retried at once", async () => {
+  assert.equal(DEFAULT_REQUEST_TIMEOUT_MS, 10_000);
+  const t = setup();
   const hung = await t.pending();
   await t.clock.advanceTo(hung.at! + 9_999);
   assert.equal(hung.done, false);
@@ -199,17 +228,6 @@ Deno.test("acquireLease bounds every request: a hung Acquire is abandoned at the
   retry.answer(acquired(1));
   await t.done;
   assert.equal((t.result() as AcquiredLease).sentAt, retry.at);
-});
-
-Deno.test("acquireLease uses the reference client's 10 s bound by default", async () => {
-  const t = setup();
-  const hung = await t.pending();
-  await t.clock.advanceTo(hung.at! + 9_999);
-  assert.equal(hung.done, false);
-  await t.clock.advanceTo(hung.at! + 10_000);
-  assert.equal(hung.done, true);
-  t.stop.abort();
-  await t.done;
 });
 
 Deno.test("acquireLease stops at once when aborted while waiting, without another request", async () => {
@@ -240,6 +258,8 @@ Deno.test("acquireLease stops when aborted during a request, and never starts on
     holder: HOLDER,
     ttlSeconds: 10,
     heartbeatMs: HB,
+    enforceLeadMs: 0,
+    guardSharedHolder: true,
     signal: stop.signal,
     clock: new FakeClock(),
     logger: recordingLogger([]),
@@ -259,6 +279,7 @@ Deno.test("acquireLease: a grant that arrives after its own gate-closing time is
     ttlSeconds: 10,
     heartbeatMs: 3_000,
     enforceLeadMs: 4_000,
+    guardSharedHolder: true,
     signal: new AbortController().signal,
     clock,
     logger: createLogger({ format: "json", write: (l) => logs.push(l) }),
@@ -290,28 +311,6 @@ const extended = (token: number): GrantOutcome => ({
   }),
 });
 
-Deno.test("extendedExistingGrant tells a fresh grant from an extension of the same holder's, on the server's clock", () => {
-  const at = (acquiredAt: string, expiresAt: string) =>
-    extendedExistingGrant(record(HOLDER, 1, { acquiredAt, expiresAt }), 10);
-  assert.equal(at("2026-05-07T00:00:00Z", "2026-05-07T00:00:10Z"), false);
-  assert.equal(
-    at("2026-05-07T00:00:00.123456789Z", "2026-05-07T00:00:10.123456789Z"),
-    false,
-  );
-  assert.equal(
-    at("2026-05-07T05:30:00+05:30", "2026-05-07T00:00:10Z"),
-    false,
-    "offsets",
-  );
-  assert.equal(at("2026-05-07T00:00:00Z", "2026-05-07T00:00:11Z"), true);
-  assert.equal(
-    at("0001-01-01T00:00:00Z", "0001-01-01T00:00:00Z"),
-    false,
-    "unset: cannot tell",
-  );
-  assert.equal(at("garbage", "2026-05-07T00:00:10Z"), false);
-});
-
 Deno.test("acquireLease does not take a lease another process holds under the same holder identity: it lets it expire first", async () => {
   const t = setup();
   const first = await t.pending();
@@ -321,14 +320,12 @@ Deno.test("acquireLease does not take a lease another process holds under the sa
   second.answer(acquired(4));
   await t.done;
   assert.equal((t.result() as AcquiredLease).token, 4);
-  const warn = t.logs.find((l) =>
-    l.msg.includes("same") || l.msg.includes("this holder identity")
-  );
+  const warn = t.logs.find((l) => l.msg === SHARED_HOLDER_MESSAGE);
   assert.equal(warn?.level, "WARN");
 });
 
-Deno.test("acquireLease with a holder shared by design (startup-gate) is admitted by a grant that extends a live one", async () => {
-  const t = setup({ sharedHolder: true });
+Deno.test("acquireLease with a holder shared by design (startup-gate: no guard) is admitted by a grant that extends a live one", async () => {
+  const t = setup({ guardSharedHolder: false });
   const first = await t.pending();
   first.answer(extended(3));
   await t.done;
@@ -367,56 +364,25 @@ Deno.test("acquireLease after a lost answer still refuses a grant older than its
   const second = await t.pending();
   // Granted 5 minutes ago: no request of ours can have made it.
   second.answer(extended(3));
-  await t.clock.advance(1);
-  assert.ok(
-    t.logs.some((l) => l.msg.includes("this holder identity")),
-    JSON.stringify(t.logs),
-  );
-  assert.equal(t.result(), "pending", "not admitted");
-  t.stop.abort();
-  await t.done;
+  await t.notAdmitted();
 });
 
 Deno.test("acquireLease: a lost answer explains an extension only while its grant can still be alive", async () => {
   const t = setup();
   const first = t.clock.now();
   (await t.pending()).answer({ kind: "timeout", message: "no answer" });
-  // Then only answers that settle nothing and extend nothing (401s), for
-  // longer than the request bound (10 s) and the TTL (10 s) together.
-  while (t.clock.now() < first + 21_000) {
-    await t.clock.advanceTo(t.clock.now() + HB);
-    (await t.pending()).answer({
-      kind: "server-error",
-      status: 401,
-      message: "unauthorized",
-    });
-  }
-  await t.clock.advanceTo(t.clock.now() + HB);
+  // Then 401s for longer than the request bound (10 s) and the TTL (10 s) together.
+  await t.rejectUntil(first + 21_000);
   // A grant made half a second ago: not our lost one, which has expired.
   (await t.pending()).answer(extendedAged(3, 500));
-  await t.clock.advance(1);
-  assert.ok(
-    t.logs.some((l) => l.msg.includes("this holder identity")),
-    JSON.stringify(t.logs.map((l) => l.msg)),
-  );
-  assert.equal(t.result(), "pending", "not admitted");
-  t.stop.abort();
-  await t.done;
+  await t.notAdmitted();
 });
 
 Deno.test("acquireLease: a lost answer whose grant has expired does not explain a grant made before a later lost answer", async () => {
   const t = setup();
   const first = t.clock.now();
   (await t.pending()).answer({ kind: "timeout", message: "no answer" });
-  while (t.clock.now() < first + 21_000) {
-    await t.clock.advanceTo(t.clock.now() + HB);
-    (await t.pending()).answer({
-      kind: "server-error",
-      status: 401,
-      message: "unauthorized",
-    });
-  }
-  await t.clock.advanceTo(t.clock.now() + HB);
+  await t.rejectUntil(first + 21_000);
   const secondAsk = await t.pending();
   const second = secondAsk.at!;
   secondAsk.answer({ kind: "timeout", message: "no answer" });
@@ -424,9 +390,30 @@ Deno.test("acquireLease: a lost answer whose grant has expired does not explain 
   // Granted after the first lost answer, but 1 s before the second ask.
   const age = t.clock.now() - second + 1_000;
   (await t.pending()).answer(extendedAged(3, age));
-  await t.clock.advance(1);
-  assert.ok(t.logs.some((l) => l.msg.includes("this holder identity")));
-  assert.equal(t.result(), "pending", "not admitted");
+  await t.notAdmitted();
+});
+
+Deno.test("acquireLease: a lost answer still explains its grant when the grant's extension came too late and is confirmed again", async () => {
+  const t = setup({ enforceLeadMs: 4_000 });
+  const first = t.clock.now();
+  // The first Acquire is granted on the server (at `first`), its answer lost.
+  (await t.pending()).answer({ kind: "timeout", message: "no answer" });
+  const slow = await t.expectNextAfter(375);
+  // The second extends that grant, 1 s old, but its answer takes 6.5 s:
+  // past its own gate-closing time (send + 10 s - 4 s).
+  await t.clock.advanceTo(slow.at! + 6_500);
+  slow.answer(extendedAged(3, 1_000));
+  await settle();
+  const again = t.client.pending()!;
+  assert.equal(again.at, slow.at! + 6_500, "confirmed again at once");
+  // The confirmation extends the same grant, made at the first ask.
+  again.answer(extendedAged(3, again.at! - first));
+  await settle();
+  assert.ok(
+    !t.logs.some((l) => l.msg === SHARED_HOLDER_MESSAGE),
+    "its own grant is not another process's",
+  );
+  assert.equal((t.result() as AcquiredLease | undefined)?.token, 3);
   t.stop.abort();
   await t.done;
 });
@@ -463,7 +450,7 @@ Deno.test("acquireLease retries 401/403/404/400 with the Go helper's WARN line o
   let attempts = 1;
   for (;;) {
     await t.clock.advanceTo(t.clock.now() + HB);
-    if (t.clock.now() >= first + REJECTION_LOG_INTERVAL_MS) break;
+    if (t.clock.now() >= first + REPEAT_ERROR_MS) break;
     (await t.pending()).answer(rejected(401));
     attempts++;
   }
@@ -484,12 +471,14 @@ Deno.test("acquireLease retries 401/403/404/400 with the Go helper's WARN line o
   await settle();
   assert.equal(errors().length, 3);
   assert.match(String(errors()[2].fields.error), /403/);
-  // Other failures stay WARN lines.
+  // Other failures stay WARN lines; past a minute of failures, the outage's
+  // ERROR comes beside it (the rejections count as no usable answer).
   await t.clock.advanceTo(t.clock.now() + HB);
   (await t.pending()).answer(broken);
   await settle();
-  assert.equal(errors().length, 3);
   assert.equal(warns().length, attempts + 3);
+  assert.equal(warns().at(-1)!.fields.error, errors().at(-1)!.fields.error);
+  assert.deepEqual(errors().slice(3).map((l) => l.msg), [OUTAGE_MESSAGE]);
   t.stop.abort();
   await t.done;
 });
@@ -561,7 +550,7 @@ Deno.test("acquireLease without endOnFix (a pod's acquire): retried, each retry 
   let attempts = 1;
   for (;;) {
     await t.clock.advanceTo(t.clock.now() + HB);
-    if (t.clock.now() >= first + REJECTION_LOG_INTERVAL_MS) break;
+    if (t.clock.now() >= first + REPEAT_ERROR_MS) break;
     (await t.pending()).answer(wrongScheme);
     attempts++;
   }
@@ -575,47 +564,44 @@ Deno.test("acquireLease without endOnFix (a pod's acquire): retried, each retry 
   await t.done;
 });
 
-Deno.test("acquireLease quiet (run): the wait is said once per holder and token, with when the lease would expire", async () => {
-  const t = setup({ quiet: true });
+Deno.test("acquireLease says the wait at every poll (the Go helper's INFO line), with when the lease would expire", async () => {
+  const t = setup();
   const infos = () =>
     t.logs.filter((l) =>
       l.level === "INFO" && l.msg === "lease held by another, waiting"
     );
   (await t.pending()).answer(held(4));
   for (let i = 0; i < 5; i++) (await t.expectNextAfter(HB)).answer(held(4));
-  await settle();
-  assert.equal(infos().length, 1, "said once while the same lease is held");
-  assert.equal(infos()[0].fields.expires_at, "2026-05-07T00:00:10Z");
-  // The lease expired and was taken again (a new token): news.
-  (await t.expectNextAfter(HB)).answer(held(5));
-  await settle();
-  assert.equal(infos().length, 2);
-  // Another holder: news.
   (await t.expectNextAfter(HB)).answer({
     kind: "not-acquired",
     lease: record("prod/pod:web-2:uid:3333", 6),
   });
   await settle();
-  assert.equal(infos().length, 3);
-  assert.equal(infos()[2].fields.current_holder, "prod/pod:web-2:uid:3333");
+  assert.equal(infos().length, 7, "every poll");
+  assert.ok(
+    infos().every((l) => l.fields.expires_at === "2026-05-07T00:00:10Z"),
+  );
+  assert.equal(infos()[6].fields.current_holder, "prod/pod:web-2:uid:3333");
+  assert.equal(infos()[6].fields.current_fencing_token, 6);
   t.stop.abort();
   await t.done;
 });
 
-Deno.test("acquireLease quiet (run): a server that does not answer is retried, the time waited in each line, an ERROR each minute after the first", async () => {
-  const t = setup({ quiet: true });
+Deno.test("acquireLease: a server that does not answer is retried, the time waited in each line, an ERROR each minute once past a minute", async () => {
+  const t = setup();
   const errors = () => t.logs.filter((l) => l.level === "ERROR");
   const start = t.clock.now();
   (await t.pending()).answer(refused);
   await settle();
   assert.equal(t.logs.at(-1)!.fields.failing_for, "0s");
-  while (t.clock.now() < start + 3 * REJECTION_LOG_INTERVAL_MS) {
+  while (t.clock.now() < start + 3 * REPEAT_ERROR_MS) {
     await t.clock.advanceTo(t.clock.now() + HB);
     (await t.pending()).answer(refused);
     await settle();
   }
   const warns = t.logs.filter((l) => l.level === "WARN");
   assert.ok(warns.length > 20);
+  assert.ok(warns.every((w) => w.msg === "acquire failed, retrying"));
   assert.ok(
     warns.some((w) => w.fields.failing_for === "1m0s"),
     "the time waited is in the line",
