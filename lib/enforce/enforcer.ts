@@ -24,9 +24,9 @@ import type { MarkerDeadlines } from "../state/marker.ts";
  */
 export interface MarkerStore {
   /** Atomically (re)writes the health marker with these deadlines. */
-  write(d: MarkerDeadlines): Promise<void>;
+  writeMarker(d: MarkerDeadlines): Promise<void>;
   /** Removes the health marker; a missing marker is not an error. */
-  remove(): Promise<void>;
+  removeMarker(): Promise<void>;
 }
 
 /**
@@ -99,7 +99,7 @@ export async function removeMarker(
   reason: string,
 ): Promise<boolean> {
   try {
-    await marker.remove();
+    await marker.removeMarker();
     return true;
   } catch (e) {
     logger.warn(GO_MESSAGES.enforceFailed, {
@@ -182,7 +182,7 @@ export class ProbeEnforcer implements Enforcer {
 
   /** Writes the marker. */
   open(d: MarkerDeadlines): Promise<void> {
-    return this.#o.marker.write(d);
+    return this.#o.marker.writeMarker(d);
   }
 
   /** Removes the marker (a failure is logged). */

@@ -151,7 +151,7 @@ export class SignalEnforcer implements Enforcer {
       this.#stops.clear();
       this.#workload.clear();
       this.#lastOthers = [];
-      await this.#o.marker.write(d);
+      await this.#o.marker.writeMarker(d);
       if (!this.#seenTarget) await this.#lookForTarget();
     });
   }

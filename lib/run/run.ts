@@ -275,10 +275,10 @@ export async function runWith(o: RunOptions): Promise<number> {
       if (!handed) return EXIT_CONFIG;
     }
     const markers: MarkerStore = keeper.metrics.markerStore({
-      write: async (d) => {
+      writeMarker: async (d) => {
         for (const dir of dirs) await dir.writeMarker(d);
       },
-      remove: () => removeMarkers(dirs),
+      removeMarker: () => removeMarkers(dirs),
     });
     const enforcer = new ChildEnforcer({
       marker: new ProbeEnforcer({ marker: markers, logger }),

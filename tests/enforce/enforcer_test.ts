@@ -32,13 +32,13 @@ class FakeMarker implements MarkerStore {
   written: MarkerDeadlines[] = [];
   failRemove = false;
   constructor(private journal: Journal) {}
-  write(d: MarkerDeadlines): Promise<void> {
+  writeMarker(d: MarkerDeadlines): Promise<void> {
     this.journal.push("marker write");
     this.present = true;
     this.written.push(d);
     return Promise.resolve();
   }
-  remove(): Promise<void> {
+  removeMarker(): Promise<void> {
     this.journal.push("marker remove");
     if (this.failRemove) return Promise.reject(new Error("read-only volume"));
     this.present = false;
