@@ -45,6 +45,13 @@ export interface StopEvidence {
    * be released before that deadline (it expires on its own then).
    */
   markerLeft?: boolean;
+  /**
+   * Set while a stop this enforcer started is unfinished (a process that got
+   * SIGTERM still runs, or its SIGKILL is due): the lease must not be
+   * released before it finished, or the workload could run beside the next
+   * holder's.
+   */
+  stopping?: true;
 }
 
 /**

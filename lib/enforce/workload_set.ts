@@ -127,6 +127,22 @@ export class WorkloadSet {
     return leader === undefined || leader === p.startTime;
   }
 
+  /**
+   * The live members of the group `p` leads, when it leads a remembered one
+   * whose id no other process has taken since.
+   *
+   * @param p A process.
+   * @param procs One listing of the process table.
+   * @returns The members, `p` among them while it lives; none otherwise.
+   */
+  group(p: ProcessInfo, procs: ProcessInfo[]): ProcessInfo[] {
+    if (
+      !this.leadsGroup(p) ||
+      procs.some((q) => q.pid === p.pid && q.startTime !== p.startTime)
+    ) return [];
+    return procs.filter((q) => q.pgid === p.pid && !isDead(q));
+  }
+
   /** Forgets everything (the permission reopened: a new closing starts afresh). */
   clear(): void {
     this.#roots.clear();

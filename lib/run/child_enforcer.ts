@@ -74,6 +74,7 @@ export class ChildEnforcer implements Enforcer {
         return {
           stopped: false,
           detail: "the command is still being stopped",
+          stopping: true,
         };
       }
     }
