@@ -12,7 +12,7 @@
  * @module
  */
 import { formatDurationMs } from "../config/duration.ts";
-import type { ChildExit, ProcessGroup } from "../enforce/process_group.ts";
+import type { ChildExit, ProcessGroup } from "./process_group.ts";
 import type { Logger } from "../obs/log.ts";
 import type { Clock } from "../state/clock.ts";
 import type { MarkerDeadlines, Verdict } from "../state/marker.ts";

@@ -11,7 +11,7 @@
  */
 import type { Enforcer, StopEvidence } from "../enforce/enforcer.ts";
 import type { MarkerDeadlines } from "../state/marker.ts";
-import type { ProcessGroup } from "../enforce/process_group.ts";
+import type { ProcessGroup } from "../gate/process_group.ts";
 import { aborted } from "../state/clock.ts";
 
 /** The markers {@linkcode ChildEnforcer} keeps: usually a `ProbeEnforcer`. */

@@ -13,7 +13,7 @@ import {
   EXIT_CANNOT_EXECUTE,
   EXIT_COMMAND_NOT_FOUND,
   SpawnError,
-} from "../enforce/process_group.ts";
+} from "../gate/process_group.ts";
 
 /**
  * Finds `command` as the start will, and says why it cannot be executed.

@@ -8,8 +8,11 @@
  *
  * @module
  */
-import { type ChildExit, ProcessGroup } from "../enforce/process_group.ts";
-import { becomeSubreaper } from "../enforce/process_tree.ts";
+import {
+  becomeSubreaper,
+  type ChildExit,
+  ProcessGroup,
+} from "../gate/process_group.ts";
 import type { Clock } from "../state/clock.ts";
 import type { Config } from "../config/config.ts";
 import type { Logger } from "../obs/log.ts";

@@ -15,7 +15,7 @@ import { handoffMarker, writeHandoff } from "../hold/write_handoff.ts";
 import {
   EXIT_CANNOT_EXECUTE,
   EXIT_COMMAND_NOT_FOUND,
-} from "../enforce/process_group.ts";
+} from "../gate/process_group.ts";
 import { acquireForRun } from "./run_acquire.ts";
 import { ChildEnforcer } from "./child_enforcer.ts";
 import { executableProblem } from "./executable.ts";

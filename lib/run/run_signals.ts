@@ -10,7 +10,7 @@ import type { Logger } from "../obs/log.ts";
 import { SHUTDOWN_SIGNALS, type SignalSource } from "../cmd/signals.ts";
 
 export type { SignalSource };
-import type { ProcessGroup } from "../enforce/process_group.ts";
+import type { ProcessGroup } from "../gate/process_group.ts";
 
 /** The signals `run` ends a wait on, or forwards to the command while it runs: the stop signals. */
 export const FORWARDED_SIGNALS: readonly Deno.Signal[] = SHUTDOWN_SIGNALS;

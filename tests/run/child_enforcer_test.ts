@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { ProbeEnforcer } from "../../lib/enforce/enforcer.ts";
 import { createLogger } from "../../lib/obs/log.ts";
 import { ChildEnforcer } from "../../lib/run/child_enforcer.ts";
-import type { ProcessGroup } from "../../lib/enforce/process_group.ts";
+import type { ProcessGroup } from "../../lib/gate/process_group.ts";
 import { FakeMarker } from "../support/fake_marker.ts";
 import { settle } from "../support/fake_clock.ts";
 
