@@ -17,7 +17,6 @@ export const COMM_BYTES = 15;
 /** One process as enforcement sees it, in the reader's PID namespace. */
 export interface ProcessInfo {
   pid: number;
-  /** The kernel's short name, at most 15 bytes. */
   comm: string;
   /** The running executable; undefined when unreadable (another user's process without CAP_SYS_PTRACE, a zombie). */
   exe?: string;
@@ -25,7 +24,6 @@ export interface ProcessInfo {
   cmdline?: string[];
   /** Clock ticks since boot; with `pid` it names one process, so a reused PID is never mistaken for an earlier one. */
   startTime: number;
-  /** From `/proc/PID/stat`; `Z` and `X` are dead. */
   state: string;
   /** Owner of `/proc/PID`; only explains a refused signal. */
   uid?: number;
@@ -43,18 +41,7 @@ export interface ProcessInfo {
   exeId?: string;
 }
 
-/**
- * Whether a process is gone or dead (a zombie, or exiting).
- *
- * @param p The process, or `undefined` when the table no longer has it.
- * @returns True when there is nothing left of it to stop.
- * @example
- * ```ts
- * import assert from "node:assert/strict";
- * assert.equal(isDead({ pid: 7, comm: "app", startTime: 1, state: "Z" }), true);
- * assert.equal(isDead(undefined), true);
- * ```
- */
+/** Whether nothing is left of `p` to stop: gone from the table, a zombie, or exiting. */
 export function isDead(p: ProcessInfo | undefined): boolean {
   return p === undefined || p.state === "Z" || p.state === "X";
 }
@@ -70,7 +57,6 @@ export interface ProcessTable {
   readonly selfExe: string;
   /** Every user-space process now; one exiting during the scan is left out. */
   list(): Promise<ProcessInfo[]>;
-  /** One process, or `undefined` when it no longer exists. */
   get(pid: number): Promise<ProcessInfo | undefined>;
   /** Signals `pid`, or process group `-pid` when negative, as `kill(2)`. */
   kill(pid: number, signal: StopSignal): KillResult;
@@ -85,7 +71,6 @@ export interface ProcStat {
   ppid: number;
   pgrp: number;
   session: number;
-  /** The kernel's `PF_*` flags. */
   flags: number;
   startTime: number;
 }
@@ -94,20 +79,8 @@ export interface ProcStat {
 const PF_KTHREAD = 0x00200000;
 
 /**
- * Parses one `/proc/PID/stat` line, splitting after the LAST `)`: a
- * process can name itself `a) R (b`.
- *
- * @param text One line of `/proc/PID/stat`.
- * @returns The fields the tables use.
- * @throws {Error} When the line does not have the expected shape.
- * @example
- * ```ts
- * import assert from "node:assert/strict";
- * const line = "42 (a) R (b) S 1 42 42 0 -1 4194560" + " 0".repeat(12) + " 777";
- * const stat = parseProcStat(line);
- * assert.equal(stat.comm, "a) R (b");
- * assert.equal(stat.startTime, 777);
- * ```
+ * Parses one `/proc/PID/stat` line, split after the LAST `)`: a process can
+ * name itself `a) R (b`. Throws on a line of another shape.
  */
 export function parseProcStat(text: string): ProcStat {
   const open = text.indexOf("(");
@@ -147,7 +120,6 @@ const DELETED = " (deleted)";
 const decoder = new TextDecoder();
 const encoder = new TextEncoder();
 
-/** Reads a file of procfs; undefined when it cannot. */
 async function read(path: string): Promise<string | undefined> {
   try {
     return decoder.decode(await Deno.readFile(path));
@@ -264,20 +236,6 @@ const truncateComm = (name: string) =>
  * executable's (an argv the process rewrote), or for a `#!` script the
  * basename of `cmdline[1]` or `cmdline[2]` (after its interpreter's one
  * argument). An argument that merely names the target never is.
- *
- * @param p The process as the table shows it.
- * @param target The configured target name.
- * @returns True when `p` is the target, exclusions aside.
- * @example
- * ```ts
- * import assert from "node:assert/strict";
- * const p = { pid: 10, startTime: 1, state: "S", comm: "worker-payments" };
- * const started = (argv0: string) => ({ ...p, cmdline: [argv0] });
- * const target = "worker-payments-1";
- * assert.equal(matchesTarget(started("/app/worker-payments-1"), target), true);
- * assert.equal(matchesTarget(started("/app/worker-payments-2"), target), false);
- * assert.equal(matchesTarget(p, target), false); // the full name is unknown
- * ```
  */
 export function matchesTarget(p: ProcessInfo, target: string): boolean {
   if (target === "") return false;

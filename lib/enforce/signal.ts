@@ -72,11 +72,7 @@ export class SignalEnforcer implements Enforcer {
   #queue: Promise<void> = Promise.resolve();
   #tasks = new Set<Promise<void>>();
 
-  /**
-   * @param options See {@linkcode SignalEnforcerOptions}.
-   * @throws {Error} On an empty target, a negative grace or a scan interval
-   * that is not positive.
-   */
+  /** Throws on an empty target, a negative grace or a scan interval that is not positive. */
   constructor(options: SignalEnforcerOptions) {
     const { target, graceMs, scanIntervalMs = 250 } = options;
     const wrong = target === ""
