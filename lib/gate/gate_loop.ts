@@ -121,15 +121,9 @@ function unevaluable(e: unknown): string {
 }
 
 /**
- * The gate's loop: wait for OK, start COMMAND, watch it, stop it when the
- * verdict fails; again, unless told to exit.
- *
- * @param o The parsed arguments, the logger and the seams.
- * @returns The exit status: COMMAND's own, {@linkcode EXIT_GATE_CLOSED},
- * {@linkcode EXIT_GATE_CANCELLED}, or the {@linkcode SpawnError}'s code (126,
- * 127) when COMMAND cannot be started.
- * @throws {Error} What starting COMMAND throws that is not a
- * {@linkcode SpawnError}.
+ * The gate's loop (see the module doc). Returns COMMAND's exit status,
+ * {@linkcode EXIT_GATE_CLOSED}, {@linkcode EXIT_GATE_CANCELLED}, or a
+ * {@linkcode SpawnError}'s (126, 127); rethrows any other start failure.
  */
 export async function runGate(o: GateOptions): Promise<number> {
   let logger = o.logger;

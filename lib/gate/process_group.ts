@@ -107,19 +107,7 @@ export function readProcTable(procRoot = "/proc"): ProcRow[] {
  */
 const live = (r: ProcRow) => r.state !== "Z" && r.state !== "X";
 
-/**
- * The live descendants of `root` (not `root` itself) in `table`, by parent
- * PID, nearest first.
- *
- * @example
- * ```ts
- * import assert from "node:assert/strict";
- * const row = (pid: number, ppid: number, state = "S") =>
- *   ({ pid, ppid, pgrp: pid, state });
- * const table = [row(2, 1), row(3, 2), row(4, 3, "Z"), row(5, 4), row(6, 1)];
- * assert.deepEqual(liveDescendants(2, table), [3, 5]);
- * ```
- */
+/** The live descendants of `root` (not `root` itself) in `table`, by parent PID, nearest first. */
 export function liveDescendants(root: number, table: ProcRow[]): number[] {
   const children = Map.groupBy(table, (r) => r.ppid);
   const out: number[] = [];
