@@ -18,7 +18,6 @@ import {
 } from "../gate/process_group.ts";
 import { acquireForRun } from "./run_acquire.ts";
 import { ChildEnforcer } from "./child_enforcer.ts";
-import { executableProblem } from "./executable.ts";
 import { type Clock, systemClock } from "../state/clock.ts";
 import { start } from "../cmd/startup.ts";
 import { RUN_ROLE } from "./run_role.ts";
@@ -39,7 +38,11 @@ import { prepareStateDir } from "../state/ensure_dir.ts";
 import { LeaseKeeper } from "../cmd/lease_keeper.ts";
 import { MemoryRenewerStore } from "./memory_store.ts";
 import { SignalRouter, type SignalSource } from "./run_signals.ts";
-import { type CommandLauncher, gatedLauncher } from "./launcher.ts";
+import {
+  type CommandLauncher,
+  executableProblem,
+  gatedLauncher,
+} from "./launcher.ts";
 
 import { EXIT_CONFIG, supervise } from "./run_supervise.ts";
 
