@@ -8,7 +8,7 @@
  *
  * @module
  */
-import { liveDescendants, readProcTable } from "../lib/enforce/process_tree.ts";
+import { liveDescendants, readProcTable } from "../lib/gate/process_group.ts";
 import { aborted } from "../lib/state/clock.ts";
 
 /** How one container process ended. */

@@ -194,12 +194,12 @@ export class LeaseMetrics implements EnforcementWrappers {
   /** `inner`, counting `marker_written` / `marker_removed` for each one that succeeded. */
   markerStore(inner: MarkerStore): MarkerStore {
     return {
-      write: async (d) => {
-        await inner.write(d);
+      writeMarker: async (d) => {
+        await inner.writeMarker(d);
         this.countEnforcement("marker_written");
       },
-      remove: async () => {
-        await inner.remove();
+      removeMarker: async () => {
+        await inner.removeMarker();
         this.countEnforcement("marker_removed");
       },
     };

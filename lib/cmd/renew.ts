@@ -11,11 +11,7 @@ import { EXIT_FAILURE, start, startupFailure } from "./startup.ts";
 import { shutdownSignal } from "./signals.ts";
 import type { Config } from "../config/config.ts";
 import { ConfigError } from "../config/error.ts";
-import {
-  type Enforcer,
-  type MarkerStore,
-  ProbeEnforcer,
-} from "../enforce/enforcer.ts";
+import { type Enforcer, ProbeEnforcer } from "../enforce/enforcer.ts";
 import { SignalEnforcer } from "../enforce/signal.ts";
 import { HEALTH_ADDR_ENV, type HealthAddr, healthAddrFrom } from "./health.ts";
 import type { Logger } from "../obs/log.ts";
@@ -67,11 +63,7 @@ export function enforcerFor(
   logger: Logger,
   wrap?: EnforcementWrappers,
 ): Enforcer {
-  const stateMarker: MarkerStore = {
-    write: (d) => state.writeMarker(d),
-    remove: () => state.removeMarker(),
-  };
-  const marker = wrap ? wrap.markerStore(stateMarker) : stateMarker;
+  const marker = wrap ? wrap.markerStore(state) : state;
   if (config.enforce === "probe") return new ProbeEnforcer({ marker, logger });
   const processTable = new LinuxProcessTable();
   return new SignalEnforcer({

@@ -1,135 +1,86 @@
 /**
- * The process table, behind an interface: signal enforcement finds the
- * workload among the processes of the pod's shared PID namespace and signals
- * it, and its tests must be able to do that against a scripted table instead
- * of real processes. {@linkcode LinuxProcessTable} is the real one, read from
- * `/proc`.
+ * The process table of signal mode, behind an interface so its tests can
+ * script one ({@linkcode LinuxProcessTable} reads `/proc`), and which of its
+ * processes is the workload by name ({@linkcode matchesTarget}).
  *
  * @module
  */
 
-/** The two signals enforcement sends: a polite stop, then the one that cannot be ignored. */
 export type StopSignal = "SIGTERM" | "SIGKILL";
 
-/**
- * What became of one `kill`: the caller must tell "already gone" (fine, the
- * job is done) from "not allowed" (an operator must fix the pod's security
- * settings).
- */
+/** What became of one `kill`: "gone" is done, "denied" needs an operator. */
 export type KillResult = "sent" | "gone" | "denied";
 
 /** The kernel keeps at most this many bytes of a process name in `comm`. */
 export const COMM_BYTES = 15;
 
-/** How many leading `cmdline` arguments {@linkcode LinuxProcessTable} keeps. */
-const CMDLINE_ARGS = 3;
-
-/** One process as enforcement needs to see it. */
+/** One process as enforcement sees it, in the reader's PID namespace. */
 export interface ProcessInfo {
-  /** Process id, as seen in the reader's PID namespace. */
   pid: number;
-  /** The kernel's short name (`comm`), at most 15 bytes: the executable's file name unless the process renamed itself. */
   comm: string;
-  /** Absolute path of the running executable; `undefined` when it cannot be read (another user's process without CAP_SYS_PTRACE, a zombie). */
+  /** The running executable; undefined when unreadable (another user's process without CAP_SYS_PTRACE, a zombie). */
   exe?: string;
-  /**
-   * The first arguments of `/proc/PID/cmdline` (at most three), read only
-   * when `comm` is {@linkcode COMM_BYTES} long and so may be cut: they carry
-   * the full name (`argv[0]`, or a `#!` script's path after its
-   * interpreter). `undefined` when not read or unreadable.
-   */
+  /** The first three arguments, read only when `comm` is 15 bytes long and so may be cut: they carry the full name. */
   cmdline?: string[];
-  /** Start time in clock ticks since boot; with `pid` it identifies one process, so a reused PID is never mistaken for the process seen earlier. */
+  /** Clock ticks since boot; with `pid` it names one process, so a reused PID is never mistaken for an earlier one. */
   startTime: number;
-  /** One-letter state from `/proc/PID/stat` (`R`, `S`, `D`, `Z`, ...); `Z` and `X` are already dead. */
   state: string;
-  /** Effective user id (the owner of `/proc/PID`), when known; only used to explain a refused signal. */
+  /** Owner of `/proc/PID`; only explains a refused signal. */
   uid?: number;
-  /** Parent PID (0 when the parent is outside the namespace), when known. */
+  /** 0 when the parent is outside the namespace. */
   ppid?: number;
-  /** Process group id, when known. */
   pgid?: number;
-  /** Session id, when known. */
   sid?: number;
   /**
-   * The text of `/proc/PID/cgroup` (trimmed), when readable: the control
-   * groups the process is in. Every process of one container shares them,
-   * and no unprivileged process can leave them, so they tell the workload's
-   * container apart from the others in a shared PID namespace.
+   * `/proc/PID/cgroup`, trimmed: every process of a container shares it and
+   * no unprivileged one can leave it, so it tells the workload's container
+   * from the others in a shared PID namespace.
    */
   cgroup?: string;
-  /**
-   * The running executable's file identity (`device:inode` of
-   * `/proc/PID/exe`), when it can be examined: the same file under another
-   * path or in another container's mount is the same identity; a copy is
-   * not. Compared with {@linkcode ProcessTable.fileId}.
-   */
+  /** `device:inode` of `/proc/PID/exe`: the same file under any path, and a copy is another. */
   exeId?: string;
 }
 
-/**
- * Whether a process the table shows is already dead (a zombie waiting to be
- * reaped, or exiting): there is nothing left of it to stop.
- *
- * @param p The process, or `undefined` when the table no longer has it.
- * @returns True when `p` is gone or dead.
- */
+/** Whether nothing is left of `p` to stop: gone from the table, a zombie, or exiting. */
 export function isDead(p: ProcessInfo | undefined): boolean {
   return p === undefined || p.state === "Z" || p.state === "X";
 }
 
 /**
- * The operations enforcement needs on the process table. The identity of the
- * caller (`selfPid`, `parentPid`, `selfExe`) is part of it because
- * enforcement must never signal itself, its parent or another copy of itself.
+ * The table's operations. Its caller's identity is part of it because
+ * enforcement must never signal itself, its parent or a copy of itself.
  */
 export interface ProcessTable {
-  /** This process's PID in the table's namespace. */
   readonly selfPid: number;
-  /** This process's parent PID (0 when the parent is outside the namespace). */
+  /** 0 when the parent is outside the namespace. */
   readonly parentPid: number;
-  /** Path of this process's own executable, comparable with {@linkcode ProcessInfo.exe}. */
   readonly selfExe: string;
-  /** Every user-space process visible now; processes exiting during the scan are left out, never an error. */
+  /** Every user-space process now; one exiting during the scan is left out. */
   list(): Promise<ProcessInfo[]>;
-  /** One process, or `undefined` when it no longer exists; used to re-identify a PID before a delayed SIGKILL. */
   get(pid: number): Promise<ProcessInfo | undefined>;
-  /** Sends `signal` to `pid`, or to process group `-pid` when negative (as `kill(2)`); never throws for a missing process or a refused signal. */
+  /** Signals `pid`, or process group `-pid` when negative, as `kill(2)`. */
   kill(pid: number, signal: StopSignal): KillResult;
-  /** The file identity of `path` (following symlinks), comparable with {@linkcode ProcessInfo.exeId}; undefined when it cannot be examined. */
+  /** The file identity of `path` (following symlinks), as {@linkcode ProcessInfo.exeId}. */
   fileId(path: string): Promise<string | undefined>;
 }
 
-/** The fields of `/proc/PID/stat` that the table uses. */
+/** The fields of `/proc/PID/stat` the tables use. */
 export interface ProcStat {
-  /** Field 2, without its parentheses. */
   comm: string;
-  /** Field 3. */
   state: string;
-  /** Field 4. */
   ppid: number;
-  /** Field 5, the process group. */
   pgrp: number;
-  /** Field 6, the session. */
   session: number;
-  /** Field 9, the kernel's `PF_*` flags. */
   flags: number;
-  /** Field 22, start time in clock ticks since boot. */
   startTime: number;
 }
 
-/** `PF_KTHREAD`: kernel threads cannot be stopped by a signal and are never a workload. */
+/** `PF_KTHREAD`: kernel threads are never a workload. */
 const PF_KTHREAD = 0x00200000;
 
 /**
- * Parses one `/proc/PID/stat` line. It exists on its own because `comm` may
- * hold spaces and parentheses (a process can name itself `a) R (b`), so the
- * fields must be split after the LAST `)`, which only a tested parser gets
- * right. Throws on a line that does not have the expected shape.
- *
- * @param text One line of `/proc/PID/stat`.
- * @returns The fields the table uses.
- * @throws {Error} When the line does not have the expected shape.
+ * Parses one `/proc/PID/stat` line, split after the LAST `)`: a process can
+ * name itself `a) R (b`. Throws on a line of another shape.
  */
 export function parseProcStat(text: string): ProcStat {
   const open = text.indexOf("(");
@@ -137,8 +88,7 @@ export function parseProcStat(text: string): ProcStat {
   if (open < 0 || close < open) {
     throw new Error(`malformed /proc stat line ${JSON.stringify(text)}`);
   }
-  const comm = text.slice(open + 1, close);
-  // Fields from 3 (state) on; rest[i] is field i + 3.
+  // rest[i] is field i + 3.
   const rest = text.slice(close + 2).trim().split(" ");
   const field = (n: number): number => {
     const v = rest[n - 3];
@@ -156,7 +106,7 @@ export function parseProcStat(text: string): ProcStat {
     );
   }
   return {
-    comm,
+    comm: text.slice(open + 1, close),
     state,
     ppid: field(4),
     pgrp: field(5),
@@ -166,21 +116,22 @@ export function parseProcStat(text: string): ProcStat {
   };
 }
 
-/** Options for {@linkcode LinuxProcessTable}. */
-export interface LinuxProcessTableOptions {
-  /** Where procfs is mounted; default `/proc`. Its PID namespace must be this process's. */
-  procRoot?: string;
-}
-
 const DELETED = " (deleted)";
 const decoder = new TextDecoder();
 const encoder = new TextEncoder();
 
+async function read(path: string): Promise<string | undefined> {
+  try {
+    return decoder.decode(await Deno.readFile(path));
+  } catch {
+    return undefined;
+  }
+}
+
 /**
- * The process table of this process's PID namespace, read from procfs. In a
- * pod with `shareProcessNamespace: true` it shows every container's
- * processes; without it only the sidecar's own, and signal mode finds nothing
- * to stop (the probe remains the backstop).
+ * This process's PID namespace, read from procfs (`procRoot`, default
+ * `/proc`). Without `shareProcessNamespace: true` it shows only the
+ * sidecar's own processes, and signal mode finds nothing to stop.
  */
 export class LinuxProcessTable implements ProcessTable {
   readonly selfPid: number = Deno.pid;
@@ -188,8 +139,7 @@ export class LinuxProcessTable implements ProcessTable {
   readonly selfExe: string = Deno.execPath();
   #root: string;
 
-  /** Reads `options.procRoot` (default `/proc`). */
-  constructor(options: LinuxProcessTableOptions = {}) {
+  constructor(options: { procRoot?: string } = {}) {
     this.#root = options.procRoot ?? "/proc";
   }
 
@@ -215,44 +165,29 @@ export class LinuxProcessTable implements ProcessTable {
       stat = parseProcStat(decoder.decode(await Deno.readFile(`${dir}/stat`)));
       uid = (await Deno.stat(dir)).uid ?? undefined;
     } catch {
-      // Gone between readDir and now (or procfs refused): not a process we can act on.
-      return undefined;
+      return undefined; // gone since readDir, or refused
     }
     if (stat.flags & PF_KTHREAD) return undefined;
     let exe: string | undefined;
     try {
       exe = await Deno.readLink(`${dir}/exe`);
-      // A binary replaced on disk still runs; match it by its old name.
+      // A binary replaced on disk still runs: matched by its old name.
       if (exe.endsWith(DELETED)) exe = exe.slice(0, -DELETED.length);
     } catch {
       exe = undefined;
     }
-    let cmdline: string[] | undefined;
-    if (encoder.encode(stat.comm).length >= COMM_BYTES) {
-      try {
-        const raw = decoder.decode(await Deno.readFile(`${dir}/cmdline`));
-        cmdline = raw.split("\0").slice(0, CMDLINE_ARGS).filter((a) =>
-          a !== ""
-        );
-      } catch {
-        cmdline = undefined;
-      }
-    }
-    const exeId = await this.fileId(`${dir}/exe`);
-    let cgroup: string | undefined;
-    try {
-      cgroup = decoder.decode(await Deno.readFile(`${dir}/cgroup`)).trim() ||
-        undefined;
-    } catch {
-      cgroup = undefined;
-    }
+    const cmdline = encoder.encode(stat.comm).length < COMM_BYTES
+      ? undefined
+      : (await read(`${dir}/cmdline`))?.split("\0").slice(0, 3).filter((a) =>
+        a !== ""
+      );
     return {
       pid,
       comm: stat.comm,
       exe,
       cmdline,
-      cgroup,
-      exeId,
+      cgroup: (await read(`${dir}/cgroup`))?.trim() || undefined,
+      exeId: await this.fileId(`${dir}/exe`),
       startTime: stat.startTime,
       state: stat.state,
       uid,
@@ -284,4 +219,35 @@ export class LinuxProcessTable implements ProcessTable {
       throw e;
     }
   }
+}
+
+const basename = (path: string) => path.slice(path.lastIndexOf("/") + 1);
+/** `name` cut as the kernel cuts `comm`, decoded as the table decodes it. */
+const truncateComm = (name: string) =>
+  decoder.decode(encoder.encode(name).subarray(0, COMM_BYTES));
+
+/**
+ * Whether `p` is the workload named `target`: its executable's basename is
+ * `target`, or its `comm` is. The kernel keeps 15 bytes of a name, so a
+ * `comm` of 15 bytes may be the start of a longer one (`worker-payments-1`
+ * and `worker-payments-2` both show `worker-payments`): it matches only when
+ * the full name is `target`, the full name being the first whose start is
+ * that `comm` of: `cmdline[0]`'s basename (a symlink's name), the
+ * executable's (an argv the process rewrote), or for a `#!` script the
+ * basename of `cmdline[1]` or `cmdline[2]` (after its interpreter's one
+ * argument). An argument that merely names the target never is.
+ */
+export function matchesTarget(p: ProcessInfo, target: string): boolean {
+  if (target === "") return false;
+  if (p.exe !== undefined && basename(p.exe) === target) return true;
+  if (p.comm === target && encoder.encode(target).length < COMM_BYTES) {
+    return true;
+  }
+  if (p.comm !== truncateComm(target)) return false;
+  const gaveName = (path: string) => truncateComm(basename(path)) === p.comm;
+  const [argv0, ...rest] = p.cmdline ?? [];
+  if (argv0 !== undefined && gaveName(argv0)) return basename(argv0) === target;
+  if (p.exe !== undefined && gaveName(p.exe)) return false;
+  const script = rest.slice(0, 2).find(gaveName);
+  return script !== undefined && basename(script) === target;
 }

@@ -1,15 +1,11 @@
 /**
- * `signal` enforcement (needs `shareProcessNamespace: true`): stops the
- * workload at once instead of waiting for its liveness probe, SIGTERM then
- * SIGKILL after the grace, and keeps stopping the processes the kubelet
- * restarts while the lease is lost. This module carries out what the
- * workload's permission (lib/hold/permission.ts) decides (a close starts the
- * rescans, an open ends them) and what it knows of the workload
- * for the release. Which processes one scan finds is decided by
- * lib/enforce/workload_scan.ts (using lib/enforce/target.ts, the targets by
- * name, and lib/enforce/workload_set.ts, what the targets brought along
- * under other names); how they are signalled, by
- * lib/enforce/stop_sequence.ts.
+ * `signal` enforcement (needs `shareProcessNamespace: true`): when the
+ * permission closes, the marker goes first, then every process named like
+ * the target, and what it brought along (workload_set.ts), gets SIGTERM and,
+ * once the grace has passed, SIGKILL; rescans stop what the kubelet restarts
+ * until the permission opens again. Never signalled: PID 1, this process,
+ * its parent, and a process running this program or a copy of it (known
+ * where `/proc/PID/exe` can be examined: the same user, or `CAP_SYS_PTRACE`).
  *
  * @module
  */
@@ -23,165 +19,104 @@ import {
   removeMarker,
   type StopEvidence,
 } from "./enforcer.ts";
-import type { ProcessInfo, ProcessTable } from "./proc.ts";
-import { StopSequence } from "./stop_sequence.ts";
-import { WorkloadScanner } from "./workload_scan.ts";
+import {
+  isDead,
+  type KillResult,
+  matchesTarget,
+  type ProcessInfo,
+  type ProcessTable,
+  type StopSignal,
+} from "./proc.ts";
 import { WorkloadSet } from "./workload_set.ts";
 
 /** Options for {@linkcode SignalEnforcer}. */
 export interface SignalEnforcerOptions {
-  /** The workload's executable basename (`BERTH_SIGNAL_TARGET`); must not be empty. */
+  /** The workload's name (`BERTH_SIGNAL_TARGET`). */
   target: string;
-  /** SIGTERM -> SIGKILL grace in milliseconds (`enforceGraceSeconds` * 1000); 0 sends SIGKILL right after SIGTERM. */
+  /** SIGTERM -> SIGKILL grace, ms; 0 sends SIGKILL right after SIGTERM. */
   graceMs: number;
-  /** How often to look for restarted targets while the permission is closed; default 250 ms (the kubelet restarts a stopped container at once the first time). */
+  /** How often to rescan while the permission is closed; default 250 ms (the kubelet restarts a stopped container at once the first time). */
   scanIntervalMs?: number;
-  /** Times the grace and the rescans. */
   clock: Clock;
-  /** Receives one INFO record per signal sent and a WARN per refused target. */
   logger: Logger;
-  /** Where targets are found and signalled. */
   processTable: ProcessTable;
-  /** The health marker, removed before any signal. */
   marker: MarkerStore;
-  /**
-   * Copies of this program a process may run, such as the probe `check` the
-   * init container installed in the state volume (the liveness probe and
-   * `gate` run it in the workload's container): never signalled, like this
-   * program itself. Compared by file identity, so the path the workload's
-   * container sees does not matter. Default none.
-   */
+  /** Copies of this program, such as the probe on the state volume, compared by file identity (so the path another container sees does not matter). */
   ownCopies?: string[];
 }
 
-/**
- * The signal enforcer; see the module doc. It never signals PID 1, itself,
- * its parent, or a process running its executable or a copy of it (known
- * where `/proc/PID/exe` can be examined: the same user, or
- * `CAP_SYS_PTRACE`).
- */
+/** One process's identity over time: a reused PID is another process. */
+const keyOf = (p: ProcessInfo) => `${p.pid}:${p.startTime}`;
+
+/** The signal enforcer; see the module doc. */
 export class SignalEnforcer implements Enforcer {
   #o: Required<SignalEnforcerOptions>;
-  /** Present while the permission is closed; aborting it stops the rescans and pending KILLs. */
+  /** Present while the permission is closed; aborting it ends the rescans and pending SIGKILLs. */
   #closing: AbortController | undefined;
   #reason = "";
-  #listFailureReported = false;
-  /** Whether any scan since start found a target: proof that the PID namespace is shared. */
-  #seenTarget = false;
-  /** Whether the last close left the marker (see `StopEvidence.markerLeft`). */
-  #markerLeft = false;
-  /** Whether the current run of scans without a target was already reported. */
-  #absenceReported = false;
-  /** Live targets in the last scan; undefined before the first and after a scan that could not read the table. */
-  #lastTargets: number | undefined;
-  /** Why the last scan could not read the process table; undefined when it could. */
-  #listError: string | undefined;
-  /**
-   * What the targets found during this closing brought along (lib/enforce/
-   * workload_set.ts): processes of other names that are the workload's too,
-   * stopped with the targets.
-   */
   #workload = new WorkloadSet();
-  /** Live processes of the workload with another name in the last scan. */
-  #lastOthers: ProcessInfo[] = [];
-  /** Finds the targets and what they brought along in each scan. */
-  #scanner: WorkloadScanner;
-  /** Signals what the scans find. */
-  #stops: StopSequence;
+  #ownIds = new Set<string>();
+  /** Sent SIGTERM during this closing, by {@linkcode keyOf}. */
+  #termed = new Set<string>();
+  #deniedReported = new Set<number>();
+  #pendingKills = 0;
+  /** Whether a target was seen since start: proof that the PID namespace is shared. */
+  #seenTarget = false;
+  #markerLeft = false;
+  #absenceReported = false;
+  #listFailureReported = false;
+  /** What the last scan that could read the table found. */
+  #live: { targets: ProcessInfo[]; others: ProcessInfo[] } | undefined;
+  #listError: string | undefined;
   /** Serialises marker updates and scans so they apply in call order. */
   #queue: Promise<void> = Promise.resolve();
-  /** Running background tasks (the scan loop, delayed KILLs), awaited by dispose(). */
   #tasks = new Set<Promise<void>>();
 
-  /**
-   * Validates the options; nothing is scanned until the first `close()`.
-   *
-   * @param options See {@linkcode SignalEnforcerOptions}.
-   * @throws {Error} On an empty target, a negative grace or a scan interval
-   * that is not positive: all configuration errors.
-   */
+  /** Throws on an empty target, a negative grace or a scan interval that is not positive. */
   constructor(options: SignalEnforcerOptions) {
-    if (options.target === "") {
-      throw new Error(
-        "signal enforcement needs a target process name (BERTH_SIGNAL_TARGET); an empty one would signal every process in the shared PID namespace",
-      );
-    }
-    if (!(options.graceMs >= 0)) {
-      throw new Error(
-        `enforce grace must not be negative (got ${options.graceMs} ms)`,
-      );
-    }
-    const scanIntervalMs = options.scanIntervalMs ?? 250;
-    if (!(scanIntervalMs > 0)) {
-      throw new Error(
-        `scan interval must be positive (got ${scanIntervalMs} ms)`,
-      );
-    }
+    const { target, graceMs, scanIntervalMs = 250 } = options;
+    const wrong = target === ""
+      ? "signal enforcement needs a target process name (BERTH_SIGNAL_TARGET); an empty one would signal every process in the shared PID namespace"
+      : !(graceMs >= 0)
+      ? `enforce grace must not be negative (got ${graceMs} ms)`
+      : !(scanIntervalMs > 0)
+      ? `scan interval must be positive (got ${scanIntervalMs} ms)`
+      : undefined;
+    if (wrong !== undefined) throw new Error(wrong);
     this.#o = { ownCopies: [], ...options, scanIntervalMs };
-    const { target, graceMs, clock, logger, processTable, ownCopies } = this.#o;
-    this.#scanner = new WorkloadScanner({
-      target,
-      processTable,
-      ownCopies,
-      workload: this.#workload,
-    });
-    this.#stops = new StopSequence({
-      graceMs,
-      clock,
-      logger,
-      processTable,
-      workload: this.#workload,
-      spared: (p) => this.#scanner.spared(p),
-      reason: () => this.#reason,
-      track: (task) => this.#track(task),
-    });
   }
 
   /**
-   * Cancels pending KILLs and rescans, then writes the marker; until a
-   * target has been seen, also looks for one (so that at a shutdown whose
-   * workload has already exited, as at pod deletion, it is known that this
-   * sidecar does see the workload, and the release need not wait).
+   * Ends the closing and writes the marker. Until a target was seen it also
+   * looks for one, so that at a shutdown whose workload has already exited
+   * (pod deletion) it is known that this sidecar sees the workload.
    */
   open(d: MarkerDeadlines): Promise<void> {
-    // Stop pending KILLs and rescans now, not after queued work has run.
+    // Pending SIGKILLs and rescans end now, not after queued work.
     this.#endClosing();
     return this.#serial(async () => {
       this.#endClosing();
-      this.#stops.clear();
+      this.#termed.clear();
+      this.#deniedReported.clear();
       this.#workload.clear();
-      this.#lastOthers = [];
-      await this.#o.marker.write(d);
-      if (!this.#seenTarget) await this.#lookForTarget();
+      this.#live = undefined;
+      await this.#o.marker.writeMarker(d);
+      if (this.#seenTarget) return;
+      // A table that cannot be read is said by the first scan after a close.
+      const procs = await this.#read().catch(() => []);
+      if (procs.some((p) => this.#isTarget(p))) this.#seenTarget = true;
     });
   }
 
-  /** Sets {@linkcode SignalEnforcer.#seenTarget} when a target runs; a table that cannot be read is left to the scans. */
-  async #lookForTarget(): Promise<void> {
-    try {
-      const procs = await this.#scanner.read();
-      if (procs.some((p) => this.#scanner.isTarget(p))) {
-        this.#seenTarget = true;
-      }
-    } catch {
-      // Said by the first scan after a close, which needs the table.
-    }
-  }
-
-  /** Removes the marker, signals the targets and keeps rescanning. */
   close(reason: string): Promise<void> {
     return this.#serial(async () => {
-      this.#markerLeft = !await removeMarker(
-        this.#o.marker,
-        this.#o.logger,
-        reason,
-      );
+      const { marker, logger } = this.#o;
+      this.#markerLeft = !await removeMarker(marker, logger, reason);
       this.#reason = reason;
       let closing = this.#closing;
       if (!closing) {
-        closing = new AbortController();
-        this.#closing = closing;
-        this.#stops.clearDenied();
+        closing = this.#closing = new AbortController();
+        this.#deniedReported.clear();
         this.#listFailureReported = false;
         this.#track(this.#scanLoop(closing.signal));
       }
@@ -190,69 +125,61 @@ export class SignalEnforcer implements Enforcer {
   }
 
   /**
-   * Stopped means: the process table could be read, a target was seen
-   * since start (so this sidecar does see the workload's processes) and a
-   * scan after the closing finds none alive, nor any process they brought
-   * along (in their process groups, sessions or control groups, or below
-   * them; lib/enforce/workload_set.ts), with no SIGKILL still due. Rescans at the scan interval until
-   * then, or until `signal` aborts.
+   * Stopped means: the table could be read, a target was seen since start,
+   * and a scan after the closing finds no target and nothing they brought
+   * along alive, with no SIGKILL still due. Rescans until then or until
+   * `signal` aborts. `stopping` while a process that got SIGTERM still runs
+   * or its SIGKILL is due: releasing then would let it run beside the next
+   * holder.
    */
   async workloadStopped(signal: AbortSignal): Promise<StopEvidence> {
     const evidence = await this.#evidence(signal);
-    return this.#markerLeft ? { ...evidence, markerLeft: true } : evidence;
+    const { targets = [], others = [] } = this.#live ?? {};
+    const stopping = !evidence.stopped && this.#closing !== undefined &&
+      (this.#pendingKills > 0 ||
+        [...targets, ...others].some((p) => this.#termed.has(keyOf(p))));
+    return {
+      ...evidence,
+      ...(this.#markerLeft ? { markerLeft: true } : {}),
+      ...(stopping ? { stopping: true } : {}),
+    };
   }
 
-  /** {@linkcode SignalEnforcer.workloadStopped}, from the process table alone. */
   async #evidence(signal: AbortSignal): Promise<StopEvidence> {
-    const { clock, scanIntervalMs, target } = this.#o;
+    const { target } = this.#o;
     for (;;) {
       const closing = this.#closing;
-      if (!closing) {
-        return { stopped: false, detail: "the gate is open" };
-      }
+      if (!closing) return { stopped: false, detail: "the gate is open" };
       await this.#serial(() => this.#scan(closing.signal));
+      const { targets, others } = this.#live ?? { targets: [], others: [] };
+      let detail: string | undefined;
       if (this.#listError !== undefined) {
-        return {
-          stopped: false,
-          detail:
-            `cannot read the process table, so it cannot tell whether the workload runs: ${this.#listError}`,
-        };
-      }
-      if (!this.#seenTarget) {
-        return {
-          stopped: false,
-          detail:
-            `no process named ${target} was seen since the sidecar started, so it cannot tell whether the workload runs (signal mode needs shareProcessNamespace: true)`,
-        };
-      }
-      const others = this.#lastOthers;
-      if (
-        this.#lastTargets === 0 && others.length === 0 &&
-        this.#stops.pendingKills === 0
+        detail =
+          `cannot read the process table, so it cannot tell whether the workload runs: ${this.#listError}`;
+      } else if (!this.#seenTarget) {
+        detail =
+          `no process named ${target} was seen since the sidecar started, so it cannot tell whether the workload runs (signal mode needs shareProcessNamespace: true)`;
+      } else if (
+        this.#live && targets.length + others.length + this.#pendingKills === 0
       ) {
-        return {
-          stopped: true,
-          detail: `no process named ${target} is running`,
-        };
+        const none = `no process named ${target} is running`;
+        return { stopped: true, detail: none };
+      } else if (signal.aborted) {
+        const count = this.#live ? targets.length : "some";
+        const named = `${count} process(es) named ${target} still running`;
+        const some = others.slice(0, 5).map((p) => `${p.pid} ${p.comm}`);
+        detail = others.length === 0
+          ? named
+          : `${named}, and ${others.length} other process(es) they brought along (${
+            some.join(", ")
+          })`;
       }
-      if (signal.aborted) {
-        const named = `${
-          this.#lastTargets ?? "some"
-        } process(es) named ${target} still running`;
-        if (others.length === 0) return { stopped: false, detail: named };
-        return {
-          stopped: false,
-          detail:
-            `${named}, and ${others.length} other process(es) they brought along (${
-              others.slice(0, 5).map((p) => `${p.pid} ${p.comm}`).join(", ")
-            })`,
-        };
-      }
-      await clock.sleep(scanIntervalMs, signal);
+      if (detail !== undefined) return { stopped: false, detail };
+      await this.#o.clock.sleep(this.#o.scanIntervalMs, signal);
     }
   }
 
-  /** Stops rescans and pending KILLs and waits for them to end. */
+  /** Ends the rescans and pending SIGKILLs and waits for them. */
   async dispose(): Promise<void> {
     this.#endClosing();
     await this.#queue;
@@ -271,33 +198,49 @@ export class SignalEnforcer implements Enforcer {
   }
 
   #track(task: Promise<void>): void {
-    const t = task.catch((e) =>
-      this.#o.logger.warn(GO_MESSAGES.enforceFailed, {
-        detail: "signal enforcement failed",
-        error: e,
-      })
+    const detail = "signal enforcement failed";
+    const t = task.catch((error) =>
+      this.#o.logger.warn(GO_MESSAGES.enforceFailed, { detail, error })
     ).finally(() => this.#tasks.delete(t));
     this.#tasks.add(t);
   }
 
   async #scanLoop(signal: AbortSignal): Promise<void> {
-    const { clock, scanIntervalMs } = this.#o;
     for (;;) {
-      await clock.sleep(scanIntervalMs, signal);
+      await this.#o.clock.sleep(this.#o.scanIntervalMs, signal);
       if (signal.aborted) return;
       await this.#serial(() => this.#scan(signal));
     }
   }
 
+  /** Reads the identities of this program's copies again (one can be reinstalled), then the table. */
+  async #read(): Promise<ProcessInfo[]> {
+    const t = this.#o.processTable;
+    const ids = await Promise.all(
+      [t.selfExe, ...this.#o.ownCopies].map((p) => t.fileId(p)),
+    );
+    this.#ownIds = new Set(ids.filter((id): id is string => id !== undefined));
+    return await t.list();
+  }
+
+  #spared(p: ProcessInfo): boolean {
+    const t = this.#o.processTable;
+    return p.pid === 1 || p.pid === t.selfPid || p.pid === t.parentPid ||
+      (p.exeId !== undefined && this.#ownIds.has(p.exeId)) || isDead(p);
+  }
+
+  #isTarget(p: ProcessInfo): boolean {
+    return !this.#spared(p) && matchesTarget(p, this.#o.target);
+  }
+
   async #scan(signal: AbortSignal): Promise<void> {
     if (signal.aborted) return;
-    const { logger, target } = this.#o;
+    const { logger, target, processTable } = this.#o;
     let procs: ProcessInfo[];
     try {
-      procs = await this.#scanner.read();
+      procs = await this.#read();
       this.#listError = undefined;
     } catch (e) {
-      this.#lastTargets = undefined;
       this.#listError = e instanceof Error ? e.message : String(e);
       if (!this.#listFailureReported) {
         this.#listFailureReported = true;
@@ -308,37 +251,144 @@ export class SignalEnforcer implements Enforcer {
       }
       return;
     }
-    const found = this.#scanner.scan(procs);
-    this.#lastTargets = found.targets.length;
-    this.#lastOthers = found.others;
-    this.#reportAbsence(found.targets.length === 0);
-    await this.#stops.stop(found, signal);
+    const self = procs.find((q) => q.pid === processTable.selfPid);
+    const targets = procs.filter((p) => this.#isTarget(p));
+    for (const p of targets) this.#workload.remember(p, self);
+    const named = new Set(targets.map((p) => p.pid));
+    const others = this.#workload.members(
+      procs,
+      processTable.selfPid,
+      (p) => named.has(p.pid) || this.#spared(p),
+    );
+    this.#live = { targets, others };
+    if (targets.length > 0) {
+      this.#seenTarget = true;
+      this.#absenceReported = false;
+    } else if (!this.#absenceReported) {
+      // Once per run of scans without a target.
+      this.#absenceReported = true;
+      const fields = { target, reason: this.#reason };
+      if (this.#seenTarget) {
+        logger.info(
+          "the signal target is not running; nothing to stop now",
+          fields,
+        );
+      } else {
+        logger.warn(
+          "no process matches the signal target and none was seen since the sidecar started; nothing to stop now (signal mode needs shareProcessNamespace: true in the pod spec)",
+          fields,
+        );
+      }
+    }
+    for (const p of [...targets, ...others]) {
+      if (signal.aborted) return;
+      // Remembered at every scan: a group or session it made since is the
+      // workload's too.
+      if (!named.has(p.pid)) this.#workload.remember(p, self);
+      if (this.#termed.has(keyOf(p))) continue;
+      const group = this.#group(p, procs);
+      if (this.#send(p, "SIGTERM", group.length > 0) !== "sent") continue;
+      // Each member a group signal reached gets its own SIGKILL too: the
+      // leader may exit first, and its group SIGKILL never come.
+      for (const q of group.length > 0 ? group : [p]) {
+        if (q !== p && this.#termed.has(keyOf(q))) continue;
+        this.#workload.remember(q, self);
+        this.#termed.add(keyOf(q));
+        if (this.#o.graceMs === 0) await this.#killIfSame(q, signal);
+        else this.#track(this.#killAfterGrace(q, signal));
+      }
+    }
+  }
+
+  /** Whom `p`'s group signal reaches, when it is signalled as its group: none when that holds a spared process. */
+  #group(p: ProcessInfo, procs: ProcessInfo[]): ProcessInfo[] {
+    const members = this.#workload.group(p, procs);
+    return members.some((q) => q.pid !== p.pid && this.#spared(q))
+      ? []
+      : members;
+  }
+
+  async #killAfterGrace(p: ProcessInfo, signal: AbortSignal): Promise<void> {
+    this.#pendingKills++;
+    try {
+      await this.#o.clock.sleep(this.#o.graceMs, signal);
+      if (!signal.aborted) await this.#killIfSame(p, signal);
+    } finally {
+      this.#pendingKills--;
+    }
   }
 
   /**
-   * One record per run of scans that find no target: that the namespace is
-   * probably not shared while no target was ever seen, else that the target
-   * is not running (stopped, or in the kubelet's restart back-off).
+   * SIGKILLs `p` only if its PID still names the same process (same start
+   * time): a freed PID can be reused by an unrelated process. A race of
+   * microseconds between check and kill remains; Deno offers no pidfd.
    */
-  #reportAbsence(absent: boolean): void {
-    if (!absent) {
-      this.#seenTarget = true;
-      this.#absenceReported = false;
+  async #killIfSame(p: ProcessInfo, signal: AbortSignal): Promise<void> {
+    const t = this.#o.processTable;
+    const now = await t.get(p.pid).catch(() => undefined);
+    if (signal.aborted) return;
+    const procs = this.#workload.leadsGroup(p)
+      ? await t.list().catch(() => [])
+      : [];
+    if (this.#group(p, procs).length > 0) {
+      // The leader's exit does not free its group id while members live.
+      this.#send(p, "SIGKILL", true);
+      // A leader that moved to another group since is not in it any more.
+      if (
+        !isDead(now) && now?.startTime === p.startTime && now.pgid !== p.pid
+      ) {
+        this.#send(p, "SIGKILL");
+      }
       return;
     }
-    if (this.#absenceReported) return;
-    this.#absenceReported = true;
-    const fields = { target: this.#o.target, reason: this.#reason };
-    if (this.#seenTarget) {
-      this.#o.logger.info(
-        "the signal target is not running; nothing to stop now",
-        fields,
-      );
-    } else {
-      this.#o.logger.warn(
-        "no process matches the signal target and none was seen since the sidecar started; nothing to stop now (signal mode needs shareProcessNamespace: true in the pod spec)",
-        fields,
-      );
+    if (isDead(now) || now?.startTime !== p.startTime) {
+      // Gone, or unknown: forgotten, so a scan that still finds it signals
+      // it again rather than never.
+      this.#termed.delete(keyOf(p));
+      const { pid, comm } = p;
+      this.#o.logger.debug("target exited after SIGTERM", { pid, comm });
+      return;
     }
+    this.#send(p, "SIGKILL");
+  }
+
+  #send(p: ProcessInfo, sig: StopSignal, group = false): KillResult {
+    const { processTable, logger } = this.#o;
+    const term = sig === "SIGTERM";
+    const failed = term ? GO_MESSAGES.sigtermFailed : GO_MESSAGES.sigkillFailed;
+    const proc = { pid: p.pid, comm: p.comm, signal: sig };
+    let result: KillResult;
+    try {
+      result = processTable.kill(group ? -p.pid : p.pid, sig);
+    } catch (error) {
+      const detail = "cannot signal the workload process";
+      logger.warn(failed, { detail, ...proc, error });
+      return "denied";
+    }
+    const fields = {
+      ...proc,
+      reason: this.#reason,
+      ...(group ? { pgid: p.pid } : {}),
+    };
+    if (result === "sent") {
+      logger.info(
+        term ? GO_MESSAGES.sentSigterm : GO_MESSAGES.sentSigkill,
+        fields,
+      );
+    } else if (result === "gone") {
+      logger.debug("workload process already exited", fields);
+    } else if (!this.#deniedReported.has(p.pid)) {
+      this.#deniedReported.add(p.pid);
+      logger.warn(failed, {
+        detail:
+          "not permitted to signal the workload process: give the sidecar the CAP_KILL capability, " +
+          "run it as the workload's user (matching runAsUser), or use probe enforcement (BERTH_ENFORCE=probe)",
+        ...fields,
+        error: "EPERM",
+        target_uid: p.uid,
+        sidecar_uid: Deno.uid() ?? undefined,
+      });
+    }
+    return result;
   }
 }

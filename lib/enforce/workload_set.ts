@@ -1,55 +1,31 @@
 /**
- * Which processes belong to the workload besides the ones named like it:
- * what the targets signal mode stopped brought along. A target's `sh -c`
- * child, a renamed worker, a `setsid` daemon and a double-forked one are the
- * workload's too whatever their names, and two copies of the workload run
- * while any of them does. Signal mode stops them with the targets and calls
- * the workload stopped only once they are gone.
- *
- * A process belongs when it is a remembered target, is in a remembered
- * target's process group or session, is in a remembered target's container
- * (its control groups, or groups below them), or descends (through live
- * parents) from a process that does. The sidecar's own group, session and
- * control groups are never remembered: they say nothing about the workload,
- * and the sidecar must not stop itself. Nor are control groups that are not
- * a container's (see {@linkcode isContainerCgroup}): a systemd unit or a
- * login session's scope holds processes of other programs too.
- *
- * The control groups are what closes a double-forked daemon: it leaves the
- * target's group and session and loses its parent, but in Kubernetes every
- * container has control groups of its own that an unprivileged process cannot
- * leave, so it stays in the target's. Where the workload is not in a
- * container's control groups, or shares the sidecar's, such a daemon is not
- * seen.
- *
- * Pure: it judges the lists the process table gives it.
+ * Which processes are the workload's besides the targets: what the targets
+ * signal mode stopped brought along, whatever their names (a `sh -c` child,
+ * a `setsid` or double-forked daemon; docs/enforcement.md). Two copies of
+ * the workload run while any of them does. A process belongs when it is a
+ * remembered target, in one's process group, session or container (its
+ * control groups or below), or descends from one that belongs. The
+ * sidecar's own group, session and control groups are never remembered (it
+ * must not stop itself), nor control groups that are not a container's (a
+ * systemd unit or a login session holds other programs too). Pure: it
+ * judges the listings it is given.
  *
  * @module
  */
 import { isDead, type ProcessInfo } from "./proc.ts";
 
-/**
- * Paths that only a container's control groups have: one under the
- * kubelet's (`kubepods`), or one whose last part is a container's id, as the
- * runtimes name them (`cri-containerd-<64 hex>.scope`, `crio-`, `docker-`,
- * `libpod-`, or the bare id, `/docker/<id>`, `/pod<uid>/<id>`), also as
- * another container sees it through its cgroup namespace (`/../<...>`).
- */
+/** A container's id as the runtimes name its group, also seen through a cgroup namespace (`/../<...>`). */
 const CONTAINER_ID =
   /(?:^|\/)(?:(?:cri-containerd|crio|docker|libpod)-)?[0-9a-f]{64}(?:\.scope)?(?=\/|$)/;
 const KUBEPODS = /(?:^|\/)kubepods/;
 
-/**
- * The container's own group for a path inside it: cut after the container
- * id, so that sibling groups a workload made inside its container count as
- * the same container; a path without an id is kept whole.
- */
+/** Cut after the container id: groups a workload made inside its container are that container's. */
 function containerPath(path: string): string {
   const m = CONTAINER_ID.exec(path);
   return m === null ? path : path.slice(0, m.index + m[0].length);
 }
 
-/** The lines of a `/proc/PID/cgroup` text, as `hierarchy:controllers` -> path. */
+/** `hierarchy:controllers` -> path. */
 function cgroupPaths(cgroup: string): Map<string, string> {
   const out = new Map<string, string>();
   for (const line of cgroup.split("\n")) {
@@ -59,30 +35,19 @@ function cgroupPaths(cgroup: string): Map<string, string> {
   return out;
 }
 
-/**
- * Whether `cgroup` (the text of `/proc/PID/cgroup`) is a container's: one of
- * its paths has a form only containers' control groups have.
- *
- * @param cgroup The text of `/proc/PID/cgroup`.
- * @returns True for a container's control groups.
- */
+/** Whether the text of `/proc/PID/cgroup` names a container's control groups. */
 export function isContainerCgroup(cgroup: string): boolean {
   return [...cgroupPaths(cgroup).values()].some((p) =>
     KUBEPODS.test(p) || CONTAINER_ID.test(p)
   );
 }
 
-/** `cgroup` with each path cut to its container's group (see {@linkcode containerPath}). */
 function containerCgroup(cgroup: string): string {
   return [...cgroupPaths(cgroup)].map(([h, p]) => `${h}:${containerPath(p)}`)
     .join("\n");
 }
 
-/**
- * Whether `member` is in the control groups `group` names or below them, in
- * every hierarchy (a privileged workload may make groups of its own inside
- * its container's).
- */
+/** Whether `member` is in `group`'s control groups or below them, in every hierarchy. */
 function within(member: string, group: string): boolean {
   const m = cgroupPaths(member);
   const g = cgroupPaths(group);
@@ -103,31 +68,28 @@ function within(member: string, group: string): boolean {
 export class WorkloadSet {
   /** Remembered processes, by `pid` -> `startTime` (a reused PID is another process). */
   #roots = new Map<number, number>();
-  /**
-   * Process groups and sessions, by id -> the start time of their leader
-   * when it was seen (undefined: not seen). An id whose leader has since
-   * exited and been reused by another process's new group or session is not
-   * the one remembered.
-   */
+  /** Groups and sessions by id -> their leader's start time, when seen: an id a new leader took since is another. */
   #groups = new Map<number, number | undefined>();
   #sessions = new Map<number, number | undefined>();
   #cgroups = new Set<string>();
 
-  /**
-   * Whether `p` leads a remembered process group (the workload's, never the
-   * sidecar's): it is the group's leader, and the leader remembered, when
-   * one was seen.
-   *
-   * @param p A process.
-   * @returns True when it leads a remembered group.
-   */
+  /** Whether `p` leads a remembered group (the workload's, never the sidecar's). */
   leadsGroup(p: ProcessInfo): boolean {
     if (p.pgid !== p.pid || !this.#groups.has(p.pid)) return false;
     const leader = this.#groups.get(p.pid);
     return leader === undefined || leader === p.startTime;
   }
 
-  /** Forgets everything (the permission reopened: a new closing starts afresh). */
+  /** The live members of the remembered group `p` leads, unless another process took its id since. */
+  group(p: ProcessInfo, procs: ProcessInfo[]): ProcessInfo[] {
+    if (
+      !this.leadsGroup(p) ||
+      procs.some((q) => q.pid === p.pid && q.startTime !== p.startTime)
+    ) return [];
+    return procs.filter((q) => q.pgid === p.pid && !isDead(q));
+  }
+
+  /** Forgets everything: a new closing starts afresh. */
   clear(): void {
     this.#roots.clear();
     this.#groups.clear();
@@ -136,15 +98,10 @@ export class WorkloadSet {
   }
 
   /**
-   * Remembers `p` (a target, or a process already found to belong) and what
-   * it brings along: its process group, session and control groups, unless
-   * they are the sidecar's own (`self`), or the control groups are not a
-   * container's.
-   *
-   * @param p The process to remember.
-   * @param self The sidecar itself as the same table shows it; `undefined`
-   * when the table does not show it, and then no control group is
-   * remembered (it could be the sidecar's own).
+   * Remembers `p` (a target, or a process found to belong) with its group,
+   * session and control groups, unless they are the sidecar's (`self`, as
+   * the same listing shows it: without it no control group is remembered,
+   * as it could be the sidecar's).
    */
   remember(p: ProcessInfo, self: ProcessInfo | undefined): void {
     this.#roots.set(p.pid, p.startTime);
@@ -169,15 +126,9 @@ export class WorkloadSet {
   }
 
   /**
-   * The live processes of `procs` that belong (see the module doc), leaving
-   * out those `skip` names (the targets themselves, the sidecar, its parent,
-   * PID 1). The walk up the parents stops at PID 1 and at the sidecar:
-   * what the sidecar started is not the workload's.
-   *
-   * @param procs One listing of the process table.
-   * @param selfPid The sidecar's PID in that table.
-   * @param skip Processes never returned.
-   * @returns The members, in the table's order.
+   * The live processes of `procs` that belong, in the listing's order, but
+   * those `skip` names. The walk up the parents stops at PID 1 and at the
+   * sidecar: what the sidecar started is not the workload's.
    */
   members(
     procs: ProcessInfo[],

@@ -1,26 +1,11 @@
 /**
- * `berth-acquire gate [flags] -- COMMAND [ARGS...]`: an independent fence
- * around the workload. It runs as the main container's command, from the
- * state volume (`/berth/check gate -- /app/server ...`), never talks to the
- * lease server, and runs COMMAND only while the health marker passes the
- * same verdict as `check` (one predicate: `examineMarker`, in
- * lib/state/marker.ts). It waits for that verdict before every start, so a
- * container the kubelet restarts while its pod has no lease does not run the
- * workload at all, and it stops COMMAND's whole process tree (SIGTERM,
- * SIGKILL after the grace) as soon as the verdict fails: at the next look
- * (every `--interval`) or on a timer set for the marker's own gate deadline,
- * so a dead or wedged sidecar stops nothing from running late.
- *
- * `run` starts its own command under this same subcommand, with a marker of
- * its own and `--parent-pid`, so that a killed or frozen `run` cannot leave
- * the command behind.
- *
- * This module is the subcommand's wiring: arguments (lib/gate/gate_args.ts),
- * logger, usage. The loop is lib/gate/gate_loop.ts; the watch of a running
- * COMMAND and its deadline arithmetic, lib/gate/marker_watch.ts.
- *
- * Its imports stay small (no lease client, no `node:` module): it lives in
- * the workload's container and memory budget.
+ * `berth-acquire gate [flags] -- COMMAND [ARGS...]`, the subcommand's
+ * wiring: an independent fence that runs COMMAND, in the main container,
+ * only while the health marker passes `check`'s verdict, and never talks to
+ * the lease server (docs/run-and-gate.md). `run` starts its own command
+ * under it, with a marker of its own and `--parent-pid`, so a killed or
+ * frozen `run` cannot leave the command behind. Its imports stay small (no
+ * lease client, no `node:` module): it lives in the workload's container.
  *
  * @module
  */
@@ -36,12 +21,7 @@ import { runGate } from "./gate_loop.ts";
 import { startFullCollections } from "../cmd/full_collection.ts";
 import { createLogger, type Logger, parseLogFormat } from "../obs/log.ts";
 
-/**
- * `berth-acquire gate`: see the usage text.
- *
- * @param args The arguments after `gate`.
- * @returns The exit status (see the usage text).
- */
+/** `berth-acquire gate`: see the usage text. */
 export async function main(args: string[]): Promise<number> {
   const env = Deno.env.toObject();
   let logger: Logger;
@@ -80,11 +60,8 @@ export async function main(args: string[]): Promise<number> {
 
 /**
  * The lease fields of the gate's lines, from the environment the sidecar (or
- * `run`) shares with it: `lease` and `namespace` when set; the holder is
- * added by the loop once it reads the state volume.
+ * `run`) shares with it; the loop adds the holder once the volume names it.
  *
- * @param env The environment.
- * @returns The fields to put on every line.
  * @example
  * ```ts
  * import assert from "node:assert/strict";

@@ -1,7 +1,6 @@
 /**
- * `gate`'s arguments, read by the one argument parser every subcommand uses
- * (cheap: `node:util` would cost every container start), and kept apart from
- * the loop so the loop's module stays about one concept.
+ * `gate`'s arguments, usage and exit statuses, read by the one argument
+ * parser every subcommand uses (`node:util` would cost every container start).
  *
  * @module
  */
@@ -14,10 +13,10 @@ import { type LogLevel, parseLogLevel } from "../obs/log.ts";
 export const EXIT_GATE_CLOSED = 75;
 /** A stop signal arrived while no COMMAND ran (waiting for the lease, before its first start or between runs). */
 export const EXIT_GATE_CANCELLED = 77;
-/** Bad arguments (the usage status every subcommand the Go helper lacks shares). */
+/** Bad arguments. */
 export const EXIT_GATE_USAGE = EXIT_USAGE;
 
-/** How often the marker is looked at by default: measured at about 0.17 ms of CPU a look (docs/run-and-gate.md, "`gate`"). */
+/** How often the marker is looked at by default (its CPU: docs/run-and-gate.md). */
 export const DEFAULT_INTERVAL_MS = 200;
 
 export const GATE_USAGE =
@@ -47,27 +46,18 @@ arguments; 126 COMMAND cannot be executed; 127 COMMAND not found.`;
 
 /** The parsed arguments of `gate`. */
 export interface GateArgs {
-  /** `--help`. */
   help: boolean;
-  /** The state directory. */
   stateDir: string;
-  /** The look interval, ms. */
   intervalMs: number;
-  /** SIGTERM -> SIGKILL grace, ms. */
   graceMs: number;
-  /** The marker's largest accepted age, ms (0: none). */
+  /** 0: none. */
   maxAgeMs: number;
-  /** Exit after a stop instead of waiting. */
   exitOnClose: boolean;
-  /** Stop at once when this is no longer the parent's PID. */
   parentPid?: number;
-  /** The lowest level logged. */
   logLevel: LogLevel;
-  /** COMMAND and its arguments. */
   command: string[];
 }
 
-/** Every flag `gate` takes. */
 const GATE_FLAGS = {
   "state-dir": { kind: "value", wants: "a directory" },
   interval: { kind: "value", wants: "a duration such as 200ms" },
@@ -79,15 +69,7 @@ const GATE_FLAGS = {
   help: { kind: "boolean", short: "h" },
 } as const;
 
-/**
- * Parses `gate`'s arguments with the one argument parser (argv.ts). `env`
- * gives the defaults.
- *
- * @param args The arguments after `gate`.
- * @param env The environment, for the defaults.
- * @returns The parsed arguments.
- * @throws {Error} naming the argument that is wrong.
- */
+/** Parses `gate`'s arguments, with defaults from `env`; throws naming the argument that is wrong. */
 export function parseGateArgs(
   args: string[],
   env: Record<string, string | undefined>,

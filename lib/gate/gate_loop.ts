@@ -14,7 +14,6 @@ import {
   EXIT_GATE_CLOSED,
   type GateArgs,
 } from "./gate_args.ts";
-import { commandEnv } from "../enforce/command_env.ts";
 import {
   readDeadlines,
   shortenedGraceMs,
@@ -22,8 +21,12 @@ import {
   warnLongGrace,
   watchCommand,
 } from "./marker_watch.ts";
-import { ProcessGroup, SpawnError } from "../enforce/process_group.ts";
-import { becomeSubreaper, reapOrphans } from "../enforce/process_tree.ts";
+import {
+  becomeSubreaper,
+  ProcessGroup,
+  reapOrphans,
+  SpawnError,
+} from "./process_group.ts";
 import type { Logger } from "../obs/log.ts";
 import { type Clock, systemClock } from "../state/clock.ts";
 import {
@@ -59,6 +62,54 @@ export interface GateOptions extends GateArgs {
   clock?: Clock;
 }
 
+/** What COMMAND is told about the lease. */
+export interface CommandLease {
+  holder: string;
+  /** The fencing token to pass to the systems it writes to. */
+  token: number;
+  /** The local lease deadline, wall-clock ms since the epoch. */
+  expiresAtMs?: number;
+}
+
+/**
+ * COMMAND's environment: `base` plus `BERTH_FENCING_TOKEN`, `BERTH_HOLDER`
+ * and, when known, `BERTH_LEASE_EXPIRES_AT` (RFC 3339, UTC, ms rounded
+ * down: stop before it), the same words in `run` and `gate`.
+ * `BERTH_API_KEY` is removed: the command needs the token, not the
+ * credential that can take the lease.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * const env = commandEnv(
+ *   { PATH: "/usr/bin", BERTH_API_KEY: "s3cret" },
+ *   { holder: "prod/a", token: 7, expiresAtMs: 1_500 },
+ * );
+ * assert.deepEqual(env, {
+ *   PATH: "/usr/bin",
+ *   BERTH_FENCING_TOKEN: "7",
+ *   BERTH_HOLDER: "prod/a",
+ *   BERTH_LEASE_EXPIRES_AT: "1970-01-01T00:00:01.500Z",
+ * });
+ * ```
+ */
+export function commandEnv(
+  base: Record<string, string>,
+  lease: CommandLease,
+): Record<string, string> {
+  const env = { ...base };
+  delete env.BERTH_API_KEY;
+  env.BERTH_FENCING_TOKEN = String(lease.token);
+  env.BERTH_HOLDER = lease.holder;
+  if (lease.expiresAtMs !== undefined) {
+    env.BERTH_LEASE_EXPIRES_AT = new Date(Math.floor(lease.expiresAtMs))
+      .toISOString();
+  } else {
+    delete env.BERTH_LEASE_EXPIRES_AT;
+  }
+  return env;
+}
+
 /** The text of what was thrown, for a record or a reason. */
 function message(e: unknown): string {
   return e instanceof Error ? e.message : String(e);
@@ -70,15 +121,9 @@ function unevaluable(e: unknown): string {
 }
 
 /**
- * The gate's loop: wait for OK, start COMMAND, watch it, stop it when the
- * verdict fails; again, unless told to exit.
- *
- * @param o The parsed arguments, the logger and the seams.
- * @returns The exit status: COMMAND's own, {@linkcode EXIT_GATE_CLOSED},
- * {@linkcode EXIT_GATE_CANCELLED}, or the {@linkcode SpawnError}'s code (126,
- * 127) when COMMAND cannot be started.
- * @throws {Error} What starting COMMAND throws that is not a
- * {@linkcode SpawnError}.
+ * The gate's loop (see the module doc). Returns COMMAND's exit status,
+ * {@linkcode EXIT_GATE_CLOSED}, {@linkcode EXIT_GATE_CANCELLED}, or a
+ * {@linkcode SpawnError}'s (126, 127); rethrows any other start failure.
  */
 export async function runGate(o: GateOptions): Promise<number> {
   let logger = o.logger;

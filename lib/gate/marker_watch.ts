@@ -1,18 +1,13 @@
 /**
- * Keeping a running command within the health marker, for `gate`: a watch
- * that looks at the verdict every interval and at the marker's gate deadline
- * (a timer, re-armed at every look), and the deadline arithmetic that lets a
- * stop end the command before the lease deadline, whatever its grace.
- *
- * The loop around it (lib/gate/gate_loop.ts) starts the command, passes the
- * verdict and decides what a stop means; this module decides when to stop
- * and how long the stop may take. It reads the marker through the state
- * volume and the clocks it is given, and starts nothing.
+ * When `gate` stops a running command and how long the stop may take: a
+ * watch of the verdict every interval and at the marker's gate deadline,
+ * and the arithmetic that ends the command before the lease deadline,
+ * whatever its grace. The loop (gate_loop.ts) decides what a stop means.
  *
  * @module
  */
 import { formatDurationMs } from "../config/duration.ts";
-import type { ChildExit, ProcessGroup } from "../enforce/process_group.ts";
+import type { ChildExit, ProcessGroup } from "./process_group.ts";
 import type { Logger } from "../obs/log.ts";
 import type { Clock } from "../state/clock.ts";
 import type { MarkerDeadlines, Verdict } from "../state/marker.ts";
@@ -25,12 +20,9 @@ import type { StateDir } from "../state/state_dir.ts";
 export const LEASE_MARGIN_MS = 250;
 
 /**
- * Ms until the lease deadline of `d`, on the sooner of its two clocks.
- *
- * @param d The deadlines of the last marker that passed.
- * @param clock Reads the boot clock.
- * @returns The ms left (negative once passed); 0 when the boot clock cannot
- * be read and no wall-clock copy is written.
+ * Ms until the lease deadline of `d` on the sooner of its two clocks
+ * (negative once passed); 0 when the boot clock cannot be read and no
+ * wall-clock copy is written.
  */
 export function untilLeaseDeadline(d: MarkerDeadlines, clock: Clock): number {
   let left = Infinity;
@@ -47,13 +39,8 @@ export function untilLeaseDeadline(d: MarkerDeadlines, clock: Clock): number {
 
 /**
  * The grace a stop may give COMMAND so that it is gone
- * {@linkcode LEASE_MARGIN_MS} before the lease deadline.
- *
- * @param graceMs The configured grace (`--grace`), ms.
- * @param leaseLeftMs Ms until the lease deadline
- * ({@linkcode untilLeaseDeadline}).
- * @returns The shortened grace (whole ms, never below 0), or `undefined`
- * when the configured one ends in time.
+ * {@linkcode LEASE_MARGIN_MS} before the lease deadline (whole ms, never
+ * below 0), or `undefined` when `--grace` ends in time.
  */
 export function shortenedGraceMs(
   graceMs: number,
@@ -63,11 +50,7 @@ export function shortenedGraceMs(
   return left < graceMs ? Math.max(0, Math.floor(left)) : undefined;
 }
 
-/**
- * Ms until the gate deadline of `d`, on the sooner of its two clocks.
- *
- * @throws {Error} When the boot clock cannot be read.
- */
+/** Ms until the gate deadline of `d`, on the sooner of its two clocks; throws when the boot clock cannot be read. */
 function untilGateCloses(d: MarkerDeadlines, clock: Clock): number {
   let left = d.gateClosesBootMs - clock.bootNow();
   if (d.gateClosesWallMs !== undefined) {
@@ -76,13 +59,7 @@ function untilGateCloses(d: MarkerDeadlines, clock: Clock): number {
   return left;
 }
 
-/**
- * The marker's deadlines, never throwing.
- *
- * @param state The state volume.
- * @returns The deadlines, or `undefined` when the marker has none (or cannot
- * be read: the next look decides).
- */
+/** The marker's deadlines; `undefined` when it has none, or cannot be read (the next look decides). */
 export function readDeadlines(
   state: StateDir,
 ): MarkerDeadlines | undefined {
@@ -95,22 +72,15 @@ export function readDeadlines(
 
 /** The settings {@linkcode warnLongGrace} checks against a marker's lead. */
 export interface StopTiming {
-  /** SIGTERM -> SIGKILL grace, ms (`--grace`). */
   graceMs: number;
-  /** How often the watch looks, ms (`--interval`). */
   intervalMs: number;
-  /** Receives the warning. */
   logger: Logger;
 }
 
 /**
  * WARN when `--grace` plus `--interval` exceed the marker's lead (lease
- * deadline minus gate deadline): a stop noticed at the next look could then
- * not end COMMAND by the lease deadline with the full grace (it is cut
- * short; see {@linkcode shortenedGraceMs}).
- *
- * @param o The grace, the interval and the logger.
- * @param d The marker's deadlines; `undefined` (none) warns nothing.
+ * deadline minus gate deadline): a stop noticed at the next look would then
+ * have its grace cut short ({@linkcode shortenedGraceMs}).
  */
 export function warnLongGrace(
   o: StopTiming,
@@ -131,15 +101,13 @@ export function warnLongGrace(
 
 /** What {@linkcode watchCommand} needs from the loop that started COMMAND. */
 export interface WatchHooks {
-  /** The state volume. */
   state: StateDir;
-  /** Reads the boot clock. */
   clock: Clock;
-  /** The verdict; never throws. */
+  /** Never throws. */
   verdict: () => Verdict;
   /** Stops COMMAND for `reason`, keeping to the lease deadline. */
   stop: (reason: string) => void;
-  /** Told the deadlines of every marker that passed. */
+  /** Told the deadlines of each marker that passed. */
   seen: (d: MarkerDeadlines | undefined) => void;
   /** Told what a look that could not be completed threw; stops COMMAND. */
   failed: (e: unknown) => void;
@@ -147,13 +115,9 @@ export interface WatchHooks {
 
 /**
  * Watches a running COMMAND: looks at the verdict every interval and at the
- * marker's gate deadline (a timer, re-armed at every look), and stops the
- * tree the moment the verdict fails, or when a look cannot be completed.
- *
- * @param child The running COMMAND.
- * @param intervalMs How often to look, ms.
- * @param h The verdict and what to do with it.
- * @returns COMMAND's exit, once its tree is gone.
+ * marker's gate deadline (a timer re-armed at every look), stops it the
+ * moment the verdict fails or a look cannot be completed, and returns its
+ * exit once its tree is gone.
  */
 export async function watchCommand(
   child: ProcessGroup,

@@ -1,22 +1,17 @@
 /**
- * The {@linkcode Enforcer} of `run`: closing the permission removes the
- * markers (the user's, when a state directory is configured, and the private
- * one `run`'s `gate` watches) and then stops the attached command. It keeps
- * no copy of the permission: whether the lease is held is the renewer's
- * decision alone (`Renewer.status()`), which `run` reads before it starts a
- * command, and the gate in front of the command only lets it run while the
- * marker that this enforcer writes passes.
+ * `run`'s {@linkcode Enforcer}: a close removes the markers, then stops the
+ * attached command. The permission itself is the renewer's alone.
  *
  * @module
  */
 import type { Enforcer, StopEvidence } from "../enforce/enforcer.ts";
 import type { MarkerDeadlines } from "../state/marker.ts";
-import type { ProcessGroup } from "../enforce/process_group.ts";
+import type { ProcessGroup } from "../gate/process_group.ts";
 import { aborted } from "../state/clock.ts";
 
-/** The markers {@linkcode ChildEnforcer} keeps: usually a `ProbeEnforcer`. */
+/** Options for {@linkcode ChildEnforcer}. */
 export interface ChildEnforcerOptions {
-  /** Writes and removes the markers. */
+  /** Keeps the markers: a `ProbeEnforcer`. */
   marker: Enforcer;
 }
 
@@ -26,17 +21,14 @@ export class ChildEnforcer implements Enforcer {
   #child: ProcessGroup | undefined;
   #stops = new Set<Promise<void>>();
 
-  /** See {@linkcode ChildEnforcerOptions}. */
   constructor(options: ChildEnforcerOptions) {
     this.#o = options;
   }
 
-  /** The command a close stops from now on. */
   attach(child: ProcessGroup): void {
     this.#child = child;
   }
 
-  /** Forgets the command once it is gone. */
   detach(child: ProcessGroup): void {
     if (this.#child === child) this.#child = undefined;
   }
@@ -45,10 +37,7 @@ export class ChildEnforcer implements Enforcer {
     return this.#o.marker.open(d);
   }
 
-  /**
-   * Removes the markers first, so the command's gate already sees its
-   * verdict fail when the stop signal reaches it, then stops the command.
-   */
+  /** The markers go first, so the gate's verdict fails before the stop signal reaches it. */
   async close(reason: string): Promise<void> {
     await this.#o.marker.close(reason);
     const child = this.#child;
@@ -60,10 +49,7 @@ export class ChildEnforcer implements Enforcer {
     }
   }
 
-  /**
-   * Stopped once its stops have finished and no command is attached; not
-   * stopped when `signal` aborts first.
-   */
+  /** Stopped once its stops have finished and no command is attached. */
   async workloadStopped(signal?: AbortSignal): Promise<StopEvidence> {
     if (this.#stops.size > 0) {
       const done = Promise.all([...this.#stops]).then(() => true);
@@ -74,6 +60,7 @@ export class ChildEnforcer implements Enforcer {
         return {
           stopped: false,
           detail: "the command is still being stopped",
+          stopping: true,
         };
       }
     }

@@ -15,10 +15,9 @@ import { handoffMarker, writeHandoff } from "../hold/handoff.ts";
 import {
   EXIT_CANNOT_EXECUTE,
   EXIT_COMMAND_NOT_FOUND,
-} from "../enforce/process_group.ts";
+} from "../gate/process_group.ts";
 import { acquireForRun } from "./run_acquire.ts";
 import { ChildEnforcer } from "./child_enforcer.ts";
-import { executableProblem } from "./executable.ts";
 import { type Clock, systemClock } from "../state/clock.ts";
 import { start } from "../cmd/startup.ts";
 import { RUN_ROLE } from "./run_role.ts";
@@ -39,7 +38,11 @@ import { prepareStateDir, StateDir } from "../state/state_dir.ts";
 import { LeaseKeeper } from "../cmd/lease_keeper.ts";
 import { MemoryRenewerStore } from "./memory_store.ts";
 import { SignalRouter, type SignalSource } from "./run_signals.ts";
-import { type CommandLauncher, gatedLauncher } from "./launcher.ts";
+import {
+  type CommandLauncher,
+  executableProblem,
+  gatedLauncher,
+} from "./launcher.ts";
 
 import { EXIT_CONFIG, supervise } from "./run_supervise.ts";
 
@@ -327,10 +330,10 @@ export async function runWith(o: RunOptions): Promise<number> {
       if (!handed) return EXIT_CONFIG;
     }
     const markers: MarkerStore = keeper.metrics.markerStore({
-      write: async (d) => {
+      writeMarker: async (d) => {
         for (const dir of dirs) await dir.writeMarker(d);
       },
-      remove: () => removeMarkers(dirs),
+      removeMarker: () => removeMarkers(dirs),
     });
     const enforcer = new ChildEnforcer({
       marker: new ProbeEnforcer({ marker: markers, logger }),

@@ -1,8 +1,6 @@
 /**
- * Where `run` hears the stop signals and what it does with them: while no
- * command runs they end the wait for the lease; while one runs they are
- * forwarded to it. Its own module so a test can deliver a signal at an exact
- * point (during the hand-over, say) without signalling the test process.
+ * `run`'s stop signals: they end the wait for the lease, or are forwarded to
+ * the running command; a test delivers them through its `SignalSource`.
  *
  * @module
  */
@@ -10,22 +8,18 @@ import type { Logger } from "../obs/log.ts";
 import { SHUTDOWN_SIGNALS, type SignalSource } from "../cmd/signals.ts";
 
 export type { SignalSource };
-import type { ProcessGroup } from "../enforce/process_group.ts";
+import type { ProcessGroup } from "../gate/process_group.ts";
 
-/** The signals `run` ends a wait on, or forwards to the command while it runs: the stop signals. */
+/** The signals `run` ends a wait on, or forwards to its command. */
 export const FORWARDED_SIGNALS: readonly Deno.Signal[] = SHUTDOWN_SIGNALS;
 
-/**
- * Routes the four stop signals: while no command runs they cancel the wait
- * (once); while one runs they are forwarded to its process group.
- */
+/** Routes the stop signals; see the module doc. */
 export class SignalRouter {
   #cancel = new AbortController();
   #target: ProcessGroup | undefined;
   #stopForwarded = false;
   #handlers: [Deno.Signal, () => void][];
 
-  /** Listens on `source` from now on; records go to `logger`. */
   constructor(private logger: Logger, private source: SignalSource) {
     this.#handlers = FORWARDED_SIGNALS.map((name) => {
       const handler = () => this.#on(name);
@@ -34,20 +28,16 @@ export class SignalRouter {
     });
   }
 
-  /** Aborts on the first signal received while no command runs. */
   get cancelled(): AbortSignal {
     return this.#cancel.signal;
   }
 
-  /**
-   * Whether SIGTERM, SIGINT or SIGQUIT was forwarded to the current command:
-   * someone asked it to stop, so `run` does not restart it after a loss.
-   */
+  /** SIGTERM, SIGINT or SIGQUIT reached the current command: `run` does not restart it after a loss. */
   get stopForwarded(): boolean {
     return this.#stopForwarded;
   }
 
-  /** Forwards to `target` from now on (undefined: nothing runs); a new command starts with a clean slate. */
+  /** Undefined: nothing runs. */
   forwardTo(target: ProcessGroup | undefined): void {
     if (target !== this.#target && target !== undefined) {
       this.#stopForwarded = false;
@@ -55,7 +45,6 @@ export class SignalRouter {
     this.#target = target;
   }
 
-  /** Stops listening. */
   dispose(): void {
     for (const [n, h] of this.#handlers) this.source.removeSignalListener(n, h);
   }

@@ -10,10 +10,10 @@
 import {
   type ChildExit,
   type ProcessGroup,
+  reapOrphans,
   SpawnError,
-} from "../enforce/process_group.ts";
+} from "../gate/process_group.ts";
 import type { ChildEnforcer } from "./child_enforcer.ts";
-import { reapOrphans } from "../enforce/process_tree.ts";
 import { aborted, type Clock } from "../state/clock.ts";
 import type { Config } from "../config/config.ts";
 import type { Logger } from "../obs/log.ts";

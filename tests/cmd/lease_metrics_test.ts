@@ -276,17 +276,17 @@ Deno.test("enforcement wrappers count what was done, not what was attempted", as
   });
   let failWrite = false;
   const marker = m.markerStore({
-    write: () =>
+    writeMarker: () =>
       failWrite ? Promise.reject(new Error("disk full")) : Promise.resolve(),
-    remove: () => Promise.resolve(),
+    removeMarker: () => Promise.resolve(),
   });
-  await marker.write({ gateClosesBootMs: 1, leaseDeadlineBootMs: 2 });
+  await marker.writeMarker({ gateClosesBootMs: 1, leaseDeadlineBootMs: 2 });
   failWrite = true;
   await assert.rejects(
-    marker.write({ gateClosesBootMs: 1, leaseDeadlineBootMs: 2 }),
+    marker.writeMarker({ gateClosesBootMs: 1, leaseDeadlineBootMs: 2 }),
   );
-  await marker.remove();
-  await marker.remove();
+  await marker.removeMarker();
+  await marker.removeMarker();
   const results = ["sent", "gone", "sent", "denied"] as const;
   let i = 0;
   const inner: ProcessTable = {

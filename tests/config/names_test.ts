@@ -12,7 +12,7 @@ import {
   unknownVariables,
 } from "../../lib/config/settings.ts";
 import { HEALTH_ADDR_ENV } from "../../lib/cmd/health.ts";
-import { commandEnv } from "../../lib/enforce/command_env.ts";
+import { commandEnv } from "../../lib/gate/gate_loop.ts";
 
 Deno.test("editDistance counts insertions, deletions, substitutions and adjacent swaps", () => {
   assert.equal(editDistance("", ""), 0);

@@ -36,7 +36,7 @@ import {
   runWith,
   type SignalSource,
 } from "../../lib/run/run.ts";
-import { gateDeathReason } from "../../lib/run/launcher.ts";
+import { gatedLauncher } from "../../lib/run/launcher.ts";
 import { directLauncher } from "../support/direct_launcher.ts";
 import { StateDir } from "../../lib/state/state_dir.ts";
 import { runCli } from "../support/cli.ts";
@@ -1026,7 +1026,7 @@ Deno.test("run fence: a gate that exits on its own (status 1) while its command 
   assert.equal(server.store.get("prod", "gatefail")?.holder, "", "released");
   // Its own status is no status of the command's; a signal death says so too.
   assert.equal(
-    gateDeathReason({ code: 137, signal: "SIGKILL" }),
+    gatedLauncher().deathReason({ code: 137, signal: "SIGKILL" }),
     "the command's gate died (SIGKILL)",
   );
 });

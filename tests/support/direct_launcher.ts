@@ -9,8 +9,8 @@
  * @module
  */
 import type { CommandLauncher } from "../../lib/run/launcher.ts";
-import { ProcessGroup } from "../../lib/enforce/process_group.ts";
-import { commandEnv } from "../../lib/enforce/command_env.ts";
+import { ProcessGroup } from "../../lib/gate/process_group.ts";
+import { commandEnv } from "../../lib/gate/gate_loop.ts";
 
 /** Starts the command directly; see the module doc. */
 export const directLauncher: CommandLauncher = {

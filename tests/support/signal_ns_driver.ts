@@ -174,10 +174,10 @@ async function orchestrate(): Promise<Record<string, unknown>> {
     const { events, logger } = recorder();
     const markerPath = `${dir}/healthy`;
     const marker: MarkerStore = {
-      async write() {
+      async writeMarker() {
         await Deno.writeTextFile(markerPath, "ok");
       },
-      async remove() {
+      async removeMarker() {
         await Deno.remove(markerPath).catch(() => {});
         events.push({ t: performance.now(), msg: "marker removed" });
       },
@@ -255,8 +255,8 @@ async function orchestrate(): Promise<Record<string, unknown>> {
       logger: q.logger,
       processTable: new LinuxProcessTable(),
       marker: {
-        write: () => Promise.resolve(),
-        remove: () => Promise.resolve(),
+        writeMarker: () => Promise.resolve(),
+        removeMarker: () => Promise.resolve(),
       },
     });
     await queueEnforcer.open(DEADLINES);
@@ -418,8 +418,8 @@ sleep 1000 & wait`,
       logger: d.logger,
       processTable: new LinuxProcessTable(),
       marker: {
-        write: () => Promise.resolve(),
-        remove: () => Promise.resolve(),
+        writeMarker: () => Promise.resolve(),
+        removeMarker: () => Promise.resolve(),
       },
     });
     await enforcer.open(DEADLINES);
@@ -467,8 +467,8 @@ async function unprivileged(
 ): Promise<Record<string, unknown>> {
   const { events, logger } = recorder();
   const marker: MarkerStore = {
-    write: () => Promise.resolve(),
-    remove: () => Promise.resolve(),
+    writeMarker: () => Promise.resolve(),
+    removeMarker: () => Promise.resolve(),
   };
   const table = new CountingTable();
   const enforcer = new SignalEnforcer({
