@@ -1,9 +1,9 @@
 /**
- * What the client makes of an answer, as pure functions of the status, the
- * headers it reads and the body text: a {@linkcode GrantOutcome} or
- * {@linkcode ReleaseOutcome}. Kept apart from the transports so the same
- * classification holds over every transport, and so every hostile
- * answer is a unit test without a socket.
+ * What the client makes of an answer, as pure functions of the status, two
+ * headers and the body text, the same over every transport; and the removal
+ * of the API key from everything a server sent back (a server or proxy that
+ * echoes the `Authorization` header would otherwise put the key into error
+ * messages, a logged holder, a health endpoint's text).
  *
  * Nothing here trusts the body: a grant for another holder, a token that is
  * not a JSON int32 literal, a timestamp that is not RFC 3339 are all
@@ -18,50 +18,30 @@ import {
   type LeaseRecord,
   type ReleaseOutcome,
 } from "./rpc.ts";
-import { INT32_MAX, INT32_MIN } from "./wire.ts";
+import { INT32_MAX } from "./wire.ts";
 
-/** What came back over the wire before it is interpreted. */
+/** What came back over the wire, the body cut at the transport's cap. */
 export interface RawResponse {
-  /** The HTTP status. */
   status: number;
-  /** The body as UTF-8 text, at most the transport's cap. */
   body: string;
-  /** From the `X-Request-Id` response header, when printable. */
+  /** From the `X-Request-Id` header, when printable. */
   requestId?: string;
-  /** The `Location` header, for a redirect. */
   location?: string;
 }
 
-/** What the decoder needs to know about the request the answer is for. */
+/** The request an answer is for. */
 export interface AnswerContext {
-  /** The holder the request was sent for: a grant must name it. */
+  /** A grant must name it. */
   holder: string;
-  /** The URL requested, named in 3xx and 404 messages. */
+  /** Named in 3xx and 404 messages. */
   url: string;
-  /**
-   * Removes secrets from server text before it is cut to an excerpt (so no
-   * part of a secret survives the cut). Default: keeps text as is.
-   */
+  /** Applied to server text before it is cut to an excerpt, so no part of a secret survives the cut. */
   redact?: (text: string) => string;
 }
 
 /**
- * An `X-Request-Id` header value worth repeating in messages: printable
- * ASCII, at most 128 characters; anything else is dropped.
- */
-export function headerRequestId(value: string | null): string | undefined {
-  return value !== null && /^[\x21-\x7e]{1,128}$/.test(value)
-    ? value
-    : undefined;
-}
-
-/**
- * Interprets an Acquire or Renew answer.
- *
- * @param r The answer.
- * @param ctx The request it answers.
- * @returns `acquired` only for a 200 whose body keeps every promise of the
- * API and names `ctx.holder`; otherwise the matching failure.
+ * Interprets an Acquire or Renew answer: `acquired` only for a 200 whose
+ * body keeps every promise of the API and names `ctx.holder`.
  */
 export function grantOutcome(r: RawResponse, ctx: AnswerContext): GrantOutcome {
   if (r.status !== 200) return statusFailure(r, [200], ctx);
@@ -71,7 +51,7 @@ export function grantOutcome(r: RawResponse, ctx: AnswerContext): GrantOutcome {
     return badResponse(r, parsed, ctx, FIXES.notBerth);
   }
   const redact = ctx.redact ?? ((t: string) => t);
-  const record = parseGrant(parsed, numberLiterals(parsed), redact);
+  const record = parseGrant(parsed, literals.get(parsed) ?? new Map(), redact);
   if (typeof record === "string") return badResponse(r, record, ctx);
   const { acquired, lease } = record;
   if (acquired && lease.holder !== ctx.holder) {
@@ -90,35 +70,28 @@ export function grantOutcome(r: RawResponse, ctx: AnswerContext): GrantOutcome {
   };
 }
 
-/**
- * Interprets a Release answer: 204 (or 200) is success, whatever the body.
- *
- * @param r The answer.
- * @param ctx The request it answers.
- */
+/** Interprets a Release answer: 204 (or 200) is success, whatever the body. */
 export function releaseOutcome(
   r: RawResponse,
   ctx: AnswerContext,
 ): ReleaseOutcome {
-  if (r.status === 204 || r.status === 200) {
-    return { kind: "released", requestId: r.requestId };
-  }
-  return statusFailure(r, [204, 200], ctx);
+  return r.status === 204 || r.status === 200
+    ? { kind: "released", requestId: r.requestId }
+    : statusFailure(r, [204, 200], ctx);
 }
 
-/** A 409, a redirect, an unexpected success status, or any other status. */
 function statusFailure(
   r: RawResponse,
   expected: number[],
   ctx: AnswerContext,
 ): LeaseFailure {
   const envelope = parseJsonObject(r.body);
-  const errorShape = typeof envelope !== "string" &&
-    typeof envelope.error === "string";
+  const json = typeof envelope !== "string";
+  const errorShape = json && typeof envelope.error === "string";
   let message: string;
   let requestId = r.requestId;
-  if (typeof envelope !== "string" && typeof envelope.error === "string") {
-    message = excerpt(envelope.error, ctx);
+  if (errorShape) {
+    message = excerpt(envelope.error as string, ctx);
     if (typeof envelope.requestId === "string" && envelope.requestId !== "") {
       requestId = excerpt(envelope.requestId, ctx);
     }
@@ -131,7 +104,7 @@ function statusFailure(
     message = excerpt(r.body, ctx);
   }
   if (r.status === 409) return { kind: "conflict", message, requestId };
-  const fix = answerFix(r, typeof envelope !== "string", errorShape, ctx);
+  const fix = answerFix(r, json, errorShape, ctx);
   const withFix = fix === undefined ? {} : { fix };
   if (r.status >= 200 && r.status < 300) {
     return {
@@ -159,10 +132,7 @@ function statusFailure(
   };
 }
 
-/**
- * The statuses a Berth API server answers a POST on its lease paths with
- * (the spec's, and 405 and 307 of its router).
- */
+/** What a Berth API server answers a POST on its lease paths with (the spec's, and its router's 405 and 307). */
 const BERTH_STATUSES = new Set([
   200,
   204,
@@ -181,18 +151,15 @@ const BERTH_STATUSES = new Set([
 const PLAIN_ON_TLS =
   /Client sent an HTTP request to an HTTPS server|plain HTTP request was sent to HTTPS port/i;
 
-/** An HTML page (an error page of a proxy, a web server's listing). */
 function isHtml(body: string): boolean {
   return /^\s*<(?:!doctype|html|head|body|\?xml|title|h1)/i.test(body);
 }
 
 /**
- * The fix of an answer no wait can heal, if it is one: plain HTTP sent to a
- * TLS port, or a server that is not a Berth API server (an HTML page, or a
- * status no Berth server gives without the API's JSON error). A 3xx (its
- * own what-to-do), and a 5xx other than 501 (a gateway's page while the
- * server restarts heals), never have one; nor does any Berth status with
- * the API's JSON body.
+ * The fix of an answer no wait can heal: plain HTTP sent to a TLS port, or
+ * a server that is not a Berth API server. Never for a 3xx (it has its own
+ * advice), a 5xx other than 501 (a gateway's page while the server restarts
+ * heals), or a Berth status with the API's JSON body.
  */
 function answerFix(
   r: RawResponse,
@@ -230,7 +197,7 @@ function badResponse(
   };
 }
 
-/** A short, single-line, printable, redacted piece of server text for a message. */
+/** A short, single-line, printable, redacted piece of server text. */
 function excerpt(text: string, ctx: AnswerContext): string {
   const clean = (ctx.redact ?? ((s: string) => s))(text);
   // deno-lint-ignore no-control-regex
@@ -239,14 +206,14 @@ function excerpt(text: string, ctx: AnswerContext): string {
   return flat.length > 200 ? `${flat.slice(0, 200)}...` : flat;
 }
 
-/** The literal text of each number of each object `JSON.parse` built, by member name. */
+/**
+ * The text of each number of each object `parseJsonObject` built, by member
+ * name (a reviver's `context.source`): `JSON.parse` reads `1.0` and `1e0`
+ * as 1, and a token must be an integer literal. With duplicate members, the
+ * last one's, as `JSON.parse` keeps it.
+ */
 const literals = new WeakMap<object, Map<string, string>>();
 
-/**
- * The body as a JSON object, or why it is not one. The text of its numbers
- * as written is kept (a reviver's `context.source`) for
- * {@linkcode numberLiterals}: `JSON.parse` reads `1.0` and `1e0` as 1.
- */
 function parseJsonObject(body: string): Record<string, unknown> | string {
   let v: unknown;
   try {
@@ -276,18 +243,8 @@ function parseJsonObject(body: string): Record<string, unknown> | string {
 }
 
 /**
- * The numbers of an object {@linkcode parseJsonObject} made, as written
- * (with duplicate members, the last one's, as `JSON.parse` keeps it).
- */
-function numberLiterals(o: object): Map<string, string> {
-  return literals.get(o) ?? new Map();
-}
-
-/**
- * Validates an Acquire/Renew body against the API's promises, or says what
- * broke them. Unknown fields are ignored so a newer server stays usable.
- * `numbers` holds the body's numbers as written: JSON.parse reads `1.0` and
- * `1e0` as 1, so the token's literal is checked there.
+ * An Acquire/Renew body checked against the API's promises, or what broke
+ * them. Unknown fields are ignored so a newer server stays usable.
  */
 function parseGrant(
   body: Record<string, unknown>,
@@ -306,7 +263,7 @@ function parseGrant(
     const literal = numbers.get("fencingToken");
     if (
       typeof fencingToken !== "number" || literal === undefined ||
-      !/^-?(0|[1-9][0-9]*)$/.test(literal) || fencingToken < INT32_MIN ||
+      !/^-?(0|[1-9][0-9]*)$/.test(literal) || fencingToken < -INT32_MAX - 1 ||
       fencingToken > INT32_MAX
     ) {
       return `"fencingToken" must be a JSON integer in int32 range, got ${
@@ -323,10 +280,7 @@ function parseGrant(
     }`;
   }
   for (
-    const [field, v] of [
-      ["expiresAt", expiresAt],
-      ["acquiredAt", acquiredAt],
-    ] as const
+    const [field, v] of [["expiresAt", expiresAt], ["acquiredAt", acquiredAt]]
   ) {
     if (typeof v !== "string" || !isRfc3339(v)) {
       return `"${field}" must be an RFC 3339 timestamp, got ${showV(v)}`;
@@ -354,22 +308,12 @@ function isRfc3339(s: string): boolean {
   const m = RFC3339.exec(s);
   if (!m) return false;
   const [year, month, day, hour, minute, second] = m.slice(1, 7).map(Number);
-  if (month < 1 || month > 12 || day < 1 || day > daysIn(year, month)) {
-    return false;
-  }
-  if (hour > 23 || minute > 59 || second > 60) return false;
-  if (m[9] !== undefined && (Number(m[9]) > 23 || Number(m[10]) > 59)) {
-    return false;
-  }
-  return true;
-}
-
-function daysIn(year: number, month: number): number {
-  if (month === 2) {
-    const leap = year % 4 === 0 && (year % 100 !== 0 || year % 400 === 0);
-    return leap ? 29 : 28;
-  }
-  return [4, 6, 9, 11].includes(month) ? 30 : 31;
+  const lastDay = new Date(0);
+  lastDay.setUTCFullYear(year, month, 0);
+  return month >= 1 && month <= 12 && day >= 1 &&
+    day <= lastDay.getUTCDate() && hour <= 23 && minute <= 59 &&
+    second <= 60 &&
+    (m[9] === undefined || (Number(m[9]) <= 23 && Number(m[10]) <= 59));
 }
 
 /** A server value for a message: JSON, redacted, then cut to 60 characters. */
@@ -377,4 +321,60 @@ function show(v: unknown, redact: (text: string) => string): string {
   if (v === undefined) return "nothing";
   const s = redact(JSON.stringify(v) ?? String(v));
   return s.length > 60 ? `${s.slice(0, 60)}...` : s;
+}
+
+/**
+ * A function that replaces every occurrence of each secret in a text, in the
+ * spellings a server may echo it in: as is, JSON-escaped (Go's encoder also
+ * escapes `<`, `>`, `&`) and percent-encoded (a redirect's `Location`).
+ *
+ * @param secrets The keys to remove; empty ones are ignored.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * assert.equal(
+ *   redactor(["s3cret"])("echo: Bearer s3cret"),
+ *   "echo: Bearer [redacted API key]",
+ * );
+ * ```
+ */
+export function redactor(secrets: string[]): (text: string) => string {
+  const forms = new Set<string>();
+  for (const s of secrets.filter((s) => s !== "")) {
+    const json = JSON.stringify(s).slice(1, -1);
+    const goJson = json.replace(
+      /[<>&]/g,
+      (c) => `\\u00${c.charCodeAt(0).toString(16)}`,
+    );
+    forms.add(s).add(json).add(goJson).add(encodeURIComponent(s));
+  }
+  // Longest first, so a form that contains another is replaced whole.
+  const list = [...forms].sort((a, b) => b.length - a.length);
+  return (text) =>
+    list.reduce((out, f) => out.split(f).join("[redacted API key]"), text);
+}
+
+/**
+ * `outcome` with every server-derived string redacted: the message and
+ * request id of a failure, the holder and timestamps of a lease record.
+ */
+export function redactOutcome<T extends GrantOutcome | ReleaseOutcome>(
+  outcome: T,
+  redact: (text: string) => string,
+): T {
+  const out = { ...outcome } as Record<string, unknown>;
+  for (const field of ["message", "requestId"]) {
+    if (typeof out[field] === "string") out[field] = redact(out[field]);
+  }
+  if ("lease" in outcome) {
+    const l = outcome.lease;
+    out.lease = {
+      ...l,
+      holder: redact(l.holder),
+      expiresAt: redact(l.expiresAt),
+      acquiredAt: redact(l.acquiredAt),
+    };
+  }
+  return out as T;
 }

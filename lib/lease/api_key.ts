@@ -6,33 +6,36 @@
  *
  * A read can block (a FIFO put in the file's place, a hung network or FUSE
  * mount), and a blocked read cannot be cancelled: so every read is bounded,
- * a request waits for a due re-read only {@linkcode REREAD_WAIT_MS} (a
- * healthy read of a Secret volume takes well under a millisecond), the last
- * good key is used meanwhile, a read that passes its own bound is reported
- * whoever waited for it, and no second read starts while one is still
- * pending. A slow read so costs a renewal nothing but the new key, which
- * the next request sends.
+ * a request waits for a due re-read only {@linkcode REREAD_WAIT_MS}, the
+ * last good key is used meanwhile, a read that passes its own bound is
+ * reported whoever waited for it, and no second read starts while one is
+ * still pending. A slow read so costs a renewal nothing but the new key,
+ * which the next request sends.
  *
  * @module
  */
-import type { Clock } from "../state/clock.ts";
-import { bounded, systemClock } from "../state/clock.ts";
-import type { Logger } from "../obs/log.ts";
-import { discardLogger, Secret } from "../obs/log.ts";
-import { keyProblem, readKeyFile } from "./key_file.ts";
+import { bounded, type Clock, systemClock } from "../state/clock.ts";
+import { discardLogger, type Logger, Secret } from "../obs/log.ts";
 
 /**
  * How long a request waits for a due re-read of the key file before it goes
- * with the last good key (ms): a small share of the shortest heartbeat (1 s),
- * so a hung read never costs a renewal its bound.
+ * with the last good key (ms): a small share of the shortest heartbeat (1 s).
  */
 export const REREAD_WAIT_MS = 100;
+
+/** Larger than any real key; a bigger file is a mistake (wrong path), not a key. */
+const MAX_KEY_FILE_BYTES = 16 * 1024;
+
+const FIX_PATH =
+  "point --api-key-file / BERTH_API_KEY_FILE at the file holding the API key";
+const FIX_MODE =
+  "make it readable by that uid (in a pod: the Secret volume's defaultMode, or the pod's fsGroup)";
 
 /** Options for {@linkcode ApiKeySource.fromFile}. */
 export interface ApiKeyFileOptions {
   /** Decides when the file is due and bounds each read; default the system clock. */
   clock?: Clock;
-  /** Receives the warnings about failed re-reads (never the key); default none. */
+  /** Gets the warnings about failed re-reads (never the key). */
   logger?: Logger;
   /** Minimum milliseconds between two reads of the file; default 1000. */
   minReadIntervalMs?: number;
@@ -41,31 +44,21 @@ export interface ApiKeyFileOptions {
    * takes longer is an error; later the last good key is used meanwhile.
    */
   readTimeoutMs?: number;
-  /**
-   * Reads the file's bytes, or throws an `Error` whose message says why it
-   * cannot; default a read that refuses non-regular files and explains a
-   * permission problem. A seam for tests (a read that blocks).
-   */
+  /** Reads the bytes, throwing an `Error` that says why not (a seam for a read that blocks). */
   readFile?: (path: string) => Promise<Uint8Array>;
 }
 
 /**
  * Gives the client the key to send on each request, and the keys to remove
- * from anything a server sends back. A class with two factories so callers
- * treat a fixed key and a rotating key file alike; `current()` is async
- * because a due re-read happens on the request path.
+ * from anything a server sends back: the one in use and, after a rotation,
+ * the one before it.
  */
 export class ApiKeySource {
-  readonly #current: (signal?: AbortSignal) => Promise<Secret | undefined>;
-  readonly #secrets: () => string[];
-
   private constructor(
-    current: (signal?: AbortSignal) => Promise<Secret | undefined>,
-    secrets: () => string[],
-  ) {
-    this.#current = current;
-    this.#secrets = secrets;
-  }
+    /** `signal` (the request's own bound) ends the wait for a due re-read early. */
+    readonly current: (signal?: AbortSignal) => Promise<Secret>,
+    readonly secrets: () => string[],
+  ) {}
 
   /**
    * A key that never changes (`--api-key` / `BERTH_API_KEY`).
@@ -87,12 +80,12 @@ export class ApiKeySource {
   }
 
   /**
-   * A key read from `path` (`--api-key-file` / `BERTH_API_KEY_FILE`), trimmed
-   * of surrounding whitespace. The file is read now; afterwards `current()`
-   * re-reads it when at least `minReadIntervalMs` passed since the last read.
-   * When a re-read fails, finds no usable key or does not finish within
-   * `readTimeoutMs`, the last good key is kept and one warning is logged per
-   * streak of failures; a late read that succeeds still counts.
+   * A key read from `path` (`--api-key-file` / `BERTH_API_KEY_FILE`),
+   * trimmed. The file is read now, and re-read by `current()` once
+   * `minReadIntervalMs` passed since the last read. When a re-read fails,
+   * finds no usable key or does not finish within `readTimeoutMs`, the last
+   * good key is kept and one warning is logged per streak of failures; a
+   * late read that succeeds still counts.
    *
    * @throws {Error} A configuration error naming the file and what to do,
    * when it is missing, unreadable (with uid, mode and owner), not a regular
@@ -106,7 +99,7 @@ export class ApiKeySource {
     const logger = options.logger ?? discardLogger;
     const interval = options.minReadIntervalMs ?? 1000;
     const readTimeoutMs = options.readTimeoutMs ?? 2000;
-    const read = () => readKeyFile(path, options.readFile);
+    const read = () => readKeyFile(path, options.readFile ?? readRegularFile);
     const first = await within(read(), clock.timeout(readTimeoutMs));
     if (first === undefined) {
       throw new Error(
@@ -171,30 +164,11 @@ export class ApiKeySource {
       () => [key.reveal(), ...(previous ? [previous.reveal()] : [])],
     );
   }
-
-  /**
-   * The key to send now; undefined only for a source that has none.
-   *
-   * @param signal Ends the wait for a due re-read early (the request's own
-   * bound); the last good key is given then.
-   */
-  current(signal?: AbortSignal): Promise<Secret | undefined> {
-    return this.#current(signal);
-  }
-
-  /**
-   * The keys no server-derived text may show: the one in use and, after a
-   * rotation, the one before it.
-   */
-  secrets(): string[] {
-    return this.#secrets();
-  }
 }
 
 /**
- * The key source the configuration asks for, or undefined when it names no
- * key (no Authorization header is sent then). Exists so `acquire` and
- * `renew` do not each repeat the either-or of `apiKey` and `apiKeyFile`.
+ * The key source the configuration names, or undefined for none (no
+ * Authorization header is sent then).
  *
  * @throws {Error} As {@linkcode ApiKeySource.fromSecret} and
  * {@linkcode ApiKeySource.fromFile} do.
@@ -206,16 +180,11 @@ export async function apiKeySourceFromConfig(
   if (config.apiKey !== undefined) {
     return ApiKeySource.fromSecret(config.apiKey);
   }
-  if (config.apiKeyFile !== undefined) {
-    return await ApiKeySource.fromFile(config.apiKeyFile, options);
-  }
-  return undefined;
+  if (config.apiKeyFile === undefined) return undefined;
+  return await ApiKeySource.fromFile(config.apiKeyFile, options);
 }
 
-/**
- * `work`'s value, or undefined when `signal` aborts first. `work` is left
- * running (a blocked read cannot be cancelled); the listener is removed.
- */
+/** `work`'s value, or undefined when `signal` aborts first; `work` is left running. */
 function within<T>(
   work: Promise<T>,
   signal: AbortSignal,
@@ -228,4 +197,100 @@ function within<T>(
       signal.removeEventListener("abort", onAbort)
     );
   });
+}
+
+/** Why `key` cannot be sent as a bearer token, or undefined when it can. */
+function keyProblem(key: string): string | undefined {
+  if (key === "") return "is empty";
+  // Printable ASCII without spaces: anything else either breaks the header
+  // (a newline would even inject one) or is not a token the server issued.
+  if (!/^[\x21-\x7e]+$/.test(key)) {
+    return "contains spaces, control or non-ASCII characters";
+  }
+  return undefined;
+}
+
+/** The trimmed key in `path`, or why there is none and what to do. Never throws. */
+async function readKeyFile(
+  path: string,
+  readFile: (path: string) => Promise<Uint8Array>,
+): Promise<{ key: string } | { problem: string; fix: string }> {
+  let bytes: Uint8Array;
+  try {
+    bytes = await readFile(path);
+  } catch (e) {
+    if (e instanceof Deno.errors.PermissionDenied) {
+      return { problem: await notReadable(path), fix: FIX_MODE };
+    }
+    const problem = e instanceof NotRegularFile
+      ? e.message
+      : e instanceof Deno.errors.NotFound
+      ? "cannot be read (no such file)"
+      : `cannot be read (${(e as Error).message})`;
+    return { problem, fix: FIX_PATH };
+  }
+  let problem: string | undefined;
+  let key = "";
+  if (bytes.length > MAX_KEY_FILE_BYTES) {
+    problem = `is larger than ${MAX_KEY_FILE_BYTES} bytes`;
+  } else {
+    try {
+      key = new TextDecoder("utf-8", { fatal: true }).decode(bytes).trim();
+      problem = keyProblem(key);
+    } catch {
+      problem = "is not UTF-8 text";
+    }
+  }
+  return problem ? { problem, fix: FIX_PATH } : { key };
+}
+
+/** The path names something a key cannot be read from without blocking or failing. */
+class NotRegularFile extends Error {}
+
+/**
+ * The bytes of `path` (at most one more than the cap), refusing anything but
+ * a regular file before opening it: opening a FIFO blocks until a writer
+ * comes.
+ */
+async function readRegularFile(path: string): Promise<Uint8Array> {
+  const check = (info: Deno.FileInfo) => {
+    if (info.isFile) return;
+    const type = info.isDirectory
+      ? "directory"
+      : info.isFifo
+      ? "FIFO"
+      : info.isSocket
+      ? "socket"
+      : info.isCharDevice || info.isBlockDevice
+      ? "device"
+      : "special file";
+    throw new NotRegularFile(`is a ${type}, not a regular file`);
+  };
+  check(await Deno.stat(path));
+  using file = await Deno.open(path, { read: true });
+  check(await file.stat());
+  const buf = new Uint8Array(MAX_KEY_FILE_BYTES + 1);
+  let n = 0;
+  while (n < buf.length) {
+    const got = await file.read(buf.subarray(n));
+    if (got === null) break;
+    n += got;
+  }
+  return buf.subarray(0, n);
+}
+
+/** "is not readable by uid N (mode M, owner U:G)", as far as stat can tell. */
+async function notReadable(path: string): Promise<string> {
+  const uid = Deno.uid() ?? "unknown";
+  try {
+    const info = await Deno.stat(path);
+    const mode = info.mode === null
+      ? "unknown"
+      : `0${(info.mode & 0o7777).toString(8).padStart(3, "0")}`;
+    return `is not readable by uid ${uid} (mode ${mode}, owner ${
+      info.uid ?? "?"
+    }:${info.gid ?? "?"})`;
+  } catch {
+    return `is not readable by uid ${uid} (its directory cannot be searched either)`;
+  }
 }

@@ -1,0 +1,274 @@
+/**
+ * Why no answer came: a transport's error classified in one place, for both
+ * transports (by the code `node:http(s)` gives, else by the text of
+ * `fetch`'s error or its cause), and worded once as a failure a user can act
+ * on. The failures no wait can heal (the URL's scheme, the certificate)
+ * carry their fix; a refused, reset, timed-out or unresolved connection
+ * does not.
+ *
+ * @module
+ */
+import { FIXES, type LeaseFailure } from "./rpc.ts";
+import type { Target } from "./wire.ts";
+
+/** Why no answer came, in the terms the messages need. */
+export type TransportErrorKind =
+  | "refused"
+  | "dns"
+  /** The TLS handshake met something that is not TLS (a plain-HTTP server). */
+  | "not-tls"
+  /** Over `http://`, most often a TLS port answering with a TLS alert (a rustls or Deno server). */
+  | "not-http"
+  | "untrusted"
+  /** A CA certificate presented as the server's own, refused by Deno's TLS even when trusted. */
+  | "ca-as-leaf"
+  /** Outside its validity period. */
+  | "dates"
+  | "wrong-name"
+  /** `fetch` refuses the port before any connection (the fetch standard's bad ports). */
+  | "blocked-port"
+  | "other";
+
+/** A request that ended without an answer; `detail` is shown for `other`. */
+export interface TransportError {
+  error: TransportErrorKind;
+  detail: string;
+}
+
+/**
+ * The texts `fetch`'s errors carry (its causes have no code or class, only
+ * the rustls, hyper and socket wording of Deno 2), first match wins; also
+ * the fallback for a `node:` error whose code {@linkcode ERROR_CODES}
+ * lacks.
+ */
+export const ERROR_TEXTS: readonly (readonly [RegExp, TransportErrorKind])[] = [
+  [/connection refused/i, "refused"],
+  [/dns error|failed to lookup address/i, "dns"],
+  [/InvalidContentType|corrupt message|wrong version number/i, "not-tls"],
+  [/invalid HTTP version parsed/i, "not-http"],
+  [/certificate expired|not valid yet|not valid before/i, "dates"],
+  [/NotValidForName|not valid for name/i, "wrong-name"],
+  [/CaUsedAsEndEntity/, "ca-as-leaf"],
+  // fetch's own error, with no cause. The one place that knows which ports
+  // fetch blocks is fetch: no copy of its list here.
+  [/Requests to port \d+ are blocked/i, "blocked-port"],
+  [/invalid peer certificate|UnknownIssuer|BadSignature/i, "untrusted"],
+];
+
+/**
+ * The codes Deno's `node:http(s)` gives its errors. It reports an expired,
+ * a not-yet-valid and an untrusted certificate alike
+ * (`UNABLE_TO_VERIFY_LEAF_SIGNATURE`): the message tells them apart by a
+ * look at the certificate.
+ */
+export const ERROR_CODES: Readonly<Record<string, TransportErrorKind>> = {
+  ECONNREFUSED: "refused",
+  ENOTFOUND: "dns",
+  EAI_AGAIN: "dns",
+  ERR_SSL_WRONG_VERSION_NUMBER: "not-tls",
+  // node:http's parser meeting a TLS alert on an http:// URL.
+  HPE_INVALID_CONSTANT: "not-http",
+  ERR_TLS_CERT_ALTNAME_INVALID: "wrong-name",
+  CERT_HAS_EXPIRED: "dates",
+  CERT_NOT_YET_VALID: "dates",
+  UNABLE_TO_VERIFY_LEAF_SIGNATURE: "untrusted",
+  UNABLE_TO_GET_ISSUER_CERT: "untrusted",
+  UNABLE_TO_GET_ISSUER_CERT_LOCALLY: "untrusted",
+  SELF_SIGNED_CERT_IN_CHAIN: "untrusted",
+  DEPTH_ZERO_SELF_SIGNED_CERT: "untrusted",
+  CERT_UNTRUSTED: "untrusted",
+  CERT_SIGNATURE_FAILURE: "untrusted",
+};
+
+/**
+ * A failed request's error as a {@linkcode TransportError}: by its code,
+ * else by its text or its cause's (`fetch` throws a `TypeError` whose cause
+ * says what happened). The detail drops `fetch`'s wording of the URL, which
+ * the message names already.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * const e = Object.assign(new Error("connect ECONNREFUSED 127.0.0.1:1"), { code: "ECONNREFUSED" });
+ * assert.equal(classifyError(e).error, "refused");
+ * ```
+ */
+export function classifyError(e: unknown): TransportError {
+  const err = e as { cause?: unknown; code?: unknown };
+  const inner = err?.cause instanceof Error ? err.cause : e;
+  const message = inner instanceof Error ? inner.message : String(inner);
+  const code = typeof err?.code === "string" ? err.code : undefined;
+  const detail = (code === undefined ? message : `${code}: ${message}`)
+    .replace(
+      /^error sending request (?:from \S+ )?for (?:url \([^)]*\)|\S+)(?: \([^)]*\))?: /,
+      "",
+    );
+  const error = (code !== undefined && ERROR_CODES[code]) ||
+    (ERROR_TEXTS.find(([re]) => re.test(message))?.[1] ?? "other");
+  return { error, detail };
+}
+
+/** Where a transport error happened. */
+export interface ErrorContext {
+  target: Target;
+  /** The TLS name override, if any: the name verified. */
+  serverName?: string;
+  /**
+   * The variable naming the proxy requests may go through, if any: then a
+   * refusal may be the proxy's, and the presented certificate is not looked
+   * at (a direct connection could reach another host, or nothing).
+   */
+  proxy?: string;
+  /** Bounds the look at the presented certificate. */
+  signal: AbortSignal;
+}
+
+/**
+ * The transport error as a `transport-error` failure naming the server. A
+ * refused certificate is looked at once more (its validity dates) so that an
+ * expired or not-yet-valid one is said to be that, not untrusted.
+ */
+export async function describeTransportError(
+  e: TransportError,
+  ctx: ErrorContext,
+): Promise<LeaseFailure> {
+  const { target, proxy } = ctx;
+  const fail = (message: string, fix?: string): LeaseFailure => ({
+    kind: "transport-error",
+    message: `${target.origin}: ${message}`,
+    ...(fix === undefined ? {} : { fix }),
+  });
+  const validity = () =>
+    proxy === undefined
+      ? presentedValidity(target, ctx.serverName, ctx.signal)
+      : undefined;
+  switch (e.error) {
+    case "refused":
+      return fail(
+        proxy === undefined
+          ? "connection refused; is the API server running and is --api-server / BERTH_API_SERVER right?"
+          : `connection refused, by the proxy ${proxy} names or by the API server behind it; check ${proxy} and --api-server / BERTH_API_SERVER`,
+      );
+    case "dns":
+      // Through a proxy this node resolves the proxy's host (an http or https
+      // proxy resolves the API server's; NO_PROXY or socks5:// leave it here).
+      return fail(
+        proxy === undefined
+          ? `cannot resolve ${target.hostname}; check --api-server / BERTH_API_SERVER and the cluster DNS`
+          : `cannot resolve the host of the proxy ${proxy} names, or ${target.hostname}; check ${proxy} (a password with an unencoded "/" ends the host early: percent-encode it as %2F), --api-server / BERTH_API_SERVER and the cluster DNS`,
+      );
+    case "not-tls":
+      return fail(
+        "the TLS handshake failed: the server answered with something that is not TLS, it may not speak TLS (a plain-HTTP server?); check the URL's scheme (https:// or http://) and port",
+        FIXES.useHttp,
+      );
+    case "not-http":
+      // Over http://, a port that completes a TLS handshake is a TLS port:
+      // no wait heals that. Anything else is said as it is, without a fix.
+      if (!target.secure && await validity() !== undefined) {
+        return fail(
+          "the server answered with something that is not HTTP, and the port speaks TLS: the URL says http:// for a TLS port",
+          FIXES.useHttps,
+        );
+      }
+      return fail(
+        `the server answered with something that is not HTTP (${e.detail}); check the URL's scheme (https:// or http://) and port`,
+      );
+    case "wrong-name":
+      return fail(
+        `the server certificate is not valid for ${
+          ctx.serverName ?? target.hostname
+        }; if the certificate names another host, set --server-name / BERTH_SERVER_NAME to that name`,
+        FIXES.wrongName,
+      );
+    case "ca-as-leaf":
+      return fail(
+        "the server certificate is a CA certificate (basicConstraints CA:TRUE, as a bare `openssl req -x509` makes one), which Deno's TLS refuses as a server's own certificate, in --ca-bundle-file / BERTH_CA_BUNDLE_FILE or not; through a proxy it cannot be verified the Go helper's way: reissue it with basicConstraints=CA:FALSE, or have a CA sign the server's certificate and pass the CA",
+        FIXES.caAsLeaf,
+      );
+    case "untrusted":
+    case "dates": {
+      const now = Date.now();
+      const dates = await validity();
+      const nowText = `this node's clock says ${iso(now)}`;
+      if (dates !== undefined && now > dates.notAfter) {
+        return fail(
+          `the server certificate expired on ${
+            iso(dates.notAfter)
+          } (${nowText}); renew the server's certificate, or fix this node's clock`,
+          FIXES.dates,
+        );
+      }
+      if (dates !== undefined && now < dates.notBefore) {
+        return fail(
+          `the server certificate is not valid until ${
+            iso(dates.notBefore)
+          } (${nowText}); check this node's clock, or the certificate's start date`,
+          FIXES.dates,
+        );
+      }
+      if (e.error === "dates") {
+        return fail(
+          `the server certificate is outside its validity period (${nowText}); renew it or check this node's clock`,
+          FIXES.dates,
+        );
+      }
+      return fail(
+        "the server certificate is not trusted; if the server uses a private CA, pass its certificate with --ca-bundle-file / BERTH_CA_BUNDLE_FILE",
+        FIXES.untrusted,
+      );
+    }
+    // The client never gets a blocked port here: it sends such a request
+    // through node:http(s).
+    case "blocked-port":
+    case "other":
+      return fail(e.detail);
+  }
+}
+
+function iso(ms: number): string {
+  return new Date(ms).toISOString().replace(/\.000Z$/, "Z");
+}
+
+/**
+ * The validity period (epoch ms) of the certificate `target` presents, by a
+ * second handshake that verifies nothing and sends nothing; undefined when
+ * that fails too or `signal` ends it. `node:tls` is loaded only here, after
+ * a handshake failed.
+ */
+async function presentedValidity(
+  target: Target,
+  serverName: string | undefined,
+  signal: AbortSignal,
+): Promise<{ notBefore: number; notAfter: number } | undefined> {
+  if (signal.aborted) return undefined;
+  const tls = await import("node:tls");
+  return await new Promise((resolve) => {
+    const name = serverName ?? target.hostname;
+    const socket = tls.connect({
+      host: target.hostname,
+      port: target.port,
+      // SNI takes names only, never an address.
+      servername: /^[\d.]+$|:/.test(name) ? undefined : name,
+      rejectUnauthorized: false,
+    });
+    const done = (v?: { notBefore: number; notAfter: number }) => {
+      signal.removeEventListener("abort", onAbort);
+      socket.destroy();
+      resolve(v);
+    };
+    const onAbort = () => done();
+    signal.addEventListener("abort", onAbort, { once: true });
+    socket.on("error", () => done());
+    socket.on("secureConnect", () => {
+      const cert = socket.getPeerCertificate();
+      const notBefore = Date.parse(cert?.valid_from ?? "");
+      const notAfter = Date.parse(cert?.valid_to ?? "");
+      done(
+        Number.isFinite(notBefore) && Number.isFinite(notAfter)
+          ? { notBefore, notAfter }
+          : undefined,
+      );
+    });
+  });
+}
