@@ -29,6 +29,8 @@ export interface RawResponse {
   location?: string;
 }
 
+type Redact = (text: string) => string;
+
 /** The request an answer is for. */
 export interface AnswerContext {
   /** A grant must name it. */
@@ -36,7 +38,7 @@ export interface AnswerContext {
   /** Named in 3xx and 404 messages. */
   url: string;
   /** Applied to server text before it is cut to an excerpt, so no part of a secret survives the cut. */
-  redact?: (text: string) => string;
+  redact?: Redact;
 }
 
 /**
@@ -44,30 +46,24 @@ export interface AnswerContext {
  * body keeps every promise of the API and names `ctx.holder`.
  */
 export function grantOutcome(r: RawResponse, ctx: AnswerContext): GrantOutcome {
-  if (r.status !== 200) return statusFailure(r, [200], ctx);
+  if (r.status !== 200) return statusFailure(r, "200", ctx);
   const parsed = parseJsonObject(r.body);
-  if (typeof parsed === "string") {
-    // Every answer of the API is a JSON object: this one is someone else's.
-    return badResponse(r, parsed, ctx, FIXES.notBerth);
-  }
-  const redact = ctx.redact ?? ((t: string) => t);
-  const record = parseGrant(parsed, literals.get(parsed) ?? new Map(), redact);
-  if (typeof record === "string") return badResponse(r, record, ctx);
+  // Every answer of the API is a JSON object: this one is someone else's.
+  if (typeof parsed === "string") return bad(r, parsed, ctx, FIXES.notBerth);
+  const redact = ctx.redact ?? ((t) => t);
+  const record = parseGrant(parsed, redact);
+  if (typeof record === "string") return bad(r, record, ctx);
   const { acquired, lease } = record;
   if (acquired && lease.holder !== ctx.holder) {
-    return badResponse(
+    const [got, want] = [show(lease.holder, redact), show(ctx.holder, redact)];
+    return bad(
       r,
-      `"acquired" is true but "holder" is ${
-        show(lease.holder, redact)
-      }, not the holder requested (${show(ctx.holder, redact)})`,
+      `"acquired" is true but "holder" is ${got}, not the holder requested (${want})`,
       ctx,
     );
   }
-  return {
-    kind: acquired ? "acquired" : "not-acquired",
-    lease,
-    requestId: r.requestId,
-  };
+  const kind = acquired ? "acquired" : "not-acquired";
+  return { kind, lease, requestId: r.requestId };
 }
 
 /** Interprets a Release answer: 204 (or 200) is success, whatever the body. */
@@ -77,75 +73,67 @@ export function releaseOutcome(
 ): ReleaseOutcome {
   return r.status === 204 || r.status === 200
     ? { kind: "released", requestId: r.requestId }
-    : statusFailure(r, [204, 200], ctx);
+    : statusFailure(r, "204 or 200", ctx);
 }
 
 function statusFailure(
   r: RawResponse,
-  expected: number[],
+  expected: string,
   ctx: AnswerContext,
 ): LeaseFailure {
-  const envelope = parseJsonObject(r.body);
-  const json = typeof envelope !== "string";
-  const errorShape = json && typeof envelope.error === "string";
+  const { status, body } = r;
+  const parsed = parseJsonObject(body);
+  const envelope = typeof parsed === "string" ? undefined : parsed.value;
+  const error = envelope?.error;
   let message: string;
   let requestId = r.requestId;
-  if (errorShape) {
-    message = excerpt(envelope.error as string, ctx);
-    if (typeof envelope.requestId === "string" && envelope.requestId !== "") {
-      requestId = excerpt(envelope.requestId, ctx);
-    }
-  } else if (isHtml(r.body)) {
-    const title = /<title[^>]*>([^<]*)<\/title>/i.exec(r.body)?.[1];
-    message = `an HTML page${
-      title?.trim() ? ` titled ${JSON.stringify(excerpt(title, ctx))}` : ""
-    }, not the API's JSON`;
+  if (typeof error === "string") {
+    message = excerpt(error, ctx);
+    const id = envelope?.requestId;
+    if (typeof id === "string" && id !== "") requestId = excerpt(id, ctx);
+  } else if (isHtml(body)) {
+    const title = /<title[^>]*>([^<]*)<\/title>/i.exec(body)?.[1];
+    const named = title?.trim()
+      ? ` titled ${JSON.stringify(excerpt(title, ctx))}`
+      : "";
+    message = `an HTML page${named}, not the API's JSON`;
   } else {
-    message = excerpt(r.body, ctx);
+    message = excerpt(body, ctx);
   }
-  if (r.status === 409) return { kind: "conflict", message, requestId };
-  const fix = answerFix(r, json, errorShape, ctx);
+  if (status === 409) return { kind: "conflict", message, requestId };
+  // The fix of an answer no wait can heal: plain HTTP sent to a TLS port, or
+  // a server that is not a Berth API server. Never for a 3xx (it has its own
+  // advice), a 5xx other than 501 (a gateway's page while the server
+  // restarts heals), or a Berth status with the API's JSON error.
+  let fix: string | undefined;
+  if (
+    status === 400 && ctx.url.startsWith("http:") && PLAIN_ON_TLS.test(body)
+  ) {
+    fix = FIXES.useHttps;
+  } else if (status >= 200 && status < 300) {
+    fix = envelope !== undefined || body === "" ? undefined : FIXES.notBerth;
+  } else if (
+    status < 300 || (status >= 400 && status < 500) || status === 501
+  ) {
+    const foreign = !BERTH.has(status) && typeof error !== "string";
+    fix = isHtml(body) || foreign ? FIXES.notBerth : undefined;
+  }
   const withFix = fix === undefined ? {} : { fix };
-  if (r.status >= 200 && r.status < 300) {
-    return {
-      kind: "bad-response",
-      status: r.status,
-      message: `unexpected success status (want ${
-        expected.join(" or ")
-      }): ${message}`,
-      requestId,
-      ...withFix,
-    };
+  if (status >= 200 && status < 300) {
+    message = `unexpected success status (want ${expected}): ${message}`;
+    return { kind: "bad-response", status, message, requestId, ...withFix };
   }
-  if (r.status >= 300 && r.status < 400) {
-    message = r.location === undefined || r.location === ""
-      ? "a redirect without a Location header"
-      : `redirect to ${excerpt(r.location, ctx)}`;
+  if (status >= 300 && status < 400) {
+    message = r.location
+      ? `redirect to ${excerpt(r.location, ctx)}`
+      : "a redirect without a Location header";
   }
-  return {
-    kind: "server-error",
-    status: r.status,
-    message,
-    requestId,
-    url: ctx.url,
-    ...withFix,
-  };
+  const url = ctx.url;
+  return { kind: "server-error", status, message, requestId, url, ...withFix };
 }
 
 /** What a Berth API server answers a POST on its lease paths with (the spec's, and its router's 405 and 307). */
-const BERTH_STATUSES = new Set([
-  200,
-  204,
-  307,
-  400,
-  401,
-  403,
-  404,
-  405,
-  409,
-  413,
-  500,
-]);
+const BERTH = new Set([200, 204, 307, 400, 401, 403, 404, 405, 409, 413, 500]);
 
 /** What the Go TLS server (and nginx) answer to plain HTTP on a TLS port. */
 const PLAIN_ON_TLS =
@@ -155,34 +143,7 @@ function isHtml(body: string): boolean {
   return /^\s*<(?:!doctype|html|head|body|\?xml|title|h1)/i.test(body);
 }
 
-/**
- * The fix of an answer no wait can heal: plain HTTP sent to a TLS port, or
- * a server that is not a Berth API server. Never for a 3xx (it has its own
- * advice), a 5xx other than 501 (a gateway's page while the server restarts
- * heals), or a Berth status with the API's JSON body.
- */
-function answerFix(
-  r: RawResponse,
-  json: boolean,
-  errorShape: boolean,
-  ctx: AnswerContext,
-): string | undefined {
-  if (
-    r.status === 400 && ctx.url.startsWith("http:") && PLAIN_ON_TLS.test(r.body)
-  ) {
-    return FIXES.useHttps;
-  }
-  if (r.status >= 300 && r.status < 400) return undefined;
-  if (r.status >= 500 && r.status !== 501) return undefined;
-  if (r.status >= 200 && r.status < 300) {
-    return json || r.body === "" ? undefined : FIXES.notBerth;
-  }
-  if (isHtml(r.body)) return FIXES.notBerth;
-  if (!BERTH_STATUSES.has(r.status) && !errorShape) return FIXES.notBerth;
-  return undefined;
-}
-
-function badResponse(
+function bad(
   r: RawResponse,
   why: string,
   ctx: AnswerContext,
@@ -199,7 +160,7 @@ function badResponse(
 
 /** A short, single-line, printable, redacted piece of server text. */
 function excerpt(text: string, ctx: AnswerContext): string {
-  const clean = (ctx.redact ?? ((s: string) => s))(text);
+  const clean = ctx.redact?.(text) ?? text;
   // deno-lint-ignore no-control-regex
   const flat = clean.replace(/[\x00-\x1f\x7f]+/g, " ").trim();
   if (flat === "") return "(empty body)";
@@ -207,39 +168,30 @@ function excerpt(text: string, ctx: AnswerContext): string {
 }
 
 /**
- * The text of each number of each object `parseJsonObject` built, by member
- * name (a reviver's `context.source`): `JSON.parse` reads `1.0` and `1e0`
- * as 1, and a token must be an integer literal. With duplicate members, the
- * last one's, as `JSON.parse` keeps it.
+ * The body as a JSON object, or why it is not one; with the text of its
+ * `fencingToken` as written (a reviver's `context.source`): `JSON.parse`
+ * reads `1.0` and `1e0` as 1, and a token must be an integer literal. With
+ * duplicate members, the last one's, as `JSON.parse` keeps it.
  */
-const literals = new WeakMap<object, Map<string, string>>();
-
-function parseJsonObject(body: string): Record<string, unknown> | string {
-  let v: unknown;
+function parseJsonObject(
+  body: string,
+): { value: Record<string, unknown>; token?: string } | string {
+  const tokens = new Map<unknown, string>();
+  let value: unknown;
   try {
-    v = JSON.parse(
-      body,
-      function (
-        this: object,
-        key: string,
-        value: unknown,
-        context?: { source?: string },
-      ) {
-        if (typeof value === "number" && context?.source !== undefined) {
-          let m = literals.get(this);
-          if (m === undefined) literals.set(this, m = new Map());
-          m.set(key, context.source);
-        }
-        return value;
-      },
-    );
+    value = JSON.parse(body, function (key, v, context?: { source?: string }) {
+      if (key === "fencingToken" && typeof v === "number" && context?.source) {
+        tokens.set(this, context.source);
+      }
+      return v;
+    });
   } catch {
     return "response body is not JSON";
   }
-  if (v === null || typeof v !== "object" || Array.isArray(v)) {
+  if (value === null || typeof value !== "object" || Array.isArray(value)) {
     return "response body is not a JSON object";
   }
-  return v as Record<string, unknown>;
+  return { value: value as Record<string, unknown>, token: tokens.get(value) };
 }
 
 /**
@@ -247,43 +199,36 @@ function parseJsonObject(body: string): Record<string, unknown> | string {
  * them. Unknown fields are ignored so a newer server stays usable.
  */
 function parseGrant(
-  body: Record<string, unknown>,
-  numbers: Map<string, string>,
-  redact: (text: string) => string,
+  { value, token: literal }: { value: Record<string, unknown>; token?: string },
+  redact: Redact,
 ): { acquired: boolean; lease: LeaseRecord } | string {
-  const { acquired, holder, fencingToken, expiresAt, acquiredAt } = body;
-  const showV = (v: unknown) => show(v, redact);
+  const { acquired, holder, fencingToken, expiresAt, acquiredAt } = value;
+  const got = (v: unknown) => show(v, redact);
   if (typeof acquired !== "boolean") {
-    return `"acquired" must be a boolean, got ${showV(acquired)}`;
+    return `"acquired" must be a boolean, got ${got(acquired)}`;
   }
   if (holder !== undefined && typeof holder !== "string") {
-    return `"holder" must be a string, got ${showV(holder)}`;
+    return `"holder" must be a string, got ${got(holder)}`;
   }
-  if (fencingToken !== undefined) {
-    const literal = numbers.get("fencingToken");
-    if (
-      typeof fencingToken !== "number" || literal === undefined ||
+  if (
+    fencingToken !== undefined &&
+    (typeof fencingToken !== "number" || literal === undefined ||
       !/^-?(0|[1-9][0-9]*)$/.test(literal) || fencingToken < -INT32_MAX - 1 ||
-      fencingToken > INT32_MAX
-    ) {
-      return `"fencingToken" must be a JSON integer in int32 range, got ${
-        literal !== undefined
-          ? redact(literal).slice(0, 60)
-          : showV(fencingToken)
-      }`;
-    }
+      fencingToken > INT32_MAX)
+  ) {
+    const text = literal === undefined
+      ? got(fencingToken)
+      : redact(literal).slice(0, 60);
+    return `"fencingToken" must be a JSON integer in int32 range, got ${text}`;
   }
   const token = (fencingToken as number | undefined) ?? 0;
   if (acquired && token < 1) {
-    return `"fencingToken" must be at least 1 when "acquired" is true, got ${
-      showV(fencingToken)
-    }`;
+    const text = got(fencingToken);
+    return `"fencingToken" must be at least 1 when "acquired" is true, got ${text}`;
   }
-  for (
-    const [field, v] of [["expiresAt", expiresAt], ["acquiredAt", acquiredAt]]
-  ) {
+  for (const [field, v] of Object.entries({ expiresAt, acquiredAt })) {
     if (typeof v !== "string" || !isRfc3339(v)) {
-      return `"${field}" must be an RFC 3339 timestamp, got ${showV(v)}`;
+      return `"${field}" must be an RFC 3339 timestamp, got ${got(v)}`;
     }
   }
   return {
@@ -317,7 +262,7 @@ function isRfc3339(s: string): boolean {
 }
 
 /** A server value for a message: JSON, redacted, then cut to 60 characters. */
-function show(v: unknown, redact: (text: string) => string): string {
+function show(v: unknown, redact: Redact): string {
   if (v === undefined) return "nothing";
   const s = redact(JSON.stringify(v) ?? String(v));
   return s.length > 60 ? `${s.slice(0, 60)}...` : s;
@@ -339,7 +284,7 @@ function show(v: unknown, redact: (text: string) => string): string {
  * );
  * ```
  */
-export function redactor(secrets: string[]): (text: string) => string {
+export function redactor(secrets: string[]): Redact {
   const forms = new Set<string>();
   for (const s of secrets.filter((s) => s !== "")) {
     const json = JSON.stringify(s).slice(1, -1);
@@ -361,19 +306,19 @@ export function redactor(secrets: string[]): (text: string) => string {
  */
 export function redactOutcome<T extends GrantOutcome | ReleaseOutcome>(
   outcome: T,
-  redact: (text: string) => string,
+  redact: Redact,
 ): T {
   const out = { ...outcome } as Record<string, unknown>;
   for (const field of ["message", "requestId"]) {
     if (typeof out[field] === "string") out[field] = redact(out[field]);
   }
   if ("lease" in outcome) {
-    const l = outcome.lease;
+    const { holder, expiresAt, acquiredAt } = outcome.lease;
     out.lease = {
-      ...l,
-      holder: redact(l.holder),
-      expiresAt: redact(l.expiresAt),
-      acquiredAt: redact(l.acquiredAt),
+      ...outcome.lease,
+      holder: redact(holder),
+      expiresAt: redact(expiresAt),
+      acquiredAt: redact(acquiredAt),
     };
   }
   return out as T;

@@ -1,26 +1,19 @@
 /**
  * Where the API key comes from. A key given directly never changes; a key
- * file is a mounted Kubernetes Secret that is rotated in place, so it is
- * re-read (at most once a second) and a half-written or briefly missing file
- * never takes away a key that worked a moment ago.
- *
- * A read can block (a FIFO put in the file's place, a hung network or FUSE
- * mount), and a blocked read cannot be cancelled: so every read is bounded,
- * a request waits for a due re-read only {@linkcode REREAD_WAIT_MS}, the
- * last good key is used meanwhile, a read that passes its own bound is
- * reported whoever waited for it, and no second read starts while one is
- * still pending. A slow read so costs a renewal nothing but the new key,
- * which the next request sends.
+ * file is a mounted Secret rotated in place, so it is re-read (at most once
+ * a second) and a half-written or briefly missing file never takes away a
+ * key that worked a moment ago. A read can block (a FIFO in the file's
+ * place, a hung mount) and cannot be cancelled: every read is bounded, a
+ * request waits for a due re-read only {@linkcode REREAD_WAIT_MS} and then
+ * goes with the last good key, and no second read starts while one is
+ * pending (docs/configuration.md, "TLS and the API key").
  *
  * @module
  */
 import { bounded, type Clock, systemClock } from "../state/clock.ts";
 import { discardLogger, type Logger, Secret } from "../obs/log.ts";
 
-/**
- * How long a request waits for a due re-read of the key file before it goes
- * with the last good key (ms): a small share of the shortest heartbeat (1 s).
- */
+/** A small share of the shortest heartbeat (1 s), so a hung read never costs a renewal its bound. */
 export const REREAD_WAIT_MS = 100;
 
 /** Larger than any real key; a bigger file is a mistake (wrong path), not a key. */
@@ -140,14 +133,12 @@ export class ApiKeySource {
         const started = refresh().finally(() => (pending = undefined));
         pending = started;
         // Said once the read passes its own bound, whoever still waits.
-        const slow = clock.timeout(readTimeoutMs);
-        const tooSlow = () =>
-          fail(
+        const ended = started.then(() => true);
+        within(ended, clock.timeout(readTimeoutMs)).then((done) =>
+          done || fail(
             `the read did not finish within ${readTimeoutMs} ms (a FIFO, or a hung network mount?); it is left pending and no other read starts until it ends`,
-          );
-        slow.addEventListener("abort", tooSlow, { once: true });
-        const quiet = () => slow.removeEventListener("abort", tooSlow);
-        started.then(quiet, quiet);
+          )
+        );
         using wait = bounded(
           clock,
           Math.min(REREAD_WAIT_MS, readTimeoutMs),

@@ -43,36 +43,24 @@ import { bounded, systemClock } from "../state/clock.ts";
 
 /** Options for {@linkcode createHttpLeaseClient}. */
 export interface HttpLeaseClientOptions {
-  /**
-   * Base URL of the Berth API server, `https://` (production) or `http://`
-   * (development server). A path prefix is kept; no query, fragment or
-   * credentials.
-   */
+  /** `https://` (production) or `http://` (development server); a path prefix is kept. */
   apiServer: string;
-  /** The lease every call of this client is about. */
   key: LeaseKey;
   /** Without one no Authorization header is sent. */
   auth?: ApiKeySource;
-  /**
-   * A PEM file of CA certificates trusted beside the system's trust store
-   * and Deno's bundled roots. Read once, at construction.
-   */
+  /** A PEM file of CA certificates trusted beside the system's store; read once, at construction. */
   caBundleFile?: string;
   /**
    * The name sent as TLS SNI and verified on the server certificate instead
-   * of the URL's host (the Host header keeps the URL's). Sent through
-   * `node:https`, which connects directly: a proxy variable is then not
-   * followed (a warning says so).
+   * of the URL's host (the Host header keeps the URL's). Through
+   * `node:https`, which connects directly (a warning says so when a proxy
+   * variable is set).
    */
   serverName?: string;
-  /** Accepts any server certificate: development only (a warning says so). Through `node:https`, directly. */
+  /** Development only (a warning says so). Through `node:https`, directly. */
   insecureSkipTlsVerify?: boolean;
-  /**
-   * Upper bound of one request in milliseconds, the key file's read
-   * included; the caller's signal may end it sooner, never later.
-   */
+  /** The key file's read included; the caller's signal may end it sooner, never later. */
   requestTimeoutMs?: number;
-  /** Gets construction warnings and per-request debug lines. */
   logger?: Logger;
 }
 
@@ -105,10 +93,9 @@ export function createHttpLeaseClient(
   const target = parseApiServer(options.apiServer);
   const { namespace, name } = options.key;
   if (namespace === "" || name === "") {
+    const shown = JSON.stringify(`${namespace}/${name}`);
     throw new Error(
-      `lease key ${
-        JSON.stringify(`${namespace}/${name}`)
-      }: namespace and name must both be non-empty`,
+      `lease key ${shown}: namespace and name must both be non-empty`,
     );
   }
   const timeoutMs = options.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
@@ -119,25 +106,25 @@ export function createHttpLeaseClient(
   }
   const route = chooseRoute(options, target, logger);
   const { auth, serverName } = options;
-  const lease = `${target.basePath}/v1alpha1/namespaces/${
-    encodeURIComponent(namespace)
-  }/leases/${encodeURIComponent(name)}`;
+  const [ns, lease] = [namespace, name].map(encodeURIComponent);
+  const base = `${target.basePath}/v1alpha1/namespaces/${ns}/leases/${lease}`;
 
-  const call = async (
+  // Release answers a ReleaseOutcome, the others a GrantOutcome.
+  const call = async <T extends GrantOutcome | ReleaseOutcome>(
     rpc: "acquire" | "renew" | "release",
     fields: Parameters<typeof requestBody>[0],
     signal: AbortSignal,
-  ): Promise<GrantOutcome | ReleaseOutcome> => {
+  ): Promise<T> => {
     const body = requestBody(fields);
     // Cleared when the call ends, so no finished request wakes the process
     // again at its bound.
     using bound = bounded(systemClock, timeoutMs, signal);
     const within = bound.signal;
-    if (within.aborted) return abortFailure(within.reason);
+    if (within.aborted) return abortFailure(within.reason) as T;
     const key = await auth?.current(within);
-    if (within.aborted) return abortFailure(within.reason);
+    if (within.aborted) return abortFailure(within.reason) as T;
     const requestId = crypto.getRandomValues(new Uint8Array(16)).toHex();
-    const path = `${lease}/${rpc}`;
+    const path = `${base}/${rpc}`;
     const headers = requestHeaders(body, requestId, key?.reveal());
     logger.debug("lease request", { rpc, path, request_id: requestId });
     const answer = await route.send({ path, headers, body }, within);
@@ -153,12 +140,12 @@ export function createHttpLeaseClient(
           signal: within,
         });
     } else if ("tooLarge" in answer) {
+      const kib = MAX_RESPONSE_BYTES / 1024;
       outcome = {
         kind: "bad-response",
         status: answer.tooLarge,
-        message: `response body exceeds ${
-          MAX_RESPONSE_BYTES / 1024
-        } KiB; is --api-server pointing at the Berth API server?`,
+        message:
+          `response body exceeds ${kib} KiB; is --api-server pointing at the Berth API server?`,
         requestId: answer.requestId,
       };
     } else {
@@ -174,20 +161,16 @@ export function createHttpLeaseClient(
       kind: outcome.kind,
       ...("status" in outcome ? { status: outcome.status } : {}),
     });
-    return outcome;
+    return outcome as T;
   };
 
   return {
-    acquire: async (holder, ttlSeconds, signal) =>
-      await call("acquire", { holder, ttlSeconds }, signal) as GrantOutcome,
-    renew: async (holder, fencingToken, ttlSeconds, signal) =>
-      await call(
-        "renew",
-        { holder, fencingToken, ttlSeconds },
-        signal,
-      ) as GrantOutcome,
-    release: async (holder, fencingToken, signal) =>
-      await call("release", { holder, fencingToken }, signal) as ReleaseOutcome,
+    acquire: (holder, ttlSeconds, signal) =>
+      call("acquire", { holder, ttlSeconds }, signal),
+    renew: (holder, fencingToken, ttlSeconds, signal) =>
+      call("renew", { holder, fencingToken, ttlSeconds }, signal),
+    release: (holder, fencingToken, signal) =>
+      call("release", { holder, fencingToken }, signal),
   };
 }
 
@@ -201,6 +184,7 @@ function chooseRoute(
   target: Target,
   logger: Logger,
 ): Route {
+  const { caBundleFile, serverName, insecureSkipTlsVerify } = options;
   const env = (name: string) => Deno.env.get(name);
   const field = { api_server: target.origin };
   // The proxy variable set for the server's scheme, as Deno reads them.
@@ -209,36 +193,17 @@ function chooseRoute(
   const scheme = target.secure ? "HTTPS_PROXY" : "HTTP_PROXY";
   const proxy = ["ALL_PROXY", scheme].flatMap((n) => [n, n.toLowerCase()])
     .find((n) => (env(n) ?? "") !== "");
-  const viaFetch = (caCerts: string[] | undefined) => {
-    // fetch ignores a proxy URL with a user but no password, with nothing
-    // said. The line names the variable, never its value.
-    const authority = proxy === undefined ? "" : (env(proxy) ?? "")
-      .replace(/^[a-z][a-z0-9+.-]*:\/\//i, "").split(/[/?#]/, 1)[0];
-    const at = authority.indexOf("@");
-    if (at >= 0 && !authority.slice(0, at).includes(":")) {
-      logger.warn(
-        `${proxy} names a proxy user without a password, and fetch ignores such a proxy URL: requests do not go through that proxy; write it as http://USER:PASSWORD@HOST:PORT (percent-encoded), or without the user`,
-        field,
-      );
-    }
-    return withNodeFallback(
-      fetchTransport(target, caCerts),
-      () => nodeTransport(target, { caCerts }),
-      target,
-      proxy,
-      logger,
-    );
-  };
+  let caCerts: string[] | undefined;
   if (!target.secure) {
     const given = [
-      options.caBundleFile !== undefined && "--ca-bundle-file",
-      options.serverName !== undefined && "--server-name",
-      options.insecureSkipTlsVerify && "--insecure-skip-tls-verify",
-    ].filter(Boolean);
-    if (given.length > 0) {
+      caBundleFile !== undefined && "--ca-bundle-file",
+      serverName !== undefined && "--server-name",
+      insecureSkipTlsVerify && "--insecure-skip-tls-verify",
+    ].filter(Boolean).join(",");
+    if (given !== "") {
       logger.warn("TLS options have no effect on an http:// API server", {
         ...field,
-        options: given.join(","),
+        options: given,
       });
     }
     if (options.auth !== undefined) {
@@ -247,37 +212,54 @@ function chooseRoute(
         field,
       );
     }
-    return viaFetch(undefined);
+  } else {
+    // Before the first TLS use, which fixes the process's root certificates.
+    const stores = chooseCaStores(env, lookPath);
+    if (stores.warning !== undefined) logger.warn(stores.warning);
+    caCerts = readTrust(caBundleFile, stores.stores);
+    if (serverName === "") {
+      throw new Error(
+        "the TLS server name override is empty; set --server-name / BERTH_SERVER_NAME to the name on the server certificate, or unset it",
+      );
+    }
+    if (insecureSkipTlsVerify) {
+      logger.warn(
+        "INSECURE: TLS certificate verification of the API server is DISABLED (--insecure-skip-tls-verify); anyone on the network path can impersonate it, see the API key and steal the lease; use only in development",
+        field,
+      );
+    }
+    if (insecureSkipTlsVerify || serverName !== undefined) {
+      const flag = insecureSkipTlsVerify
+        ? "--insecure-skip-tls-verify"
+        : "--server-name";
+      if (proxy !== undefined) {
+        logger.warn(
+          `${proxy} names a proxy, but with ${flag} (node:https) the helper connects to the API server directly`,
+          field,
+        );
+      }
+      const tls = { caCerts, serverName, insecureSkipTlsVerify };
+      return { send: nodeTransport(target, tls), proxy: () => undefined };
+    }
   }
-  // Before the first TLS use, which fixes the process's root certificates.
-  const stores = chooseCaStores(env, lookPath);
-  if (stores.warning !== undefined) logger.warn(stores.warning);
-  const caCerts = readTrust(options.caBundleFile, stores.stores);
-  const { serverName, insecureSkipTlsVerify } = options;
-  if (serverName === "") {
-    throw new Error(
-      "the TLS server name override is empty; set --server-name / BERTH_SERVER_NAME to the name on the server certificate, or unset it",
-    );
-  }
-  if (insecureSkipTlsVerify) {
+  // fetch ignores a proxy URL with a user but no password, with nothing said.
+  // The line names the variable, never its value.
+  const authority = (proxy === undefined ? "" : env(proxy) ?? "")
+    .replace(/^[a-z][a-z0-9+.-]*:\/\//i, "").split(/[/?#]/, 1)[0];
+  const at = authority.indexOf("@");
+  if (at >= 0 && !authority.slice(0, at).includes(":")) {
     logger.warn(
-      "INSECURE: TLS certificate verification of the API server is DISABLED (--insecure-skip-tls-verify); anyone on the network path can impersonate it, see the API key and steal the lease; use only in development",
+      `${proxy} names a proxy user without a password, and fetch ignores such a proxy URL: requests do not go through that proxy; write it as http://USER:PASSWORD@HOST:PORT (percent-encoded), or without the user`,
       field,
     );
   }
-  if (!insecureSkipTlsVerify && serverName === undefined) {
-    return viaFetch(caCerts);
-  }
-  if (proxy !== undefined) {
-    logger.warn(
-      `${proxy} names a proxy, but with ${
-        insecureSkipTlsVerify ? "--insecure-skip-tls-verify" : "--server-name"
-      } (node:https) the helper connects to the API server directly`,
-      field,
-    );
-  }
-  const tls = { caCerts, serverName, insecureSkipTlsVerify };
-  return { send: nodeTransport(target, tls), proxy: () => undefined };
+  return withNodeFallback(
+    fetchTransport(target, caCerts),
+    () => nodeTransport(target, { caCerts }),
+    target,
+    proxy,
+    logger,
+  );
 }
 
 function abortFailure(reason: unknown): LeaseFailure {

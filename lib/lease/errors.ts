@@ -1,31 +1,24 @@
 /**
- * Why no answer came: a transport's error classified in one place, for both
- * transports (by the code `node:http(s)` gives, else by the text of
- * `fetch`'s error or its cause), and worded once as a failure a user can act
- * on. The failures no wait can heal (the URL's scheme, the certificate)
- * carry their fix; a refused, reset, timed-out or unresolved connection
- * does not.
+ * Why no answer came: a transport's error classified in one place for both
+ * transports, and worded once as a failure a user can act on. The failures
+ * no wait can heal (the URL's scheme, the certificate) carry their fix; a
+ * refused, reset, timed-out or unresolved connection does not.
  *
  * @module
  */
 import { FIXES, type LeaseFailure } from "./rpc.ts";
 import type { Target } from "./wire.ts";
 
-/** Why no answer came, in the terms the messages need. */
+/** Why no answer came, in the terms the messages need (docs/lease-client.md, "Transport errors"). */
 export type TransportErrorKind =
   | "refused"
   | "dns"
-  /** The TLS handshake met something that is not TLS (a plain-HTTP server). */
   | "not-tls"
-  /** Over `http://`, most often a TLS port answering with a TLS alert (a rustls or Deno server). */
   | "not-http"
   | "untrusted"
-  /** A CA certificate presented as the server's own, refused by Deno's TLS even when trusted. */
   | "ca-as-leaf"
-  /** Outside its validity period. */
   | "dates"
   | "wrong-name"
-  /** `fetch` refuses the port before any connection (the fetch standard's bad ports). */
   | "blocked-port"
   | "other";
 
@@ -36,55 +29,43 @@ export interface TransportError {
 }
 
 /**
- * The texts `fetch`'s errors carry (its causes have no code or class, only
- * the rustls, hyper and socket wording of Deno 2), first match wins; also
- * the fallback for a `node:` error whose code {@linkcode ERROR_CODES}
- * lacks.
+ * The one table both transports' errors are classified by, first match
+ * wins: the texts `fetch`'s errors carry (its causes have no code or class,
+ * only the rustls, hyper and socket wording of Deno 2), and the codes
+ * `node:http(s)` gives (matched as `CODE: message`). Deno's `node:https`
+ * reports an expired, a not-yet-valid and an untrusted certificate alike
+ * (`UNABLE_TO_VERIFY_LEAF_SIGNATURE`): the message tells them apart by a
+ * look at the certificate.
  */
-export const ERROR_TEXTS: readonly (readonly [RegExp, TransportErrorKind])[] = [
-  [/connection refused/i, "refused"],
-  [/dns error|failed to lookup address/i, "dns"],
-  [/InvalidContentType|corrupt message|wrong version number/i, "not-tls"],
-  [/invalid HTTP version parsed/i, "not-http"],
-  [/certificate expired|not valid yet|not valid before/i, "dates"],
-  [/NotValidForName|not valid for name/i, "wrong-name"],
+export const ERROR_TABLE: readonly (readonly [RegExp, TransportErrorKind])[] = [
+  [/connection refused|ECONNREFUSED/i, "refused"],
+  [/dns error|failed to lookup address|ENOTFOUND|EAI_AGAIN/i, "dns"],
+  [/InvalidContentType|corrupt message|wrong.version.number/i, "not-tls"],
+  // HPE_INVALID_CONSTANT: node:http's parser meeting a TLS alert.
+  [/invalid HTTP version parsed|HPE_INVALID_CONSTANT/i, "not-http"],
+  [
+    /certificate expired|not valid (yet|before)|CERT_(HAS_EXPIRED|NOT_YET_VALID)/i,
+    "dates",
+  ],
+  [
+    /NotValidForName|not valid for name|ERR_TLS_CERT_ALTNAME_INVALID/i,
+    "wrong-name",
+  ],
   [/CaUsedAsEndEntity/, "ca-as-leaf"],
   // fetch's own error, with no cause. The one place that knows which ports
   // fetch blocks is fetch: no copy of its list here.
   [/Requests to port \d+ are blocked/i, "blocked-port"],
-  [/invalid peer certificate|UnknownIssuer|BadSignature/i, "untrusted"],
+  [
+    /invalid peer certificate|UnknownIssuer|BadSignature|UNABLE_TO_(VERIFY_LEAF_SIGNATURE|GET_ISSUER_CERT)|SELF_SIGNED_CERT|CERT_(UNTRUSTED|SIGNATURE_FAILURE)/i,
+    "untrusted",
+  ],
 ];
 
 /**
- * The codes Deno's `node:http(s)` gives its errors. It reports an expired,
- * a not-yet-valid and an untrusted certificate alike
- * (`UNABLE_TO_VERIFY_LEAF_SIGNATURE`): the message tells them apart by a
- * look at the certificate.
- */
-export const ERROR_CODES: Readonly<Record<string, TransportErrorKind>> = {
-  ECONNREFUSED: "refused",
-  ENOTFOUND: "dns",
-  EAI_AGAIN: "dns",
-  ERR_SSL_WRONG_VERSION_NUMBER: "not-tls",
-  // node:http's parser meeting a TLS alert on an http:// URL.
-  HPE_INVALID_CONSTANT: "not-http",
-  ERR_TLS_CERT_ALTNAME_INVALID: "wrong-name",
-  CERT_HAS_EXPIRED: "dates",
-  CERT_NOT_YET_VALID: "dates",
-  UNABLE_TO_VERIFY_LEAF_SIGNATURE: "untrusted",
-  UNABLE_TO_GET_ISSUER_CERT: "untrusted",
-  UNABLE_TO_GET_ISSUER_CERT_LOCALLY: "untrusted",
-  SELF_SIGNED_CERT_IN_CHAIN: "untrusted",
-  DEPTH_ZERO_SELF_SIGNED_CERT: "untrusted",
-  CERT_UNTRUSTED: "untrusted",
-  CERT_SIGNATURE_FAILURE: "untrusted",
-};
-
-/**
- * A failed request's error as a {@linkcode TransportError}: by its code,
- * else by its text or its cause's (`fetch` throws a `TypeError` whose cause
- * says what happened). The detail drops `fetch`'s wording of the URL, which
- * the message names already.
+ * A failed request's error as a {@linkcode TransportError}, by its code and
+ * text, or its cause's (`fetch` throws a `TypeError` whose cause says what
+ * happened). The detail drops `fetch`'s wording of the URL, which the
+ * message names already.
  *
  * @example
  * ```ts
@@ -97,14 +78,12 @@ export function classifyError(e: unknown): TransportError {
   const err = e as { cause?: unknown; code?: unknown };
   const inner = err?.cause instanceof Error ? err.cause : e;
   const message = inner instanceof Error ? inner.message : String(inner);
-  const code = typeof err?.code === "string" ? err.code : undefined;
-  const detail = (code === undefined ? message : `${code}: ${message}`)
-    .replace(
-      /^error sending request (?:from \S+ )?for (?:url \([^)]*\)|\S+)(?: \([^)]*\))?: /,
-      "",
-    );
-  const error = (code !== undefined && ERROR_CODES[code]) ||
-    (ERROR_TEXTS.find(([re]) => re.test(message))?.[1] ?? "other");
+  const code = typeof err?.code === "string" ? `${err.code}: ` : "";
+  const detail = (code + message).replace(
+    /^error sending request (?:from \S+ )?for (?:url \([^)]*\)|\S+)(?: \([^)]*\))?: /,
+    "",
+  );
+  const error = ERROR_TABLE.find(([re]) => re.test(detail))?.[1] ?? "other";
   return { error, detail };
 }
 
@@ -174,13 +153,13 @@ export async function describeTransportError(
       return fail(
         `the server answered with something that is not HTTP (${e.detail}); check the URL's scheme (https:// or http://) and port`,
       );
-    case "wrong-name":
+    case "wrong-name": {
+      const name = ctx.serverName ?? target.hostname;
       return fail(
-        `the server certificate is not valid for ${
-          ctx.serverName ?? target.hostname
-        }; if the certificate names another host, set --server-name / BERTH_SERVER_NAME to that name`,
+        `the server certificate is not valid for ${name}; if the certificate names another host, set --server-name / BERTH_SERVER_NAME to that name`,
         FIXES.wrongName,
       );
+    }
     case "ca-as-leaf":
       return fail(
         "the server certificate is a CA certificate (basicConstraints CA:TRUE, as a bare `openssl req -x509` makes one), which Deno's TLS refuses as a server's own certificate, in --ca-bundle-file / BERTH_CA_BUNDLE_FILE or not; through a proxy it cannot be verified the Go helper's way: reissue it with basicConstraints=CA:FALSE, or have a CA sign the server's certificate and pass the CA",
@@ -190,33 +169,30 @@ export async function describeTransportError(
     case "dates": {
       const now = Date.now();
       const dates = await validity();
-      const nowText = `this node's clock says ${iso(now)}`;
+      const clock = `this node's clock says ${iso(now)}`;
       if (dates !== undefined && now > dates.notAfter) {
+        const end = iso(dates.notAfter);
         return fail(
-          `the server certificate expired on ${
-            iso(dates.notAfter)
-          } (${nowText}); renew the server's certificate, or fix this node's clock`,
+          `the server certificate expired on ${end} (${clock}); renew the server's certificate, or fix this node's clock`,
           FIXES.dates,
         );
       }
       if (dates !== undefined && now < dates.notBefore) {
+        const start = iso(dates.notBefore);
         return fail(
-          `the server certificate is not valid until ${
-            iso(dates.notBefore)
-          } (${nowText}); check this node's clock, or the certificate's start date`,
+          `the server certificate is not valid until ${start} (${clock}); check this node's clock, or the certificate's start date`,
           FIXES.dates,
         );
       }
-      if (e.error === "dates") {
-        return fail(
-          `the server certificate is outside its validity period (${nowText}); renew it or check this node's clock`,
+      return e.error === "dates"
+        ? fail(
+          `the server certificate is outside its validity period (${clock}); renew it or check this node's clock`,
           FIXES.dates,
+        )
+        : fail(
+          "the server certificate is not trusted; if the server uses a private CA, pass its certificate with --ca-bundle-file / BERTH_CA_BUNDLE_FILE",
+          FIXES.untrusted,
         );
-      }
-      return fail(
-        "the server certificate is not trusted; if the server uses a private CA, pass its certificate with --ca-bundle-file / BERTH_CA_BUNDLE_FILE",
-        FIXES.untrusted,
-      );
     }
     // The client never gets a blocked port here: it sends such a request
     // through node:http(s).

@@ -70,49 +70,6 @@ export function lookPath(path: string): PathState {
   }
 }
 
-/** The PEM certificate blocks of the bundle at `path`, not yet parsed. */
-function readPemBlocks(path: string): string[] {
-  let text: string;
-  try {
-    text = Deno.readTextFileSync(path);
-  } catch (e) {
-    throw new Error(
-      `CA bundle file ${path} cannot be read (${
-        (e as Error).message
-      }); set --ca-bundle-file / BERTH_CA_BUNDLE_FILE to a readable PEM file`,
-    );
-  }
-  const pems = text.match(
-    /-----BEGIN CERTIFICATE-----[\s\S]*?-----END CERTIFICATE-----/g,
-  );
-  if (pems === null) {
-    throw new Error(
-      `CA bundle file ${path} contains no PEM certificate (no "-----BEGIN CERTIFICATE-----" block); give the CA certificate(s) of the API server in PEM form`,
-    );
-  }
-  return pems;
-}
-
-/** The error for a bundle of which one certificate does not parse, found one by one. */
-function badCertificate(path: string, pems: string[], cause: unknown): Error {
-  for (const [i, pem] of pems.entries()) {
-    try {
-      Deno.createHttpClient({ caCerts: [pem] }).close();
-    } catch (e) {
-      return new Error(
-        `CA bundle file ${path}: certificate ${
-          i + 1
-        } of ${pems.length} is not a valid certificate (${
-          (e as Error).message
-        })`,
-      );
-    }
-  }
-  return new Error(
-    `CA bundle file ${path} cannot be used (${(cause as Error).message})`,
-  );
-}
-
 /**
  * The client's trust, set up once per process before its first TLS use: the
  * root stores `stores` names and the CA bundle, parsed as every transport
@@ -130,25 +87,58 @@ export function readTrust(
   bundleFile: string | undefined,
   stores: string | undefined,
 ): string[] | undefined {
-  const pems = bundleFile === undefined ? undefined : readPemBlocks(bundleFile);
+  let pems: string[] | undefined;
+  if (bundleFile !== undefined) {
+    let text: string;
+    try {
+      text = Deno.readTextFileSync(bundleFile);
+    } catch (e) {
+      throw new Error(
+        `CA bundle file ${bundleFile} cannot be read (${
+          (e as Error).message
+        }); set --ca-bundle-file / BERTH_CA_BUNDLE_FILE to a readable PEM file`,
+      );
+    }
+    pems = text.match(
+      /-----BEGIN CERTIFICATE-----[\s\S]*?-----END CERTIFICATE-----/g,
+    ) ?? undefined;
+    if (pems === undefined) {
+      throw new Error(
+        `CA bundle file ${bundleFile} contains no PEM certificate (no "-----BEGIN CERTIFICATE-----" block); give the CA certificate(s) of the API server in PEM form`,
+      );
+    }
+  }
   const chosen = stores ?? Deno.env.get(CA_STORE_VARIABLE);
   if (pems === undefined && chosen === undefined) return undefined;
+  const attempt = (caCerts?: string[]): Error | undefined => {
+    try {
+      Deno.createHttpClient(caCerts ? { caCerts } : {}).close();
+    } catch (e) {
+      return e as Error;
+    }
+  };
   if (stores !== undefined) Deno.env.set(CA_STORE_VARIABLE, stores);
   try {
-    Deno.createHttpClient(pems === undefined ? {} : { caCerts: pems }).close();
-  } catch (e) {
+    const failed = attempt(pems);
+    if (failed === undefined) return pems;
     // Whose fault: the root stores (a client without the bundle fails too),
-    // or the bundle.
-    let rootsError: unknown;
-    try {
-      if (pems !== undefined) Deno.createHttpClient({}).close();
-      else rootsError = e;
-    } catch (e2) {
-      rootsError = e2;
+    // or the bundle, one certificate of which is found by trying each.
+    const roots = pems === undefined ? failed : attempt();
+    if (pems !== undefined && roots === undefined) {
+      const errors = pems.map((pem) => attempt([pem]));
+      const i = errors.findIndex((e) => e !== undefined);
+      throw new Error(
+        i < 0
+          ? `CA bundle file ${bundleFile} cannot be used (${failed.message})`
+          : `CA bundle file ${bundleFile}: certificate ${
+            i + 1
+          } of ${pems.length} is not a valid certificate (${
+            errors[i]!.message
+          })`,
+      );
     }
-    if (rootsError === undefined) throw badCertificate(bundleFile!, pems!, e);
     throw new Error(
-      `the trust store cannot be loaded (${(rootsError as Error).message}); ${
+      `the trust store cannot be loaded (${roots!.message}); ${
         stores === undefined && chosen !== undefined
           ? `check the stores ${CA_STORE_VARIABLE}=${chosen} names`
           : `fix the system's, or set ${CA_STORE_VARIABLE}=mozilla to trust Deno's bundled roots (and the CA bundle) alone`
@@ -157,5 +147,4 @@ export function readTrust(
   } finally {
     if (stores !== undefined) Deno.env.delete(CA_STORE_VARIABLE);
   }
-  return pems;
 }

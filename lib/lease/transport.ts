@@ -1,16 +1,11 @@
 /**
- * The transports: each sends one POST and reads its answer the same way (at
- * most {@linkcode MAX_RESPONSE_BYTES} of the body: a larger one is a wrong
+ * The transports (docs/lease-client.md, "Transports"): each sends one POST
+ * and reads its answer the same way, at most
+ * {@linkcode MAX_RESPONSE_BYTES} of the body (a larger one is a wrong
  * endpoint, and reading it unbounded would let it eat the sidecar's memory).
- * Redirects are never followed: they are answers.
- *
- * `fetch` is the transport of the common path: one `Deno.HttpClient` per
- * client, so the trust store is built once and the connection kept alive
- * between renewals; Deno reads the proxy variables itself. `node:https`
- * (`node:http` for an `http:` target) does what `fetch` cannot
- * (docs/lease-client.md, "Transports"), and is imported by the first request
- * that needs it, so a process that never does never pays its load. It reads
- * no proxy variable: it connects to the server directly.
+ * `fetch` serves the common path; `node:https` (`node:http` for an `http:`
+ * target) what `fetch` cannot do, loaded by the first request that needs it
+ * so that a process that never does never pays its load.
  *
  * @module
  */
@@ -25,9 +20,8 @@ import type { Target } from "./wire.ts";
 
 export const MAX_RESPONSE_BYTES = 64 * 1024;
 
-/** One request as every transport sends it; the headers are sent as given. */
+/** One request as every transport sends it: headers as given, the path with the base prefix. */
 export interface WireRequest {
-  /** With the base prefix. */
   path: string;
   headers: Record<string, string>;
   body: string;
@@ -71,9 +65,10 @@ async function readAnswer(
 }
 
 /**
- * A {@linkcode Transport} over `fetch`, trusting `caCerts` beside the root
- * stores. A kept-alive connection the server closed is retried on a fresh
- * one by the HTTP stack; a 408 it left there is retried here, once.
+ * A {@linkcode Transport} over `fetch` with one `Deno.HttpClient`, so the
+ * trust store (`caCerts` beside the root stores) is built once and the
+ * connection is kept alive between renewals. Deno reads the proxy variables
+ * itself. Redirects are answers, never followed.
  *
  * @example
  * ```ts
@@ -119,20 +114,27 @@ export function fetchTransport(
   };
 }
 
-/** The TLS settings of a node transport; none apply to an `http:` target. */
+/** The TLS settings of a node transport: `caCerts` beside the default roots, `serverName` sent as SNI and verified. */
 export interface NodeTls {
-  /** Trusted beside the default roots. */
   caCerts?: string[];
-  /** Sent as SNI and verified on the certificate. */
   serverName?: string;
   insecureSkipTlsVerify?: boolean;
 }
 
 /**
  * A {@linkcode Transport} over `node:https` (`node:http` for an `http:`
- * target), loaded by its first request. A keep-alive agent holds the
- * connection between renewals; an idle pooled socket never keeps the
- * process alive.
+ * target), loaded by its first request. It reads no proxy variable: it
+ * connects to the server directly. A keep-alive agent holds the connection
+ * between renewals; an idle pooled socket never keeps the process alive.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { parseApiServer } from "./wire.ts";
+ * const send = nodeTransport(parseApiServer("http://127.0.0.1:1"), {});
+ * const answer = await send({ path: "/", headers: {}, body: "{}" }, AbortSignal.timeout(5_000));
+ * assert.ok("error" in answer && answer.error === "refused");
+ * ```
  */
 export function nodeTransport(target: Target, options: NodeTls): Transport {
   let loaded: ReturnType<typeof load> | undefined;
@@ -200,24 +202,19 @@ async function load(target: Target, o: NodeTls) {
   };
 }
 
-/** A transport, and the proxy variable requests may go through now. */
+/** A transport, and the proxy variable requests may go through now (none once they go direct). */
 export interface Route {
   send: Transport;
-  /** Undefined once requests go direct. */
   proxy: () => string | undefined;
 }
 
 /**
  * `first` (the `fetch` transport) until it meets a refusal the node
  * transport gets past, learnt from `fetch` itself; then the node transport,
- * made once, for that request and every later one. The refusal sent nothing
- * of the request, so it is sent once more. The two refusals: a port `fetch`
- * blocks (through a proxy too: the node transport then goes direct and says
- * so), and, on a direct connection only, a server certificate that is its
- * own CA (Deno's TLS refuses it whatever the trust store holds;
- * `node:https` trusts it when it is in the store, as Go does).
- *
- * @param proxy The proxy variable set for the server's scheme, if any.
+ * made once, for that request (the refusal sent nothing of it) and every
+ * later one. The refusals: a port `fetch` blocks, through a proxy too
+ * (`proxy`: the variable set for the server's scheme), and, on a direct
+ * connection only, a server certificate that is its own CA.
  *
  * @example
  * ```ts

@@ -10,21 +10,15 @@ import { VERSION } from "../version.ts";
 /** The largest value of a JSON int32 field. */
 export const INT32_MAX = 2147483647;
 
-/** The API server URL, checked and split into what a request needs. */
+/** The API server URL, checked and split: IPv6 without brackets, the scheme's default port, the path prefix without a trailing slash. */
 export interface Target {
   secure: boolean;
-  /** IPv6 without brackets. */
   hostname: string;
-  /** The scheme's default when the URL has none. */
   port: number;
-  /** Path prefix without a trailing slash ("" for none). */
   basePath: string;
   /** `scheme://host:port` as the URL spells it, for messages. */
   origin: string;
 }
-
-const URL_HINT =
-  "set --api-server / BERTH_API_SERVER to e.g. https://berth-api.berth-system.svc:8443";
 
 /**
  * Checks and splits the API server URL. A path prefix is kept (a gateway
@@ -34,37 +28,37 @@ const URL_HINT =
  * echoed back), a query or fragment, or an empty path segment.
  */
 export function parseApiServer(apiServer: string): Target {
+  const fail = (url: string, why: string) =>
+    new Error(
+      `api server URL ${
+        JSON.stringify(url)
+      } ${why}; set --api-server / BERTH_API_SERVER to e.g. https://berth-api.berth-system.svc:8443`,
+    );
   let url: URL;
   try {
     url = new URL(apiServer);
   } catch {
-    throw new Error(
-      `api server URL ${
-        JSON.stringify(apiServer)
-      } is not a valid URL; ${URL_HINT}`,
-    );
+    throw fail(apiServer, "is not a valid URL");
   }
   if (url.username !== "" || url.password !== "") {
     // Named without the credentials: the password is a secret.
     url.username = url.password = "";
-    throw new Error(
-      `api server URL ${
-        JSON.stringify(url.href)
-      } (credentials removed here) must not carry credentials (use --api-key or --api-key-file); ${URL_HINT}`,
+    throw fail(
+      url.href,
+      "(credentials removed here) must not carry credentials (use --api-key or --api-key-file)",
     );
   }
-  const fail = (why: string) =>
-    new Error(
-      `api server URL ${JSON.stringify(apiServer)} ${why}; ${URL_HINT}`,
-    );
   if (url.protocol !== "https:" && url.protocol !== "http:") {
-    throw fail(`has scheme ${url.protocol.slice(0, -1)}, want https or http`);
+    const scheme = url.protocol.slice(0, -1);
+    throw fail(apiServer, `has scheme ${scheme}, want https or http`);
   }
   if (url.search !== "" || url.hash !== "") {
-    throw fail("must not have a query or fragment");
+    throw fail(apiServer, "must not have a query or fragment");
   }
   const basePath = url.pathname.replace(/\/+$/, "");
-  if (basePath.includes("//")) throw fail("has an empty path segment");
+  if (basePath.includes("//")) {
+    throw fail(apiServer, "has an empty path segment");
+  }
   const secure = url.protocol === "https:";
   return {
     secure,
@@ -78,8 +72,8 @@ export function parseApiServer(apiServer: string): Target {
 /**
  * A string as Go's `encoding/json` writes it: `JSON.stringify`'s escapes
  * plus `\u003c`, `\u003e`, `\u0026`, `\u2028` and `\u2029`; a lone
- * surrogate, which UTF-8 cannot carry, is `\ufffd`, as Go writes each byte
- * of invalid UTF-8.
+ * surrogate, which UTF-8 cannot carry, as `\ufffd`, as Go writes invalid
+ * UTF-8.
  *
  * @example
  * ```ts
@@ -102,17 +96,13 @@ export function goJsonString(s: string): string {
  * space, no newline.
  *
  * @throws {RangeError} On a token or TTL outside 1..2147483647: a caller
- * bug, not a server answer (config validation keeps them in range).
+ * bug (config validation keeps them in range), so nothing is sent.
  *
  * @example
  * ```ts
  * import assert from "node:assert/strict";
- * assert.equal(requestBody({ holder: "a/b", ttlSeconds: 30 }), '{"holder":"a/b","ttlSeconds":30}');
- * assert.equal(
- *   requestBody({ holder: "h", fencingToken: 4, ttlSeconds: 30 }),
- *   '{"fencingToken":4,"holder":"h","ttlSeconds":30}',
- * );
- * assert.equal(requestBody({ holder: "h", fencingToken: 4 }), '{"fencingToken":4,"holder":"h"}');
+ * const body = requestBody({ holder: "h", ttlSeconds: 30, fencingToken: 4 });
+ * assert.equal(body, '{"fencingToken":4,"holder":"h","ttlSeconds":30}');
  * ```
  */
 export function requestBody(
@@ -133,8 +123,7 @@ export function requestBody(
 
 /**
  * The request headers of one RPC. Content-Length is given explicitly so
- * both transports send the same bytes; `X-Request-Id` correlates server
- * logs; no Authorization without a key.
+ * both transports send the same bytes; no Authorization without a key.
  */
 export function requestHeaders(
   body: string,
