@@ -1,13 +1,10 @@
 /**
- * What the client makes of an answer, as pure functions of the status, two
- * headers and the body text, the same over every transport; and the removal
- * of the API key from everything a server sent back (a server or proxy that
- * echoes the `Authorization` header would otherwise put the key into error
- * messages, a logged holder, a health endpoint's text).
- *
- * Nothing here trusts the body: a grant for another holder, a token that is
- * not a JSON int32 literal, a timestamp that is not RFC 3339 are all
- * `bad-response`, never a held lease.
+ * What the client makes of an answer, as pure functions the same over every
+ * transport, and the removal of the API key from everything a server sent
+ * back (a server or proxy may echo the `Authorization` header). Nothing here
+ * trusts the body: a grant for another holder, a token that is not a JSON
+ * int32 literal, a timestamp that is not RFC 3339 are all `bad-response`,
+ * never a held lease.
  *
  * @module
  */
@@ -24,27 +21,21 @@ import { INT32_MAX } from "./wire.ts";
 export interface RawResponse {
   status: number;
   body: string;
-  /** From the `X-Request-Id` header, when printable. */
   requestId?: string;
   location?: string;
 }
 
 type Redact = (text: string) => string;
 
-/** The request an answer is for. */
+/** The request an answer is for: a grant must name its holder. */
 export interface AnswerContext {
-  /** A grant must name it. */
   holder: string;
-  /** Named in 3xx and 404 messages. */
   url: string;
-  /** Applied to server text before it is cut to an excerpt, so no part of a secret survives the cut. */
+  /** Applied to server text before it is cut, so no part of a secret survives the cut. */
   redact?: Redact;
 }
 
-/**
- * Interprets an Acquire or Renew answer: `acquired` only for a 200 whose
- * body keeps every promise of the API and names `ctx.holder`.
- */
+/** An Acquire or Renew answer: `acquired` only for a 200 that keeps every promise of the API. */
 export function grantOutcome(r: RawResponse, ctx: AnswerContext): GrantOutcome {
   if (r.status !== 200) return statusFailure(r, "200", ctx);
   const parsed = parseJsonObject(r.body);
@@ -66,7 +57,7 @@ export function grantOutcome(r: RawResponse, ctx: AnswerContext): GrantOutcome {
   return { kind, lease, requestId: r.requestId };
 }
 
-/** Interprets a Release answer: 204 (or 200) is success, whatever the body. */
+/** A Release answer: 204 (or 200) is success, whatever the body. */
 export function releaseOutcome(
   r: RawResponse,
   ctx: AnswerContext,
@@ -101,10 +92,8 @@ function statusFailure(
     message = excerpt(body, ctx);
   }
   if (status === 409) return { kind: "conflict", message, requestId };
-  // The fix of an answer no wait can heal: plain HTTP sent to a TLS port, or
-  // a server that is not a Berth API server. Never for a 3xx (it has its own
-  // advice), a 5xx other than 501 (a gateway's page while the server
-  // restarts heals), or a Berth status with the API's JSON error.
+  // No fix for a 3xx (its own advice), a 5xx but 501 (a gateway's page while
+  // the server restarts heals), or a Berth status with the API's JSON error.
   let fix: string | undefined;
   if (
     status === 400 && ctx.url.startsWith("http:") && PLAIN_ON_TLS.test(body)
@@ -168,10 +157,9 @@ function excerpt(text: string, ctx: AnswerContext): string {
 }
 
 /**
- * The body as a JSON object, or why it is not one; with the text of its
- * `fencingToken` as written (a reviver's `context.source`): `JSON.parse`
- * reads `1.0` and `1e0` as 1, and a token must be an integer literal. With
- * duplicate members, the last one's, as `JSON.parse` keeps it.
+ * The body as a JSON object, or why it is not one; with its `fencingToken`
+ * as written (the last duplicate's, as `JSON.parse` keeps it): `JSON.parse`
+ * reads `1.0` and `1e0` as 1, and a token must be an integer literal.
  */
 function parseJsonObject(
   body: string,
@@ -194,10 +182,7 @@ function parseJsonObject(
   return { value: value as Record<string, unknown>, token: tokens.get(value) };
 }
 
-/**
- * An Acquire/Renew body checked against the API's promises, or what broke
- * them. Unknown fields are ignored so a newer server stays usable.
- */
+/** The grant, or which promise it broke; unknown fields are ignored so a newer server stays usable. */
 function parseGrant(
   { value, token: literal }: { value: Record<string, unknown>; token?: string },
   redact: Redact,
@@ -242,23 +227,16 @@ function parseGrant(
   };
 }
 
+/** RFC 3339 as Go writes it: up to 9 fractional digits, fields in range (second 60: a leap second). */
 const RFC3339 =
-  /^(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(\.\d{1,9})?([Zz]|[+-](\d{2}):(\d{2}))$/;
+  /^(\d{4})-(0[1-9]|1[0-2])-(\d\d)[Tt]([01]\d|2[0-3]):[0-5]\d:([0-5]\d|60)(\.\d{1,9})?([Zz]|[+-]([01]\d|2[0-3]):[0-5]\d)$/;
 
-/**
- * RFC 3339 as Go's encoder writes it: up to 9 fractional digits, `Z` or a
- * numeric offset, fields in range (second 60 allowed for a leap second).
- */
 function isRfc3339(s: string): boolean {
   const m = RFC3339.exec(s);
-  if (!m) return false;
-  const [year, month, day, hour, minute, second] = m.slice(1, 7).map(Number);
   const lastDay = new Date(0);
-  lastDay.setUTCFullYear(year, month, 0);
-  return month >= 1 && month <= 12 && day >= 1 &&
-    day <= lastDay.getUTCDate() && hour <= 23 && minute <= 59 &&
-    second <= 60 &&
-    (m[9] === undefined || (Number(m[9]) <= 23 && Number(m[10]) <= 59));
+  if (m) lastDay.setUTCFullYear(Number(m[1]), Number(m[2]), 0);
+  return m !== null && Number(m[3]) >= 1 &&
+    Number(m[3]) <= lastDay.getUTCDate();
 }
 
 /** A server value for a message: JSON, redacted, then cut to 60 characters. */
@@ -273,15 +251,10 @@ function show(v: unknown, redact: Redact): string {
  * spellings a server may echo it in: as is, JSON-escaped (Go's encoder also
  * escapes `<`, `>`, `&`) and percent-encoded (a redirect's `Location`).
  *
- * @param secrets The keys to remove; empty ones are ignored.
- *
  * @example
  * ```ts
  * import assert from "node:assert/strict";
- * assert.equal(
- *   redactor(["s3cret"])("echo: Bearer s3cret"),
- *   "echo: Bearer [redacted API key]",
- * );
+ * assert.equal(redactor(["k3y"])("Bearer k3y"), "Bearer [redacted API key]");
  * ```
  */
 export function redactor(secrets: string[]): Redact {
@@ -300,10 +273,7 @@ export function redactor(secrets: string[]): Redact {
     list.reduce((out, f) => out.split(f).join("[redacted API key]"), text);
 }
 
-/**
- * `outcome` with every server-derived string redacted: the message and
- * request id of a failure, the holder and timestamps of a lease record.
- */
+/** `outcome` with every server-derived string redacted. */
 export function redactOutcome<T extends GrantOutcome | ReleaseOutcome>(
   outcome: T,
   redact: Redact,

@@ -1,16 +1,14 @@
 /**
- * Where the API key comes from. A key given directly never changes; a key
- * file is a mounted Secret rotated in place, so it is re-read (at most once
- * a second) and a half-written or briefly missing file never takes away a
- * key that worked a moment ago. A read can block (a FIFO in the file's
- * place, a hung mount) and cannot be cancelled: every read is bounded, a
- * request waits for a due re-read only {@linkcode REREAD_WAIT_MS} and then
- * goes with the last good key, and no second read starts while one is
- * pending (docs/configuration.md, "TLS and the API key").
+ * Where the API key comes from: given directly, or a key file (a mounted
+ * Secret rotated in place) re-read at most once a second, where a bad or
+ * missing file never takes away a key that worked a moment ago. A read can
+ * block (a FIFO, a hung mount) and cannot be cancelled, so every read is
+ * bounded and a request waits for a due re-read only
+ * {@linkcode REREAD_WAIT_MS} (docs/configuration.md, "TLS and the API key").
  *
  * @module
  */
-import { bounded, type Clock, systemClock } from "../state/clock.ts";
+import { aborted, bounded, type Clock, systemClock } from "../state/clock.ts";
 import { discardLogger, type Logger, Secret } from "../obs/log.ts";
 
 /** A small share of the shortest heartbeat (1 s), so a hung read never costs a renewal its bound. */
@@ -26,26 +24,17 @@ const FIX_MODE =
 
 /** Options for {@linkcode ApiKeySource.fromFile}. */
 export interface ApiKeyFileOptions {
-  /** Decides when the file is due and bounds each read; default the system clock. */
   clock?: Clock;
-  /** Gets the warnings about failed re-reads (never the key). */
   logger?: Logger;
-  /** Minimum milliseconds between two reads of the file; default 1000. */
+  /** Default 1000. */
   minReadIntervalMs?: number;
-  /**
-   * The longest a read may take (ms; default 2000). At start-up a read that
-   * takes longer is an error; later the last good key is used meanwhile.
-   */
+  /** Default 2000: longer is an error at start-up, later the last good key is used meanwhile. */
   readTimeoutMs?: number;
-  /** Reads the bytes, throwing an `Error` that says why not (a seam for a read that blocks). */
+  /** A seam for a read that blocks. */
   readFile?: (path: string) => Promise<Uint8Array>;
 }
 
-/**
- * Gives the client the key to send on each request, and the keys to remove
- * from anything a server sends back: the one in use and, after a rotation,
- * the one before it.
- */
+/** The key to send on each request, and the keys to redact: the one in use and, after a rotation, the one before. */
 export class ApiKeySource {
   private constructor(
     /** `signal` (the request's own bound) ends the wait for a due re-read early. */
@@ -73,16 +62,11 @@ export class ApiKeySource {
   }
 
   /**
-   * A key read from `path` (`--api-key-file` / `BERTH_API_KEY_FILE`),
-   * trimmed. The file is read now, and re-read by `current()` once
-   * `minReadIntervalMs` passed since the last read. When a re-read fails,
-   * finds no usable key or does not finish within `readTimeoutMs`, the last
-   * good key is kept and one warning is logged per streak of failures; a
-   * late read that succeeds still counts.
+   * A key read now from `path` (`--api-key-file` / `BERTH_API_KEY_FILE`),
+   * and re-read by `current()` when due. A failed re-read keeps the last
+   * good key, with one warning per streak of failures.
    *
-   * @throws {Error} A configuration error naming the file and what to do,
-   * when it is missing, unreadable (with uid, mode and owner), not a regular
-   * file, empty, unusable, or not read within `readTimeoutMs`.
+   * @throws {Error} A configuration error naming the file and what to do.
    */
   static async fromFile(
     path: string,
@@ -157,13 +141,7 @@ export class ApiKeySource {
   }
 }
 
-/**
- * The key source the configuration names, or undefined for none (no
- * Authorization header is sent then).
- *
- * @throws {Error} As {@linkcode ApiKeySource.fromSecret} and
- * {@linkcode ApiKeySource.fromFile} do.
- */
+/** The key source the configuration names, or undefined for none. */
 export async function apiKeySourceFromConfig(
   config: { apiKey?: Secret; apiKeyFile?: string },
   options: ApiKeyFileOptions = {},
@@ -176,29 +154,16 @@ export async function apiKeySourceFromConfig(
 }
 
 /** `work`'s value, or undefined when `signal` aborts first; `work` is left running. */
-function within<T>(
-  work: Promise<T>,
-  signal: AbortSignal,
-): Promise<T | undefined> {
-  if (signal.aborted) return Promise.resolve(undefined);
-  return new Promise((resolve, reject) => {
-    const onAbort = () => resolve(undefined);
-    signal.addEventListener("abort", onAbort, { once: true });
-    work.then(resolve, reject).finally(() =>
-      signal.removeEventListener("abort", onAbort)
-    );
-  });
-}
+const within = <T>(work: Promise<T>, signal: AbortSignal) =>
+  Promise.race([work, aborted(signal).then(() => undefined)]);
 
 /** Why `key` cannot be sent as a bearer token, or undefined when it can. */
 function keyProblem(key: string): string | undefined {
   if (key === "") return "is empty";
   // Printable ASCII without spaces: anything else either breaks the header
   // (a newline would even inject one) or is not a token the server issued.
-  if (!/^[\x21-\x7e]+$/.test(key)) {
-    return "contains spaces, control or non-ASCII characters";
-  }
-  return undefined;
+  const ok = /^[\x21-\x7e]+$/.test(key);
+  return ok ? undefined : "contains spaces, control or non-ASCII characters";
 }
 
 /** The trimmed key in `path`, or why there is none and what to do. Never throws. */
@@ -235,26 +200,16 @@ async function readKeyFile(
   return problem ? { problem, fix: FIX_PATH } : { key };
 }
 
-/** The path names something a key cannot be read from without blocking or failing. */
 class NotRegularFile extends Error {}
 
-/**
- * The bytes of `path` (at most one more than the cap), refusing anything but
- * a regular file before opening it: opening a FIFO blocks until a writer
- * comes.
- */
+/** The bytes of `path`, refusing anything but a regular file before opening it: opening a FIFO blocks. */
 async function readRegularFile(path: string): Promise<Uint8Array> {
   const check = (info: Deno.FileInfo) => {
     if (info.isFile) return;
-    const type = info.isDirectory
-      ? "directory"
-      : info.isFifo
-      ? "FIFO"
-      : info.isSocket
-      ? "socket"
-      : info.isCharDevice || info.isBlockDevice
-      ? "device"
-      : "special file";
+    const { isDirectory, isFifo, isSocket, isCharDevice, isBlockDevice } = info;
+    const types = { directory: isDirectory, FIFO: isFifo, socket: isSocket };
+    const type = Object.entries(types).find(([, is]) => is)?.[0] ??
+      (isCharDevice || isBlockDevice ? "device" : "special file");
     throw new NotRegularFile(`is a ${type}, not a regular file`);
   };
   check(await Deno.stat(path));
@@ -278,9 +233,8 @@ async function notReadable(path: string): Promise<string> {
     const mode = info.mode === null
       ? "unknown"
       : `0${(info.mode & 0o7777).toString(8).padStart(3, "0")}`;
-    return `is not readable by uid ${uid} (mode ${mode}, owner ${
-      info.uid ?? "?"
-    }:${info.gid ?? "?"})`;
+    const owner = `${info.uid ?? "?"}:${info.gid ?? "?"}`;
+    return `is not readable by uid ${uid} (mode ${mode}, owner ${owner})`;
   } catch {
     return `is not readable by uid ${uid} (its directory cannot be searched either)`;
   }

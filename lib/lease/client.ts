@@ -1,10 +1,8 @@
 /**
- * The Berth lease API over HTTP(S): the {@linkcode LeaseClient} the
- * subcommands use. It composes the wire encoding, a transport and the answer
- * decoding, and owns what spans them: the request's bound, the key, the
- * removal of the key from everything returned, which transport the options
- * need and the warnings they deserve. It never retries; retry policy belongs
- * to the acquire loop and the renewer.
+ * The Berth lease API over HTTP(S): wire encoding, a transport and answer
+ * decoding, with what spans them (the request's bound, the key and its
+ * redaction, which transport the options need and their warnings). It never
+ * retries: retry policy belongs to the acquire loop and the renewer.
  *
  * @module
  */
@@ -50,12 +48,7 @@ export interface HttpLeaseClientOptions {
   auth?: ApiKeySource;
   /** A PEM file of CA certificates trusted beside the system's store; read once, at construction. */
   caBundleFile?: string;
-  /**
-   * The name sent as TLS SNI and verified on the server certificate instead
-   * of the URL's host (the Host header keeps the URL's). Through
-   * `node:https`, which connects directly (a warning says so when a proxy
-   * variable is set).
-   */
+  /** Sent as SNI and verified instead of the URL's host (which Host keeps). Through `node:https`, directly. */
   serverName?: string;
   /** Development only (a warning says so). Through `node:https`, directly. */
   insecureSkipTlsVerify?: boolean;
@@ -67,23 +60,18 @@ export interface HttpLeaseClientOptions {
 /**
  * Builds the {@linkcode LeaseClient} the subcommands use.
  *
- * @throws {Error} Everything that can be wrong in the options (URL, lease
- * key, CA bundle, server name, timeout) throws here, at start-up, with a
- * message naming the input; after that no call throws for anything the
- * server or the network does.
+ * @throws {Error} For anything wrong in the options, at start-up, naming the
+ * input; after that no call throws for anything the server or network does.
  *
  * @example
  * ```ts
  * import assert from "node:assert/strict";
  * import { startDevServer } from "../devserver/server.ts";
  * await using server = await startDevServer();
- * const client = createHttpLeaseClient({
- *   apiServer: server.url, // e.g. "https://berth-api.berth-system.svc:8443"
- *   key: { namespace: "prod", name: "checkout" },
- * });
- * const outcome = await client.acquire("east/prod:pod:p1", 30, AbortSignal.timeout(15_000));
- * assert.equal(outcome.kind, "acquired");
- * if (outcome.kind === "acquired") assert.equal(outcome.lease.holder, "east/prod:pod:p1");
+ * const key = { namespace: "prod", name: "checkout" };
+ * const client = createHttpLeaseClient({ apiServer: server.url, key });
+ * const outcome = await client.acquire("east/p1", 30, AbortSignal.timeout(15_000));
+ * assert.equal(outcome.kind === "acquired" && outcome.lease.holder, "east/p1");
  * ```
  */
 export function createHttpLeaseClient(
@@ -116,12 +104,10 @@ export function createHttpLeaseClient(
     signal: AbortSignal,
   ): Promise<T> => {
     const body = requestBody(fields);
-    // Cleared when the call ends, so no finished request wakes the process
-    // again at its bound.
+    // Cleared at the end, so no finished request wakes the process again.
     using bound = bounded(systemClock, timeoutMs, signal);
     const within = bound.signal;
-    if (within.aborted) return abortFailure(within.reason) as T;
-    const key = await auth?.current(within);
+    const key = within.aborted ? undefined : await auth?.current(within);
     if (within.aborted) return abortFailure(within.reason) as T;
     const requestId = crypto.getRandomValues(new Uint8Array(16)).toHex();
     const path = `${base}/${rpc}`;
@@ -174,11 +160,7 @@ export function createHttpLeaseClient(
   };
 }
 
-/**
- * `fetch`, unless the options ask for what only `node:https` can do (the
- * server-name override, skip-verify); `fetch` hands over to the node
- * transport on the refusals it cannot get past.
- */
+/** `fetch`, unless the options ask for what only `node:https` can do (the server-name override, skip-verify). */
 function chooseRoute(
   options: HttpLeaseClientOptions,
   target: Target,
@@ -187,9 +169,8 @@ function chooseRoute(
   const { caBundleFile, serverName, insecureSkipTlsVerify } = options;
   const env = (name: string) => Deno.env.get(name);
   const field = { api_server: target.origin };
-  // The proxy variable set for the server's scheme, as Deno reads them.
-  // Whether NO_PROXY exempts the server is fetch's to decide: this only words
-  // errors and warns of a transport that goes direct.
+  // The proxy variable for the server's scheme, as Deno reads them (NO_PROXY
+  // is fetch's to judge): for the wording of errors and warnings only.
   const scheme = target.secure ? "HTTPS_PROXY" : "HTTP_PROXY";
   const proxy = ["ALL_PROXY", scheme].flatMap((n) => [n, n.toLowerCase()])
     .find((n) => (env(n) ?? "") !== "");

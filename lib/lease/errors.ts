@@ -1,8 +1,7 @@
 /**
- * Why no answer came: a transport's error classified in one place for both
- * transports, and worded once as a failure a user can act on. The failures
- * no wait can heal (the URL's scheme, the certificate) carry their fix; a
- * refused, reset, timed-out or unresolved connection does not.
+ * Why no answer came: both transports' errors classified by one table and
+ * worded once as a failure a user can act on, with a fix when no wait heals
+ * it (the URL's scheme, the certificate).
  *
  * @module
  */
@@ -29,13 +28,9 @@ export interface TransportError {
 }
 
 /**
- * The one table both transports' errors are classified by, first match
- * wins: the texts `fetch`'s errors carry (its causes have no code or class,
- * only the rustls, hyper and socket wording of Deno 2), and the codes
- * `node:http(s)` gives (matched as `CODE: message`). Deno's `node:https`
- * reports an expired, a not-yet-valid and an untrusted certificate alike
- * (`UNABLE_TO_VERIFY_LEAF_SIGNATURE`): the message tells them apart by a
- * look at the certificate.
+ * First match wins: the texts of `fetch`'s errors (no code or class, only
+ * Deno 2's rustls, hyper and socket wording), and the codes `node:http(s)`
+ * gives, matched as `CODE: message`.
  */
 export const ERROR_TABLE: readonly (readonly [RegExp, TransportErrorKind])[] = [
   [/connection refused|ECONNREFUSED/i, "refused"],
@@ -52,8 +47,7 @@ export const ERROR_TABLE: readonly (readonly [RegExp, TransportErrorKind])[] = [
     "wrong-name",
   ],
   [/CaUsedAsEndEntity/, "ca-as-leaf"],
-  // fetch's own error, with no cause. The one place that knows which ports
-  // fetch blocks is fetch: no copy of its list here.
+  // fetch's own error. Which ports it blocks is fetch's to say: no copy here.
   [/Requests to port \d+ are blocked/i, "blocked-port"],
   [
     /invalid peer certificate|UnknownIssuer|BadSignature|UNABLE_TO_(VERIFY_LEAF_SIGNATURE|GET_ISSUER_CERT)|SELF_SIGNED_CERT|CERT_(UNTRUSTED|SIGNATURE_FAILURE)/i,
@@ -62,10 +56,9 @@ export const ERROR_TABLE: readonly (readonly [RegExp, TransportErrorKind])[] = [
 ];
 
 /**
- * A failed request's error as a {@linkcode TransportError}, by its code and
- * text, or its cause's (`fetch` throws a `TypeError` whose cause says what
- * happened). The detail drops `fetch`'s wording of the URL, which the
- * message names already.
+ * A failed request's error (or its cause's: `fetch` throws a `TypeError`
+ * whose cause says what happened) as a {@linkcode TransportError}, without
+ * `fetch`'s wording of the URL, which the message names already.
  *
  * @example
  * ```ts
@@ -90,22 +83,16 @@ export function classifyError(e: unknown): TransportError {
 /** Where a transport error happened. */
 export interface ErrorContext {
   target: Target;
-  /** The TLS name override, if any: the name verified. */
   serverName?: string;
-  /**
-   * The variable naming the proxy requests may go through, if any: then a
-   * refusal may be the proxy's, and the presented certificate is not looked
-   * at (a direct connection could reach another host, or nothing).
-   */
+  /** Set: a refusal may be the proxy's, and the certificate is not looked at directly. */
   proxy?: string;
-  /** Bounds the look at the presented certificate. */
   signal: AbortSignal;
 }
 
 /**
- * The transport error as a `transport-error` failure naming the server. A
- * refused certificate is looked at once more (its validity dates) so that an
- * expired or not-yet-valid one is said to be that, not untrusted.
+ * The transport error as a `transport-error` naming the server. A refused
+ * certificate is looked at once more (its dates): Deno's `node:https`
+ * reports an expired, a not-yet-valid and an untrusted one alike.
  */
 export async function describeTransportError(
   e: TransportError,
@@ -117,10 +104,6 @@ export async function describeTransportError(
     message: `${target.origin}: ${message}`,
     ...(fix === undefined ? {} : { fix }),
   });
-  const validity = () =>
-    proxy === undefined
-      ? presentedValidity(target, ctx.serverName, ctx.signal)
-      : undefined;
   switch (e.error) {
     case "refused":
       return fail(
@@ -144,7 +127,7 @@ export async function describeTransportError(
     case "not-http":
       // Over http://, a port that completes a TLS handshake is a TLS port:
       // no wait heals that. Anything else is said as it is, without a fix.
-      if (!target.secure && await validity() !== undefined) {
+      if (!target.secure && await presentedValidity(ctx) !== undefined) {
         return fail(
           "the server answered with something that is not HTTP, and the port speaks TLS: the URL says http:// for a TLS port",
           FIXES.useHttps,
@@ -168,7 +151,7 @@ export async function describeTransportError(
     case "untrusted":
     case "dates": {
       const now = Date.now();
-      const dates = await validity();
+      const dates = await presentedValidity(ctx);
       const clock = `this node's clock says ${iso(now)}`;
       if (dates !== undefined && now > dates.notAfter) {
         const end = iso(dates.notAfter);
@@ -194,30 +177,28 @@ export async function describeTransportError(
           FIXES.untrusted,
         );
     }
-    // The client never gets a blocked port here: it sends such a request
-    // through node:http(s).
+    // The client hands a blocked port to node:http(s): never seen here.
     case "blocked-port":
     case "other":
       return fail(e.detail);
   }
 }
 
+type Validity = { notBefore: number; notAfter: number };
+
 function iso(ms: number): string {
   return new Date(ms).toISOString().replace(/\.000Z$/, "Z");
 }
 
 /**
- * The validity period (epoch ms) of the certificate `target` presents, by a
- * second handshake that verifies nothing and sends nothing; undefined when
- * that fails too or `signal` ends it. `node:tls` is loaded only here, after
- * a handshake failed.
+ * The validity period of the certificate `target` presents, by a handshake
+ * that verifies and sends nothing (through a proxy it could reach another
+ * host); undefined when that fails too.
  */
 async function presentedValidity(
-  target: Target,
-  serverName: string | undefined,
-  signal: AbortSignal,
-): Promise<{ notBefore: number; notAfter: number } | undefined> {
-  if (signal.aborted) return undefined;
+  { target, serverName, proxy, signal }: ErrorContext,
+): Promise<Validity | undefined> {
+  if (proxy !== undefined || signal.aborted) return undefined;
   const tls = await import("node:tls");
   return await new Promise((resolve) => {
     const name = serverName ?? target.hostname;
@@ -228,7 +209,7 @@ async function presentedValidity(
       servername: /^[\d.]+$|:/.test(name) ? undefined : name,
       rejectUnauthorized: false,
     });
-    const done = (v?: { notBefore: number; notAfter: number }) => {
+    const done = (v?: Validity) => {
       signal.removeEventListener("abort", onAbort);
       socket.destroy();
       resolve(v);
@@ -240,11 +221,8 @@ async function presentedValidity(
       const cert = socket.getPeerCertificate();
       const notBefore = Date.parse(cert?.valid_from ?? "");
       const notAfter = Date.parse(cert?.valid_to ?? "");
-      done(
-        Number.isFinite(notBefore) && Number.isFinite(notAfter)
-          ? { notBefore, notAfter }
-          : undefined,
-      );
+      const known = Number.isFinite(notBefore) && Number.isFinite(notAfter);
+      done(known ? { notBefore, notAfter } : undefined);
     });
   });
 }

@@ -16,10 +16,9 @@ export interface LeaseKey {
 }
 
 /**
- * A lease record as the server described it. Absent fields are normalised
- * (`holder` "", `fencingToken` 0) because the server omits them when empty.
- * The RFC 3339 times are on the server's clock, which the helper never
- * trusts for safety: informational only.
+ * A lease record as the server described it, absent fields normalised
+ * (`holder` "", `fencingToken` 0). The times are on the server's clock,
+ * which the helper never trusts for safety.
  */
 export interface LeaseRecord {
   holder: string;
@@ -36,38 +35,24 @@ export interface LeaseRecord {
  */
 export type LeaseFailure =
   | { kind: "conflict"; message: string; requestId?: string }
-  /**
-   * Any other non-success status. `message` is the server's `error` text, a
-   * body excerpt, or for a redirect the `Location` it named; `url` is the
-   * URL that was requested.
-   */
-  | {
-    kind: "server-error";
-    status: number;
-    message: string;
-    requestId?: string;
-    url?: string;
-    fix?: string;
-  }
+  /** Any other status: the server's `error` text, a body excerpt, or a redirect's `Location`. */
+  | ({ kind: "server-error"; url?: string } & Answered)
   /** A success status whose body is not what the API promises. */
-  | {
-    kind: "bad-response";
-    status: number;
-    message: string;
-    requestId?: string;
-    fix?: string;
-  }
+  | ({ kind: "bad-response" } & Answered)
   /** No answer: connection refused, reset, TLS failure, DNS, ... */
   | { kind: "transport-error"; message: string; fix?: string }
   | { kind: "timeout"; message: string }
   /** The caller cancelled the request (shutdown); not an API problem. */
   | { kind: "aborted"; message: string };
 
-/**
- * What Acquire and Renew can answer: `acquired` (the caller holds the lease
- * with `lease.fencingToken`) or `not-acquired` (on Acquire another live
- * holder has it, `lease` says who; on Renew the lease is lost).
- */
+type Answered = {
+  status: number;
+  message: string;
+  requestId?: string;
+  fix?: string;
+};
+
+/** `not-acquired`: on Acquire another live holder has it (`lease` says who); on Renew the lease is lost. */
 export type GrantOutcome =
   | { kind: "acquired"; lease: LeaseRecord; requestId?: string }
   | { kind: "not-acquired"; lease: LeaseRecord; requestId?: string }
@@ -112,9 +97,8 @@ export function isPersistentFailure(f: LeaseFailure): boolean {
 }
 
 /**
- * The one-line fix for a failure that no wait can heal (the URL's scheme,
- * the certificate, a server that is not a Berth API server); undefined for
- * one that may heal by itself (refused, reset, timeout, DNS, 5xx, 409, ...).
+ * The one-line fix for a failure that no wait can heal; undefined for one
+ * that may heal by itself (refused, reset, timeout, DNS, 5xx, 409, ...).
  *
  * @example
  * ```ts
@@ -140,11 +124,9 @@ export const FIXES = {
     "give the CA bundle that issued the server's certificate (--ca-bundle-file / BERTH_CA_BUNDLE_FILE)",
   wrongName:
     "set --server-name / BERTH_SERVER_NAME to a name on the server certificate, or use that name in --api-server / BERTH_API_SERVER",
-  /** A CA certificate presented as the server's own, through a proxy. */
   caAsLeaf:
     "reissue the server certificate with basicConstraints=CA:FALSE (or have a CA sign it and give that CA with --ca-bundle-file / BERTH_CA_BUNDLE_FILE), or reach the server without a proxy (NO_PROXY)",
   dates: "renew the server certificate, or fix this node's clock",
-  /** An answer no Berth API server gives (an HTML page, a 501, ...). */
   notBerth:
     "this is not a Berth API server: check --api-server / BERTH_API_SERVER",
 } as const;
@@ -159,12 +141,8 @@ const PERSISTENT_STATUSES = new Set([400, 401, 403, 404]);
  * @example
  * ```ts
  * import assert from "node:assert/strict";
- * const line = describeFailure({
- *   kind: "server-error",
- *   status: 401,
- *   message: "unauthorized",
- * });
- * assert.match(line, /^server answered 401: unauthorized; /);
+ * const f = { kind: "server-error", status: 401, message: "no" } as const;
+ * assert.match(describeFailure(f), /^server answered 401: no; /);
  * ```
  */
 export function describeFailure(f: LeaseFailure): string {

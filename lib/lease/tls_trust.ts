@@ -27,12 +27,9 @@ export type PathState = "readable" | "unreadable" | "absent";
 
 /**
  * Which root stores to trust ({@linkcode CA_STORE_VARIABLE}'s value, none to
- * leave it as it is), and what to warn about. A value the user set is kept;
- * otherwise the system's store and Mozilla's roots when the system's file
- * (`SSL_CERT_FILE`, else the first of {@linkcode SYSTEM_BUNDLE_FILES} that
- * is there) can be read. One that cannot is not named, with a warning:
- * Deno refuses every TLS connection when the system store it was told to
- * use cannot be loaded.
+ * leave it as it is), and what to warn about. A system file that cannot be
+ * read is not named, with a warning: Deno refuses every TLS connection when
+ * the system store it was told to use cannot be loaded.
  */
 export function chooseCaStores(
   env: (name: string) => string | undefined,
@@ -71,17 +68,13 @@ export function lookPath(path: string): PathState {
 }
 
 /**
- * The client's trust, set up once per process before its first TLS use: the
- * root stores `stores` names and the CA bundle, parsed as every transport
- * will use them. One HTTP client is built and closed to do both, which makes
- * Deno build its root certificates now: it reads
+ * The root stores `stores` names and the CA bundle's PEM blocks, checked by
+ * one HTTP client built and closed before the first TLS use: Deno reads
  * {@linkcode CA_STORE_VARIABLE} only then, so the variable is removed again
  * and the processes this one starts get the environment they were given.
  *
- * @returns The bundle's PEM blocks, in file order; undefined without one.
- * @throws {Error} A configuration error: the bundle cannot be read, holds no
- * certificate or one that does not parse (by its number), or the stores
- * cannot be loaded (naming the variable and what to do).
+ * @throws {Error} A configuration error naming the bundle (or the
+ * certificate in it by its number), or the stores, and what to do.
  */
 export function readTrust(
   bundleFile: string | undefined,

@@ -1,11 +1,9 @@
 /**
  * The transports (docs/lease-client.md, "Transports"): each sends one POST
- * and reads its answer the same way, at most
- * {@linkcode MAX_RESPONSE_BYTES} of the body (a larger one is a wrong
- * endpoint, and reading it unbounded would let it eat the sidecar's memory).
- * `fetch` serves the common path; `node:https` (`node:http` for an `http:`
- * target) what `fetch` cannot do, loaded by the first request that needs it
- * so that a process that never does never pays its load.
+ * and reads at most {@linkcode MAX_RESPONSE_BYTES} of its answer (reading a
+ * wrong endpoint's unbounded would let it eat the sidecar's memory). `fetch`
+ * serves the common path; `node:http(s)` what `fetch` cannot do, loaded by
+ * the first request that needs it so that no other process pays its load.
  *
  * @module
  */
@@ -27,7 +25,6 @@ export interface WireRequest {
   body: string;
 }
 
-/** An answer, no answer, or one whose body was over the cap. */
 export type Answer =
   | RawResponse
   | TransportError
@@ -65,19 +62,17 @@ async function readAnswer(
 }
 
 /**
- * A {@linkcode Transport} over `fetch` with one `Deno.HttpClient`, so the
- * trust store (`caCerts` beside the root stores) is built once and the
- * connection is kept alive between renewals. Deno reads the proxy variables
- * itself. Redirects are answers, never followed.
+ * A {@linkcode Transport} over `fetch` with one `Deno.HttpClient`: the trust
+ * store (`caCerts` beside the root stores) built once, the connection kept
+ * alive between renewals, the proxy variables read by Deno.
  *
  * @example
  * ```ts
  * import assert from "node:assert/strict";
  * import { parseApiServer } from "./wire.ts";
- * // fetch refuses port 1 (a bad port of the fetch standard) before any connection.
- * const send = fetchTransport(parseApiServer("http://127.0.0.1:1"), undefined);
- * const answer = await send({ path: "/", headers: {}, body: "{}" }, AbortSignal.timeout(5_000));
- * assert.ok("error" in answer && answer.error === "blocked-port");
+ * const send = fetchTransport(parseApiServer("http://127.0.0.1:1"), undefined); // a bad port of the fetch standard
+ * assert.deepEqual(await send({ path: "/", headers: {}, body: "" }, AbortSignal.timeout(5_000)), {
+ *   error: "blocked-port", detail: "Fetch failed: Requests to port 1 are blocked" });
  * ```
  */
 export function fetchTransport(
@@ -99,18 +94,14 @@ export function fetchTransport(
     } catch (e) {
       return classifyError(e);
     }
-    // A 408 says the server never took the request (RFC 9110, 15.5.9):
-    // written on a kept connection as it timed it out, it comes back as the
-    // answer to the next request. The connection closes with it.
+    // A 408 says the server never took the request (RFC 9110, 15.5.9): left
+    // on a kept connection it times out, it answers the next request.
     if (res.status === 408 && !retried) {
       await res.body?.cancel().catch(() => {});
       return await send(request, signal, true);
     }
-    return await readAnswer(
-      res.status,
-      (n) => res.headers.get(n),
-      res.body ?? [],
-    );
+    const header = (name: string) => res.headers.get(name);
+    return await readAnswer(res.status, header, res.body ?? []);
   };
 }
 
@@ -131,35 +122,31 @@ export interface NodeTls {
  * ```ts
  * import assert from "node:assert/strict";
  * import { parseApiServer } from "./wire.ts";
- * const send = nodeTransport(parseApiServer("http://127.0.0.1:1"), {});
- * const answer = await send({ path: "/", headers: {}, body: "{}" }, AbortSignal.timeout(5_000));
+ * const answer = await nodeTransport(parseApiServer("http://127.0.0.1:1"), {})(
+ *   { path: "/", headers: {}, body: "{}" }, AbortSignal.timeout(5_000));
  * assert.ok("error" in answer && answer.error === "refused");
  * ```
  */
-export function nodeTransport(target: Target, options: NodeTls): Transport {
+export function nodeTransport(target: Target, tls: NodeTls): Transport {
   let loaded: ReturnType<typeof load> | undefined;
   let sent = 0;
   return async (request, signal) => {
-    loaded ??= load(target, options);
+    loaded ??= load(target, tls);
     const { request: send, agent } = await loaded;
+    const options = {
+      method: "POST",
+      hostname: target.hostname,
+      port: target.port,
+      path: request.path,
+      headers: request.headers,
+      // The first request, often the only one (`acquire`), goes on a
+      // one-shot connection: a fresh keep-alive one's answer waits.
+      agent: agent(sent++ > 0),
+      signal,
+    };
     try {
-      const res = await new Promise<import("node:http").IncomingMessage>(
-        (resolve, reject) => {
-          const req = send({
-            method: "POST",
-            hostname: target.hostname,
-            port: target.port,
-            path: request.path,
-            headers: request.headers,
-            // The first request of the process, often its only one
-            // (`acquire`), goes on a one-shot connection: on a fresh
-            // keep-alive one, Deno 2.9's first answer waits ~40 ms.
-            agent: agent(sent++ > 0),
-            signal,
-          }, resolve);
-          req.on("error", reject);
-          req.end(request.body);
-        },
+      const res = await new Promise<Incoming>((resolve, reject) =>
+        send(options, resolve).on("error", reject).end(request.body)
       );
       const header = (n: string) => res.headers[n] as string | undefined;
       return await readAnswer(res.statusCode ?? 0, header, res);
@@ -168,6 +155,8 @@ export function nodeTransport(target: Target, options: NodeTls): Transport {
     }
   };
 }
+
+type Incoming = import("node:http").IncomingMessage;
 
 async function load(target: Target, o: NodeTls) {
   const http = target.secure
@@ -192,7 +181,6 @@ async function load(target: Target, o: NodeTls) {
       }),
     };
   }
-  // Built once, so the trust store is too.
   const agents = [false, true].map((keepAlive) =>
     new http.Agent({ keepAlive, ...settings })
   );
@@ -209,33 +197,21 @@ export interface Route {
 }
 
 /**
- * `first` (the `fetch` transport) until it meets a refusal the node
- * transport gets past, learnt from `fetch` itself; then the node transport,
- * made once, for that request (the refusal sent nothing of it) and every
- * later one. The refusals: a port `fetch` blocks, through a proxy too
- * (`proxy`: the variable set for the server's scheme), and, on a direct
- * connection only, a server certificate that is its own CA.
+ * `first` (`fetch`) until it refuses what the node transport gets past (a
+ * port `fetch` blocks; on a direct connection, a server certificate that is
+ * its own CA); then the node transport, for that request (the refusal sent
+ * nothing of it) and every later one.
  *
  * @example
  * ```ts
  * import assert from "node:assert/strict";
  * import { discardLogger } from "../obs/log.ts";
  * import { parseApiServer } from "./wire.ts";
- * const refused = { error: "blocked-port" as const, detail: "Fetch failed: Requests to port 6000 are blocked" };
+ * const refused = { error: "blocked-port" as const, detail: "port 6000" };
  * const answer = { status: 200, body: "{}" };
- * let fetchSends = 0;
- * const route = withNodeFallback(
- *   () => (fetchSends++, Promise.resolve(refused)),
- *   () => () => Promise.resolve(answer),
- *   parseApiServer("http://127.0.0.1:6000"),
- *   "HTTP_PROXY",
- *   discardLogger,
- * );
- * const request = { path: "/", headers: {}, body: "{}" };
- * const signal = new AbortController().signal;
- * assert.deepEqual(await route.send(request, signal), answer);
- * assert.deepEqual(await route.send(request, signal), answer);
- * assert.equal(fetchSends, 1);
+ * const route = withNodeFallback(() => Promise.resolve(refused), () => () => Promise.resolve(answer),
+ *   parseApiServer("http://127.0.0.1:6000"), "HTTP_PROXY", discardLogger);
+ * assert.deepEqual(await route.send({ path: "/", headers: {}, body: "{}" }, AbortSignal.timeout(1000)), answer);
  * assert.equal(route.proxy(), undefined);
  * ```
  */

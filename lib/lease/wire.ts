@@ -7,7 +7,6 @@
  */
 import { VERSION } from "../version.ts";
 
-/** The largest value of a JSON int32 field. */
 export const INT32_MAX = 2147483647;
 
 /** The API server URL, checked and split: IPv6 without brackets, the scheme's default port, the path prefix without a trailing slash. */
@@ -21,11 +20,10 @@ export interface Target {
 }
 
 /**
- * Checks and splits the API server URL. A path prefix is kept (a gateway
- * at `https://gw/berth`); trailing slashes are dropped so no `//` is sent.
+ * Checks and splits the API server URL: a path prefix is kept (a gateway at
+ * `https://gw/berth`), its trailing slashes dropped so no `//` is sent.
  *
- * @throws {Error} When it is not an http(s) URL, carries credentials (never
- * echoed back), a query or fragment, or an empty path segment.
+ * @throws {Error} Naming what is wrong, credentials never echoed back.
  */
 export function parseApiServer(apiServer: string): Target {
   const fail = (url: string, why: string) =>
@@ -70,10 +68,9 @@ export function parseApiServer(apiServer: string): Target {
 }
 
 /**
- * A string as Go's `encoding/json` writes it: `JSON.stringify`'s escapes
- * plus `\u003c`, `\u003e`, `\u0026`, `\u2028` and `\u2029`; a lone
- * surrogate, which UTF-8 cannot carry, as `\ufffd`, as Go writes invalid
- * UTF-8.
+ * A string as Go's `encoding/json` writes it: `<`, `>`, `&`, U+2028 and
+ * U+2029 escaped too, and a lone surrogate as `\ufffd` (as Go writes invalid
+ * UTF-8).
  *
  * @example
  * ```ts
@@ -92,11 +89,10 @@ export function goJsonString(s: string): string {
 }
 
 /**
- * An RPC's body as Go marshals the map of its fields: keys sorted, no
- * space, no newline.
+ * An RPC's body as Go marshals the map of its fields: keys sorted.
  *
- * @throws {RangeError} On a token or TTL outside 1..2147483647: a caller
- * bug (config validation keeps them in range), so nothing is sent.
+ * @throws {RangeError} On a token or TTL outside 1..2147483647 (a caller
+ * bug: config validation keeps them in range).
  *
  * @example
  * ```ts
