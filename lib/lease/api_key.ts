@@ -1,71 +1,46 @@
 /**
- * Where the API key comes from. A key given directly never changes; a key
- * file is a mounted Kubernetes Secret that is rotated in place, so it is
- * re-read (at most once a second) and a half-written or briefly missing file
- * never takes away a key that worked a moment ago.
- *
- * A read can block (a FIFO put in the file's place, a hung network or FUSE
- * mount), and a blocked read cannot be cancelled: so every read is bounded,
- * a request waits for a due re-read only {@linkcode REREAD_WAIT_MS} (a
- * healthy read of a Secret volume takes well under a millisecond), the last
- * good key is used meanwhile, a read that passes its own bound is reported
- * whoever waited for it, and no second read starts while one is still
- * pending. A slow read so costs a renewal nothing but the new key, which
- * the next request sends.
+ * Where the API key comes from: given directly, or a key file (a mounted
+ * Secret rotated in place) re-read at most once a second, where a bad or
+ * missing file never takes away a key that worked a moment ago. A read can
+ * block (a FIFO, a hung mount) and cannot be cancelled, so every read is
+ * bounded and a request waits for a due re-read only
+ * {@linkcode REREAD_WAIT_MS} (docs/configuration.md, "TLS and the API key").
  *
  * @module
  */
-import type { Clock } from "../state/clock.ts";
-import { bounded, systemClock } from "../state/clock.ts";
-import type { Logger } from "../obs/log.ts";
-import { discardLogger, Secret } from "../obs/log.ts";
-import { keyProblem, readKeyFile } from "./key_file.ts";
+import { aborted, bounded, type Clock, systemClock } from "../state/clock.ts";
+import { discardLogger, type Logger, Secret } from "../obs/log.ts";
 
-/**
- * How long a request waits for a due re-read of the key file before it goes
- * with the last good key (ms): a small share of the shortest heartbeat (1 s),
- * so a hung read never costs a renewal its bound.
- */
+/** A small share of the shortest heartbeat (1 s), so a hung read never costs a renewal its bound. */
 export const REREAD_WAIT_MS = 100;
+
+/** Larger than any real key; a bigger file is a mistake (wrong path), not a key. */
+const MAX_KEY_FILE_BYTES = 16 * 1024;
+
+const FIX_PATH =
+  "point --api-key-file / BERTH_API_KEY_FILE at the file holding the API key";
+const FIX_MODE =
+  "make it readable by that uid (in a pod: the Secret volume's defaultMode, or the pod's fsGroup)";
 
 /** Options for {@linkcode ApiKeySource.fromFile}. */
 export interface ApiKeyFileOptions {
-  /** Decides when the file is due and bounds each read; default the system clock. */
   clock?: Clock;
-  /** Receives the warnings about failed re-reads (never the key); default none. */
   logger?: Logger;
-  /** Minimum milliseconds between two reads of the file; default 1000. */
+  /** Default 1000. */
   minReadIntervalMs?: number;
-  /**
-   * The longest a read may take (ms; default 2000). At start-up a read that
-   * takes longer is an error; later the last good key is used meanwhile.
-   */
+  /** Default 2000: longer is an error at start-up, later the last good key is used meanwhile. */
   readTimeoutMs?: number;
-  /**
-   * Reads the file's bytes, or throws an `Error` whose message says why it
-   * cannot; default a read that refuses non-regular files and explains a
-   * permission problem. A seam for tests (a read that blocks).
-   */
+  /** A seam for a read that blocks. */
   readFile?: (path: string) => Promise<Uint8Array>;
 }
 
-/**
- * Gives the client the key to send on each request, and the keys to remove
- * from anything a server sends back. A class with two factories so callers
- * treat a fixed key and a rotating key file alike; `current()` is async
- * because a due re-read happens on the request path.
- */
+/** The key to send on each request, and the keys to redact: the one in use and, after a rotation, the one before. */
 export class ApiKeySource {
-  readonly #current: (signal?: AbortSignal) => Promise<Secret | undefined>;
-  readonly #secrets: () => string[];
-
   private constructor(
-    current: (signal?: AbortSignal) => Promise<Secret | undefined>,
-    secrets: () => string[],
-  ) {
-    this.#current = current;
-    this.#secrets = secrets;
-  }
+    /** `signal` (the request's own bound) ends the wait for a due re-read early. */
+    readonly current: (signal?: AbortSignal) => Promise<Secret>,
+    readonly secrets: () => string[],
+  ) {}
 
   /**
    * A key that never changes (`--api-key` / `BERTH_API_KEY`).
@@ -87,16 +62,11 @@ export class ApiKeySource {
   }
 
   /**
-   * A key read from `path` (`--api-key-file` / `BERTH_API_KEY_FILE`), trimmed
-   * of surrounding whitespace. The file is read now; afterwards `current()`
-   * re-reads it when at least `minReadIntervalMs` passed since the last read.
-   * When a re-read fails, finds no usable key or does not finish within
-   * `readTimeoutMs`, the last good key is kept and one warning is logged per
-   * streak of failures; a late read that succeeds still counts.
+   * A key read now from `path` (`--api-key-file` / `BERTH_API_KEY_FILE`),
+   * and re-read by `current()` when due. A failed re-read keeps the last
+   * good key, with one warning per streak of failures.
    *
-   * @throws {Error} A configuration error naming the file and what to do,
-   * when it is missing, unreadable (with uid, mode and owner), not a regular
-   * file, empty, unusable, or not read within `readTimeoutMs`.
+   * @throws {Error} A configuration error naming the file and what to do.
    */
   static async fromFile(
     path: string,
@@ -106,7 +76,7 @@ export class ApiKeySource {
     const logger = options.logger ?? discardLogger;
     const interval = options.minReadIntervalMs ?? 1000;
     const readTimeoutMs = options.readTimeoutMs ?? 2000;
-    const read = () => readKeyFile(path, options.readFile);
+    const read = () => readKeyFile(path, options.readFile ?? readRegularFile);
     const first = await within(read(), clock.timeout(readTimeoutMs));
     if (first === undefined) {
       throw new Error(
@@ -147,14 +117,12 @@ export class ApiKeySource {
         const started = refresh().finally(() => (pending = undefined));
         pending = started;
         // Said once the read passes its own bound, whoever still waits.
-        const slow = clock.timeout(readTimeoutMs);
-        const tooSlow = () =>
-          fail(
+        const ended = started.then(() => true);
+        within(ended, clock.timeout(readTimeoutMs)).then((done) =>
+          done || fail(
             `the read did not finish within ${readTimeoutMs} ms (a FIFO, or a hung network mount?); it is left pending and no other read starts until it ends`,
-          );
-        slow.addEventListener("abort", tooSlow, { once: true });
-        const quiet = () => slow.removeEventListener("abort", tooSlow);
-        started.then(quiet, quiet);
+          )
+        );
         using wait = bounded(
           clock,
           Math.min(REREAD_WAIT_MS, readTimeoutMs),
@@ -171,34 +139,9 @@ export class ApiKeySource {
       () => [key.reveal(), ...(previous ? [previous.reveal()] : [])],
     );
   }
-
-  /**
-   * The key to send now; undefined only for a source that has none.
-   *
-   * @param signal Ends the wait for a due re-read early (the request's own
-   * bound); the last good key is given then.
-   */
-  current(signal?: AbortSignal): Promise<Secret | undefined> {
-    return this.#current(signal);
-  }
-
-  /**
-   * The keys no server-derived text may show: the one in use and, after a
-   * rotation, the one before it.
-   */
-  secrets(): string[] {
-    return this.#secrets();
-  }
 }
 
-/**
- * The key source the configuration asks for, or undefined when it names no
- * key (no Authorization header is sent then). Exists so `acquire` and
- * `renew` do not each repeat the either-or of `apiKey` and `apiKeyFile`.
- *
- * @throws {Error} As {@linkcode ApiKeySource.fromSecret} and
- * {@linkcode ApiKeySource.fromFile} do.
- */
+/** The key source the configuration names, or undefined for none. */
 export async function apiKeySourceFromConfig(
   config: { apiKey?: Secret; apiKeyFile?: string },
   options: ApiKeyFileOptions = {},
@@ -206,26 +149,93 @@ export async function apiKeySourceFromConfig(
   if (config.apiKey !== undefined) {
     return ApiKeySource.fromSecret(config.apiKey);
   }
-  if (config.apiKeyFile !== undefined) {
-    return await ApiKeySource.fromFile(config.apiKeyFile, options);
-  }
-  return undefined;
+  if (config.apiKeyFile === undefined) return undefined;
+  return await ApiKeySource.fromFile(config.apiKeyFile, options);
 }
 
-/**
- * `work`'s value, or undefined when `signal` aborts first. `work` is left
- * running (a blocked read cannot be cancelled); the listener is removed.
- */
-function within<T>(
-  work: Promise<T>,
-  signal: AbortSignal,
-): Promise<T | undefined> {
-  if (signal.aborted) return Promise.resolve(undefined);
-  return new Promise((resolve, reject) => {
-    const onAbort = () => resolve(undefined);
-    signal.addEventListener("abort", onAbort, { once: true });
-    work.then(resolve, reject).finally(() =>
-      signal.removeEventListener("abort", onAbort)
-    );
-  });
+/** `work`'s value, or undefined when `signal` aborts first; `work` is left running. */
+const within = <T>(work: Promise<T>, signal: AbortSignal) =>
+  Promise.race([work, aborted(signal).then(() => undefined)]);
+
+/** Why `key` cannot be sent as a bearer token, or undefined when it can. */
+function keyProblem(key: string): string | undefined {
+  if (key === "") return "is empty";
+  // Printable ASCII without spaces: anything else either breaks the header
+  // (a newline would even inject one) or is not a token the server issued.
+  const ok = /^[\x21-\x7e]+$/.test(key);
+  return ok ? undefined : "contains spaces, control or non-ASCII characters";
+}
+
+/** The trimmed key in `path`, or why there is none and what to do. Never throws. */
+async function readKeyFile(
+  path: string,
+  readFile: (path: string) => Promise<Uint8Array>,
+): Promise<{ key: string } | { problem: string; fix: string }> {
+  let bytes: Uint8Array;
+  try {
+    bytes = await readFile(path);
+  } catch (e) {
+    if (e instanceof Deno.errors.PermissionDenied) {
+      return { problem: await notReadable(path), fix: FIX_MODE };
+    }
+    const problem = e instanceof NotRegularFile
+      ? e.message
+      : e instanceof Deno.errors.NotFound
+      ? "cannot be read (no such file)"
+      : `cannot be read (${(e as Error).message})`;
+    return { problem, fix: FIX_PATH };
+  }
+  let problem: string | undefined;
+  let key = "";
+  if (bytes.length > MAX_KEY_FILE_BYTES) {
+    problem = `is larger than ${MAX_KEY_FILE_BYTES} bytes`;
+  } else {
+    try {
+      key = new TextDecoder("utf-8", { fatal: true }).decode(bytes).trim();
+      problem = keyProblem(key);
+    } catch {
+      problem = "is not UTF-8 text";
+    }
+  }
+  return problem ? { problem, fix: FIX_PATH } : { key };
+}
+
+class NotRegularFile extends Error {}
+
+/** The bytes of `path`, refusing anything but a regular file before opening it: opening a FIFO blocks. */
+async function readRegularFile(path: string): Promise<Uint8Array> {
+  const check = (info: Deno.FileInfo) => {
+    if (info.isFile) return;
+    const { isDirectory, isFifo, isSocket, isCharDevice, isBlockDevice } = info;
+    const types = { directory: isDirectory, FIFO: isFifo, socket: isSocket };
+    const type = Object.entries(types).find(([, is]) => is)?.[0] ??
+      (isCharDevice || isBlockDevice ? "device" : "special file");
+    throw new NotRegularFile(`is a ${type}, not a regular file`);
+  };
+  check(await Deno.stat(path));
+  using file = await Deno.open(path, { read: true });
+  check(await file.stat());
+  const buf = new Uint8Array(MAX_KEY_FILE_BYTES + 1);
+  let n = 0;
+  while (n < buf.length) {
+    const got = await file.read(buf.subarray(n));
+    if (got === null) break;
+    n += got;
+  }
+  return buf.subarray(0, n);
+}
+
+/** "is not readable by uid N (mode M, owner U:G)", as far as stat can tell. */
+async function notReadable(path: string): Promise<string> {
+  const uid = Deno.uid() ?? "unknown";
+  try {
+    const info = await Deno.stat(path);
+    const mode = info.mode === null
+      ? "unknown"
+      : `0${(info.mode & 0o7777).toString(8).padStart(3, "0")}`;
+    const owner = `${info.uid ?? "?"}:${info.gid ?? "?"}`;
+    return `is not readable by uid ${uid} (mode ${mode}, owner ${owner})`;
+  } catch {
+    return `is not readable by uid ${uid} (its directory cannot be searched either)`;
+  }
 }

@@ -1,96 +1,61 @@
 /**
- * The Berth lease RPCs as values a caller can branch on. The client
- * (`client.ts`) speaks HTTP; the acquire loop and the renewer only see these
- * types, so tests substitute a scripted client and the safety logic never
- * parses an HTTP status itself.
+ * The Berth lease RPCs as values a caller can branch on. The acquire loop
+ * and the renewer only see these types, so tests substitute a scripted
+ * client and the safety logic never parses an HTTP status itself.
  *
  * @module
  */
 import { GO_MESSAGES } from "../obs/go_messages.ts";
 
-/**
- * The per-request bound when the caller gives none: the reference Go
- * client's, so a hung API server can never block a caller. The client and
- * the acquire loop both use this one value.
- */
+/** The per-request bound when the caller gives none, so a hung API server never blocks a caller. */
 export const DEFAULT_REQUEST_TIMEOUT_MS = 10_000;
 
-/** Which lease: the path segments of `/v1alpha1/namespaces/{namespace}/leases/{name}`. */
+/** Which lease: `/v1alpha1/namespaces/{namespace}/leases/{name}`. */
 export interface LeaseKey {
-  /** RFC 1123 label, e.g. `prod`. */
   namespace: string;
-  /** RFC 1123 subdomain, e.g. `checkout`. */
   name: string;
 }
 
 /**
- * A lease record as the server described it. Absent fields are normalised
- * (`holder` "", `fencingToken` 0) because the server omits them when empty.
- * `expiresAt` is informational only: it is on the server's clock, which the
- * helper never trusts for safety.
+ * A lease record as the server described it, absent fields normalised
+ * (`holder` "", `fencingToken` 0). The times are on the server's clock,
+ * which the helper never trusts for safety.
  */
 export interface LeaseRecord {
-  /** Current holder; "" when there is none (no record, or released). */
   holder: string;
-  /** Fencing token, 1..2147483647; 0 when the server had no record. */
   fencingToken: number;
-  /** RFC 3339 as sent by the server (zero time when unset). */
   expiresAt: string;
-  /** RFC 3339 as sent by the server (zero time when unset). */
   acquiredAt: string;
 }
 
 /**
  * Failures every RPC can end with. They are separate kinds because the
- * renewer treats them differently: a `conflict` means the lease is gone now,
- * the others only mean "not confirmed" and the local deadline decides.
+ * renewer treats them differently: a `conflict` (409) means the lease is
+ * gone now, the others only mean "not confirmed" and the local deadline
+ * decides. `fix` is set when no wait can heal it ({@linkcode configFix}).
  */
 export type LeaseFailure =
-  /** HTTP 409: the lease is held by another identity or token. */
   | { kind: "conflict"; message: string; requestId?: string }
-  /**
-   * Any other non-success status (3xx, 400, 401, 403, 404, 413, 5xx, ...).
-   * `message` is the server's `error` text, a body excerpt, or for a
-   * redirect the `Location` it named; `url` is the URL that was requested.
-   */
-  | {
-    kind: "server-error";
-    status: number;
-    message: string;
-    requestId?: string;
-    url?: string;
-    /** Set when no wait can heal it: the one-line fix (see {@linkcode configFix}). */
-    fix?: string;
-  }
+  /** Any other status: the server's `error` text, a body excerpt, or a redirect's `Location`. */
+  | ({ kind: "server-error"; url?: string } & Answered)
   /** A success status whose body is not what the API promises. */
-  | {
-    kind: "bad-response";
-    status: number;
-    message: string;
-    requestId?: string;
-    /** Set when no wait can heal it: the one-line fix (see {@linkcode configFix}). */
-    fix?: string;
-  }
-  /** Connection refused, reset, TLS failure, DNS, ... */
-  | {
-    kind: "transport-error";
-    message: string;
-    /** Set when no wait can heal it: the one-line fix (see {@linkcode configFix}). */
-    fix?: string;
-  }
-  /** The request's time bound ran out (a `TimeoutError` abort). */
+  | ({ kind: "bad-response" } & Answered)
+  /** No answer: connection refused, reset, TLS failure, DNS, ... */
+  | { kind: "transport-error"; message: string; fix?: string }
   | { kind: "timeout"; message: string }
   /** The caller cancelled the request (shutdown); not an API problem. */
   | { kind: "aborted"; message: string };
 
-/** What Acquire and Renew can answer. */
+type Answered = {
+  status: number;
+  message: string;
+  requestId?: string;
+  fix?: string;
+};
+
+/** `not-acquired`: on Acquire another live holder has it (`lease` says who); on Renew the lease is lost. */
 export type GrantOutcome =
-  /** `acquired:true`: the caller holds the lease with `lease.fencingToken`. */
   | { kind: "acquired"; lease: LeaseRecord; requestId?: string }
-  /**
-   * `acquired:false`: on Acquire another live holder has it (`lease` says
-   * who); on Renew the lease is lost. Not an HTTP error.
-   */
   | { kind: "not-acquired"; lease: LeaseRecord; requestId?: string }
   | LeaseFailure;
 
@@ -102,23 +67,20 @@ export type ReleaseOutcome =
 /**
  * The three RPCs, bound to one lease and one set of credentials. Every call
  * takes the signal that bounds it; implementations add their own default
- * bound on top, never a longer one.
+ * bound on top, never a longer one. Release is idempotent on the server.
  */
 export interface LeaseClient {
-  /** Takes the lease for `holder`, or reports who has it. */
   acquire(
     holder: string,
     ttlSeconds: number,
     signal: AbortSignal,
   ): Promise<GrantOutcome>;
-  /** Extends the lease held with `fencingToken`; `not-acquired` means it is lost. */
   renew(
     holder: string,
     fencingToken: number,
     ttlSeconds: number,
     signal: AbortSignal,
   ): Promise<GrantOutcome>;
-  /** Gives the lease back; idempotent on the server. */
   release(
     holder: string,
     fencingToken: number,
@@ -127,27 +89,17 @@ export interface LeaseClient {
 }
 
 /**
- * Whether `f` is an answer that will not change by retrying alone: a 400,
- * 401, 403 or 404 from the server means a setting is wrong (lease name,
- * key, holder, URL). Callers may keep retrying (a rotated key heals), but
- * should say so loudly rather than as routine noise.
- *
- * @param f The failure to judge.
- * @returns True for the statuses that need an operator.
+ * Whether `f` will not change by retrying alone: a 400, 401, 403 or 404
+ * means a setting is wrong (lease name, key, holder, URL). Callers may keep
+ * retrying (a rotated key heals), but should say so loudly.
  */
 export function isPersistentFailure(f: LeaseFailure): boolean {
   return f.kind === "server-error" && PERSISTENT_STATUSES.has(f.status);
 }
 
 /**
- * The one-line fix for a failure that no wait can heal: a URL scheme that
- * does not match the server (`https://` on a plain-HTTP port, `http://` on a
- * TLS port), a certificate that is not trusted or does not name the server,
- * or a server that is not a Berth API server. Undefined for a failure that
- * may heal by itself (refused, reset, timeout, DNS, 5xx, 409, ...).
- *
- * @param f The failure to judge.
- * @returns The fix to name, or undefined.
+ * The one-line fix for a failure that no wait can heal; undefined for one
+ * that may heal by itself (refused, reset, timeout, DNS, 5xx, 409, ...).
  *
  * @example
  * ```ts
@@ -163,30 +115,19 @@ export function configFix(f: LeaseFailure): string | undefined {
   return "fix" in f ? f.fix : undefined;
 }
 
-/**
- * The one-line fixes of the failures no wait can heal, as
- * {@linkcode configFix} gives them: one per cause, each naming the setting
- * to change.
- */
+/** The fixes {@linkcode configFix} gives: one per cause, each naming the setting to change. */
 export const FIXES = {
-  /** An `https://` URL on a port that speaks plain HTTP. */
   useHttp:
     "use http:// in --api-server / BERTH_API_SERVER (the server on that port speaks plain HTTP, not TLS), or the server's TLS port",
-  /** An `http://` URL on a port that speaks TLS. */
   useHttps:
     "use https:// in --api-server / BERTH_API_SERVER (the server on that port speaks TLS)",
-  /** The certificate chain does not lead to a trusted root. */
   untrusted:
     "give the CA bundle that issued the server's certificate (--ca-bundle-file / BERTH_CA_BUNDLE_FILE)",
-  /** The certificate does not name the host. */
   wrongName:
     "set --server-name / BERTH_SERVER_NAME to a name on the server certificate, or use that name in --api-server / BERTH_API_SERVER",
-  /** A CA certificate presented as the server's own, through a proxy. */
   caAsLeaf:
     "reissue the server certificate with basicConstraints=CA:FALSE (or have a CA sign it and give that CA with --ca-bundle-file / BERTH_CA_BUNDLE_FILE), or reach the server without a proxy (NO_PROXY)",
-  /** A certificate outside its validity period. */
   dates: "renew the server certificate, or fix this node's clock",
-  /** An answer no Berth API server gives (an HTML page, a 501, ...). */
   notBerth:
     "this is not a Berth API server: check --api-server / BERTH_API_SERVER",
 } as const;
@@ -201,12 +142,8 @@ const PERSISTENT_STATUSES = new Set([400, 401, 403, 404]);
  * @example
  * ```ts
  * import assert from "node:assert/strict";
- * const line = describeFailure({
- *   kind: "server-error",
- *   status: 401,
- *   message: "unauthorized",
- * });
- * assert.match(line, /^server answered 401: unauthorized; /);
+ * const f = { kind: "server-error", status: 401, message: "no" } as const;
+ * assert.match(describeFailure(f), /^server answered 401: no; /);
  * ```
  */
 export function describeFailure(f: LeaseFailure): string {

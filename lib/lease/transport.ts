@@ -1,343 +1,260 @@
 /**
- * The seam between the lease client and the network: a transport sends one
- * POST and gives back the raw answer or a classified transport error. Two
- * implement it: Deno's `fetch` (`fetch_transport.ts`, the one transport of
- * the common path: native TLS, the proxy variables read by Deno itself, a
- * kept-alive connection) and `node:https` / `node:http`
- * (`node_transport.ts`, loaded only for what `fetch` cannot do: the
- * server-name override, skip-verify, a server certificate that is its own
- * CA, a port `fetch` refuses). Both end in the same
- * {@linkcode TransportError} kinds, classified here in one place (by error
- * code where the runtime gives one, else by the text of fetch's error or
- * its cause, one table), so one set of messages (here) serves both.
+ * The transports (docs/lease-client.md, "Transports"): each sends one POST
+ * and reads at most {@linkcode MAX_RESPONSE_BYTES} of its answer (reading a
+ * wrong endpoint's unbounded would let it eat the sidecar's memory). `fetch`
+ * serves the common path; `node:http(s)` what `fetch` cannot do, loaded by
+ * the first request that needs it so that no other process pays its load.
  *
  * @module
  */
 import type { RawResponse } from "./answer.ts";
-import { FIXES, type LeaseFailure } from "./rpc.ts";
+import {
+  classifyError,
+  type TransportError,
+  type TransportErrorKind,
+} from "./errors.ts";
+import type { Logger } from "../obs/log.ts";
 import type { Target } from "./wire.ts";
-import { presentedValidity } from "./tls_trust.ts";
 
-/**
- * The most response body read. Real answers are a few hundred bytes; a
- * larger one is a misconfigured endpoint (a proxy page, a wrong URL), and
- * reading it unbounded would let it eat the sidecar's memory.
- */
 export const MAX_RESPONSE_BYTES = 64 * 1024;
 
-/**
- * The body chunks a transport collected, joined and decoded as UTF-8 (bad
- * bytes become U+FFFD, as `Response.text()` does).
- *
- * @param chunks The chunks in order.
- * @returns The body text.
- */
-export function decodeChunks(chunks: Uint8Array[]): string {
-  const body = new Uint8Array(chunks.reduce((n, c) => n + c.length, 0));
-  let at = 0;
-  for (const c of chunks) {
-    body.set(c, at);
-    at += c.length;
-  }
-  return new TextDecoder().decode(body);
-}
-
-/** One request as every transport sends it. */
+/** One request as every transport sends it: headers as given, the path with the base prefix. */
 export interface WireRequest {
-  /** Path (with the base prefix) on the target. */
   path: string;
-  /** Header names and values, sent as given. */
   headers: Record<string, string>;
-  /** The JSON body. */
   body: string;
 }
 
-/** Why no answer came, in the terms the messages need. */
-export type TransportErrorKind =
-  | "refused"
-  | "dns"
-  /** The TLS handshake met something that is not TLS (a plain-HTTP server). */
-  | "not-tls"
-  /**
-   * The answer was not HTTP at all: over `http://`, most often a TLS port
-   * answering with a TLS alert (a rustls or Deno server, such as the
-   * development server with `--tls-cert-file`).
-   */
-  | "not-http"
-  /** The certificate chain does not lead to a trusted root. */
-  | "untrusted"
-  /**
-   * The server presented a CA certificate as its own (a self-signed one
-   * marked `CA:TRUE`), which is refused even when it is in the trust store.
-   */
-  | "ca-as-leaf"
-  /** The certificate is outside its validity period. */
-  | "dates"
-  /** The certificate does not name the host (or the override). */
-  | "wrong-name"
-  /**
-   * `fetch` refuses the URL's port outright, before any connection: a port
-   * on the fetch standard's list of bad ports (6000, 6665-6669, 10080, ...).
-   * The client then sends through the node transport (`node_fallback.ts`).
-   */
-  | "blocked-port"
-  | "other";
-
-/**
- * The texts `fetch`'s errors carry (its causes have no code or class, only
- * a message: the rustls, hyper and socket wording of Deno 2), one row per
- * kind, first match wins. `node:https` errors are classified by their code
- * first ({@linkcode ERROR_CODES}) and fall back to these rows.
- */
-export const ERROR_TEXTS: readonly (readonly [RegExp, TransportErrorKind])[] = [
-  [/connection refused/i, "refused"],
-  [/dns error|failed to lookup address/i, "dns"],
-  [/InvalidContentType|corrupt message|wrong version number/i, "not-tls"],
-  [/invalid HTTP version parsed/i, "not-http"],
-  [/certificate expired|not valid yet|not valid before/i, "dates"],
-  [/NotValidForName|not valid for name/i, "wrong-name"],
-  [/CaUsedAsEndEntity/, "ca-as-leaf"],
-  // fetch's own error, with no cause: "Fetch failed: Requests to port 6000
-  // are blocked". The one place that knows which ports fetch blocks is fetch.
-  [/Requests to port \d+ are blocked/i, "blocked-port"],
-  [/invalid peer certificate|UnknownIssuer|BadSignature/i, "untrusted"],
-];
-
-/**
- * The codes `node:https` (Deno's implementation) gives its errors. It reports
- * an expired, a not-yet-valid and an untrusted certificate alike
- * (`UNABLE_TO_VERIFY_LEAF_SIGNATURE`); the message tells them apart by a look
- * at the certificate ({@linkcode describeTransportError}).
- */
-export const ERROR_CODES: Readonly<Record<string, TransportErrorKind>> = {
-  ECONNREFUSED: "refused",
-  ENOTFOUND: "dns",
-  EAI_AGAIN: "dns",
-  ERR_SSL_WRONG_VERSION_NUMBER: "not-tls",
-  // node:http's parser meeting a TLS alert on an http:// URL.
-  HPE_INVALID_CONSTANT: "not-http",
-  ERR_TLS_CERT_ALTNAME_INVALID: "wrong-name",
-  CERT_HAS_EXPIRED: "dates",
-  CERT_NOT_YET_VALID: "dates",
-  UNABLE_TO_VERIFY_LEAF_SIGNATURE: "untrusted",
-  UNABLE_TO_GET_ISSUER_CERT: "untrusted",
-  UNABLE_TO_GET_ISSUER_CERT_LOCALLY: "untrusted",
-  SELF_SIGNED_CERT_IN_CHAIN: "untrusted",
-  DEPTH_ZERO_SELF_SIGNED_CERT: "untrusted",
-  CERT_UNTRUSTED: "untrusted",
-  CERT_SIGNATURE_FAILURE: "untrusted",
-};
-
-/**
- * The kind of an error's text, by {@linkcode ERROR_TEXTS}.
- *
- * @param detail The error's message (for `fetch`, its cause's).
- * @returns The kind; `other` for anything not recognised.
- *
- * @example
- * ```ts
- * import assert from "node:assert/strict";
- * assert.equal(
- *   kindOfErrorText("client error (Connect): tcp connect error: Connection refused (os error 111)"),
- *   "refused",
- * );
- * ```
- */
-export function kindOfErrorText(detail: string): TransportErrorKind {
-  return ERROR_TEXTS.find(([re]) => re.test(detail))?.[1] ?? "other";
-}
-
-/**
- * A failed request's error as a {@linkcode TransportError}: by its code
- * (`node:https`), else by its text, or its cause's (`fetch` throws a
- * `TypeError` whose cause says what happened).
- *
- * @param e What the request threw or emitted.
- * @returns The kind and the text to show for `other` (the URL, which the
- * caller's message names already, cut from fetch's wording).
- *
- * @example
- * ```ts
- * import assert from "node:assert/strict";
- * const e = Object.assign(new Error("connect ECONNREFUSED 127.0.0.1:1"), { code: "ECONNREFUSED" });
- * assert.equal(classifyError(e).error, "refused");
- * ```
- */
-export function classifyError(e: unknown): TransportError {
-  const err = e as { message?: unknown; cause?: unknown; code?: unknown };
-  const inner = err?.cause instanceof Error ? err.cause : e;
-  const message = inner instanceof Error ? inner.message : String(inner);
-  const code = typeof err?.code === "string" ? err.code : undefined;
-  const detail = (code === undefined ? message : `${code}: ${message}`)
-    .replace(
-      /^error sending request (?:from \S+ )?for (?:url \([^)]*\)|\S+)(?: \([^)]*\))?: /,
-      "",
-    );
-  const kind = code !== undefined && code in ERROR_CODES
-    ? ERROR_CODES[code]
-    : kindOfErrorText(message);
-  return { error: kind, detail };
-}
-
-/** A request that ended without an answer. */
-export interface TransportError {
-  /** The class of failure. */
-  error: TransportErrorKind;
-  /** The underlying error's text, for `other`. */
-  detail: string;
-}
-
-/** An answer whose body was larger than {@linkcode MAX_RESPONSE_BYTES}. */
-export interface TooLarge {
-  /** The status line's code. */
-  tooLarge: number;
-  /** The `X-Request-Id` header, if any. */
-  requestId?: string;
-}
+export type Answer =
+  | RawResponse
+  | TransportError
+  | { tooLarge: number; requestId?: string };
 
 /** Sends one POST; resolves, never rejects (an abort resolves as an error too). */
-export interface Transport {
-  /** Sends `request`, ended early by `signal`. */
-  send(
-    request: WireRequest,
-    signal: AbortSignal,
-  ): Promise<RawResponse | TransportError | TooLarge>;
-}
+export type Transport = (
+  request: WireRequest,
+  signal: AbortSignal,
+) => Promise<Answer>;
 
-/** Where a transport error happened, for its message. */
-export interface ErrorContext {
-  /** The API server. */
-  target: Target;
-  /** The name the certificate is verified against (override or URL host). */
-  verifiedName: string;
-  /** The TLS name override, for the probe of the presented certificate. */
-  serverName?: string;
-  /**
-   * The variable naming the proxy requests may go through (`HTTPS_PROXY`,
-   * ...), if any: then a refusal may be the proxy's, and the presented
-   * certificate is not looked at (the probe connects directly, which
-   * through a proxy could reach another host, or nothing).
-   */
-  proxy?: string;
-  /** Bounds the probe of the presented certificate. */
-  signal: AbortSignal;
-  /** The wall clock; default `Date.now`. */
-  now?: () => number;
+/** The body up to the cap, as UTF-8 (bad bytes become U+FFFD); a longer one is left unread. */
+async function readAnswer(
+  status: number,
+  header: (name: string) => string | null | undefined,
+  body: AsyncIterable<Uint8Array> | Uint8Array[],
+): Promise<Answer> {
+  const id = header("x-request-id");
+  // Repeated in messages only when printable.
+  const requestId = id && /^[\x21-\x7e]{1,128}$/.test(id) ? id : undefined;
+  const decoder = new TextDecoder();
+  let text = "";
+  let size = 0;
+  try {
+    for await (const chunk of body) {
+      size += chunk.length;
+      if (size > MAX_RESPONSE_BYTES) return { tooLarge: status, requestId };
+      text += decoder.decode(chunk, { stream: true });
+    }
+  } catch (e) {
+    return classifyError(e);
+  }
+  const location = header("location") ?? undefined;
+  return { status, body: text + decoder.decode(), requestId, location };
 }
 
 /**
- * The transport error as a failure a user can act on. A certificate that was
- * refused is looked at once more (its validity dates) so that an expired or
- * not-yet-valid one is said to be that, not untrusted. The failures no wait
- * can heal (the URL's scheme, the certificate) carry `fix`; a refused, reset,
- * timed-out or unresolved connection does not.
+ * A {@linkcode Transport} over `fetch` with one `Deno.HttpClient`: the trust
+ * store (`caCerts` beside the root stores) built once, the connection kept
+ * alive between renewals, the proxy variables read by Deno.
  *
- * @param e The transport error.
- * @param ctx Where it happened.
- * @returns A `transport-error` failure naming the server.
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { parseApiServer } from "./wire.ts";
+ * const send = fetchTransport(parseApiServer("http://127.0.0.1:1"), undefined); // a bad port of the fetch standard
+ * assert.deepEqual(await send({ path: "/", headers: {}, body: "" }, AbortSignal.timeout(5_000)), {
+ *   error: "blocked-port", detail: "Fetch failed: Requests to port 1 are blocked" });
+ * ```
  */
-export async function describeTransportError(
-  e: TransportError,
-  ctx: ErrorContext,
-): Promise<LeaseFailure> {
-  const where = ctx.target.origin;
-  const fail = (message: string, fix?: string): LeaseFailure => ({
-    kind: "transport-error",
-    message: `${where}: ${message}`,
-    ...(fix === undefined ? {} : { fix }),
-  });
-  switch (e.error) {
-    case "refused":
-      return fail(
-        ctx.proxy === undefined
-          ? "connection refused; is the API server running and is --api-server / BERTH_API_SERVER right?"
-          : `connection refused, by the proxy ${ctx.proxy} names or by the API server behind it; check ${ctx.proxy} and --api-server / BERTH_API_SERVER`,
-      );
-    case "dns":
-      // Through a proxy this node resolves the proxy's host (an http or https
-      // proxy resolves the API server's; NO_PROXY or socks5:// leave it here).
-      return fail(
-        ctx.proxy === undefined
-          ? `cannot resolve ${ctx.target.hostname}; check --api-server / BERTH_API_SERVER and the cluster DNS`
-          : `cannot resolve the host of the proxy ${ctx.proxy} names, or ${ctx.target.hostname}; check ${ctx.proxy} (a password with an unencoded "/" ends the host early: percent-encode it as %2F), --api-server / BERTH_API_SERVER and the cluster DNS`,
-      );
-    case "not-tls":
-      return fail(
-        "the TLS handshake failed: the server answered with something that is not TLS, it may not speak TLS (a plain-HTTP server?); check the URL's scheme (https:// or http://) and port",
-        FIXES.useHttp,
-      );
-    case "not-http":
-      // Over http://, a port that completes a TLS handshake is a TLS port:
-      // no wait heals that. Anything else is said as it is, without a fix.
-      if (
-        !ctx.target.secure && ctx.proxy === undefined &&
-        await presentedValidity(ctx.target, ctx.serverName, ctx.signal) !==
-          undefined
-      ) {
-        return fail(
-          "the server answered with something that is not HTTP, and the port speaks TLS: the URL says http:// for a TLS port",
-          FIXES.useHttps,
-        );
-      }
-      return fail(
-        `the server answered with something that is not HTTP (${e.detail}); check the URL's scheme (https:// or http://) and port`,
-      );
-    case "wrong-name":
-      return fail(
-        `the server certificate is not valid for ${ctx.verifiedName}; if the certificate names another host, set --server-name / BERTH_SERVER_NAME to that name`,
-        FIXES.wrongName,
-      );
-    case "ca-as-leaf":
-      return fail(
-        "the server certificate is a CA certificate (basicConstraints CA:TRUE, as a bare `openssl req -x509` makes one), which Deno's TLS refuses as a server's own certificate, in --ca-bundle-file / BERTH_CA_BUNDLE_FILE or not; through a proxy it cannot be verified the Go helper's way: reissue it with basicConstraints=CA:FALSE, or have a CA sign the server's certificate and pass the CA",
-        FIXES.caAsLeaf,
-      );
-    case "untrusted":
-    case "dates": {
-      const now = (ctx.now ?? Date.now)();
-      const validity = ctx.proxy !== undefined
-        ? undefined
-        : await presentedValidity(
-          ctx.target,
-          ctx.serverName,
-          ctx.signal,
-        );
-      const nowText = `this node's clock says ${iso(now)}`;
-      if (validity !== undefined && now > validity.notAfter) {
-        return fail(
-          `the server certificate expired on ${
-            iso(validity.notAfter)
-          } (${nowText}); renew the server's certificate, or fix this node's clock`,
-          FIXES.dates,
-        );
-      }
-      if (validity !== undefined && now < validity.notBefore) {
-        return fail(
-          `the server certificate is not valid until ${
-            iso(validity.notBefore)
-          } (${nowText}); check this node's clock, or the certificate's start date`,
-          FIXES.dates,
-        );
-      }
-      if (e.error === "dates") {
-        return fail(
-          `the server certificate is outside its validity period (${nowText}); renew it or check this node's clock`,
-          FIXES.dates,
-        );
-      }
-      return fail(
-        "the server certificate is not trusted; if the server uses a private CA, pass its certificate with --ca-bundle-file / BERTH_CA_BUNDLE_FILE",
-        FIXES.untrusted,
-      );
+export function fetchTransport(
+  target: Target,
+  caCerts: string[] | undefined,
+): Transport {
+  const client = Deno.createHttpClient(caCerts ? { caCerts } : {});
+  return async function send(request, signal, retried = false) {
+    let res: Response;
+    try {
+      res = await fetch(`${target.origin}${request.path}`, {
+        method: "POST",
+        headers: request.headers,
+        body: request.body,
+        client,
+        signal,
+        redirect: "manual",
+      });
+    } catch (e) {
+      return classifyError(e);
     }
-    // Only a transport without the node fallback gets here; the client's
-    // never does (it sends such a request through node:http(s)).
-    case "blocked-port":
-    case "other":
-      return fail(e.detail);
-  }
+    // A 408 says the server never took the request (RFC 9110, 15.5.9): left
+    // on a kept connection it times out, it answers the next request.
+    if (res.status === 408 && !retried) {
+      await res.body?.cancel().catch(() => {});
+      return await send(request, signal, true);
+    }
+    const header = (name: string) => res.headers.get(name);
+    return await readAnswer(res.status, header, res.body ?? []);
+  };
 }
 
-function iso(ms: number): string {
-  return new Date(ms).toISOString().replace(/\.000Z$/, "Z");
+/** The TLS settings of a node transport: `caCerts` beside the default roots, `serverName` sent as SNI and verified. */
+export interface NodeTls {
+  caCerts?: string[];
+  serverName?: string;
+  insecureSkipTlsVerify?: boolean;
+}
+
+/**
+ * A {@linkcode Transport} over `node:https` (`node:http` for an `http:`
+ * target), loaded by its first request. It reads no proxy variable: it
+ * connects to the server directly. A keep-alive agent holds the connection
+ * between renewals; an idle pooled socket never keeps the process alive.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { parseApiServer } from "./wire.ts";
+ * const answer = await nodeTransport(parseApiServer("http://127.0.0.1:1"), {})(
+ *   { path: "/", headers: {}, body: "{}" }, AbortSignal.timeout(5_000));
+ * assert.ok("error" in answer && answer.error === "refused");
+ * ```
+ */
+export function nodeTransport(target: Target, tls: NodeTls): Transport {
+  let loaded: ReturnType<typeof load> | undefined;
+  let sent = 0;
+  return async (request, signal) => {
+    loaded ??= load(target, tls);
+    const { request: send, agent } = await loaded;
+    const options = {
+      method: "POST",
+      hostname: target.hostname,
+      port: target.port,
+      path: request.path,
+      headers: request.headers,
+      // The first request, often the only one (`acquire`), goes on a
+      // one-shot connection: a fresh keep-alive one's answer waits.
+      agent: agent(sent++ > 0),
+      signal,
+    };
+    try {
+      const res = await new Promise<Incoming>((resolve, reject) =>
+        send(options, resolve).on("error", reject).end(request.body)
+      );
+      const header = (n: string) => res.headers[n] as string | undefined;
+      return await readAnswer(res.statusCode ?? 0, header, res);
+    } catch (e) {
+      return classifyError(e);
+    }
+  };
+}
+
+type Incoming = import("node:http").IncomingMessage;
+
+async function load(target: Target, o: NodeTls) {
+  const http = target.secure
+    ? await import("node:https")
+    : await import("node:http");
+  let settings = {};
+  if (target.secure) {
+    const tls = await import("node:tls");
+    const serverName = o.serverName;
+    // A `ca` list replaces the default roots in node:tls: they are named
+    // first (the system's and the bundled ones, as for fetch).
+    const roots = tls.getCACertificates?.("default") ?? tls.rootCertificates;
+    settings = {
+      rejectUnauthorized: !o.insecureSkipTlsVerify,
+      ...(o.caCerts ? { ca: [...roots, ...o.caCerts] } : {}),
+      ...(serverName === undefined ? {} : {
+        servername: serverName,
+        checkServerIdentity: (
+          _host: string,
+          cert: import("node:tls").PeerCertificate,
+        ) => tls.checkServerIdentity(serverName, cert),
+      }),
+    };
+  }
+  const agents = [false, true].map((keepAlive) =>
+    new http.Agent({ keepAlive, ...settings })
+  );
+  return {
+    request: http.request,
+    agent: (keepAlive: boolean) => agents[Number(keepAlive)],
+  };
+}
+
+/** A transport, and the proxy variable requests may go through now (none once they go direct). */
+export interface Route {
+  send: Transport;
+  proxy: () => string | undefined;
+}
+
+/**
+ * `first` (`fetch`) until it refuses what the node transport gets past (a
+ * port `fetch` blocks; on a direct connection, a server certificate that is
+ * its own CA); then the node transport, for that request (the refusal sent
+ * nothing of it) and every later one.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { discardLogger } from "../obs/log.ts";
+ * import { parseApiServer } from "./wire.ts";
+ * const refused = { error: "blocked-port" as const, detail: "port 6000" };
+ * const answer = { status: 200, body: "{}" };
+ * const route = withNodeFallback(() => Promise.resolve(refused), () => () => Promise.resolve(answer),
+ *   parseApiServer("http://127.0.0.1:6000"), "HTTP_PROXY", discardLogger);
+ * assert.deepEqual(await route.send({ path: "/", headers: {}, body: "{}" }, AbortSignal.timeout(1000)), answer);
+ * assert.equal(route.proxy(), undefined);
+ * ```
+ */
+export function withNodeFallback(
+  first: Transport,
+  node: () => Transport,
+  target: Target,
+  proxy: string | undefined,
+  logger: Logger,
+): Route {
+  let handedOver: Transport | undefined;
+  const handsOver = (kind: TransportErrorKind) =>
+    kind === "blocked-port" || (kind === "ca-as-leaf" && proxy === undefined);
+  const handOver = (kind: TransportErrorKind) => {
+    handedOver = node();
+    const module = target.secure ? "node:https" : "node:http";
+    const field = { api_server: target.origin };
+    if (kind === "ca-as-leaf") {
+      logger.warn(
+        "the API server presents a CA certificate as its own (a self-signed certificate marked CA:TRUE), which Deno's TLS refuses; verifying it through node:https instead, which trusts it when it is in the trust store, as the Go helper does (a certificate reissued with basicConstraints=CA:FALSE needs no such switch)",
+        field,
+      );
+    } else if (proxy !== undefined) {
+      logger.warn(
+        `${proxy} names a proxy, but on port ${target.port}, which fetch refuses (${module}), the helper connects to the API server directly`,
+        field,
+      );
+    } else {
+      logger.debug(
+        `fetch refuses port ${target.port} (a bad port of the fetch standard); sending through ${module}`,
+        field,
+      );
+    }
+    return handedOver;
+  };
+  return {
+    proxy: () => handedOver === undefined ? proxy : undefined,
+    async send(request, signal) {
+      if (handedOver) return await handedOver(request, signal);
+      const answer = await first(request, signal);
+      if (!("error" in answer) || !handsOver(answer.error)) return answer;
+      // A request sent alongside may have handed over already.
+      return await (handedOver ?? handOver(answer.error))(request, signal);
+    },
+  };
 }

@@ -1,83 +1,62 @@
 /**
  * What the client puts on the wire, as pure functions: the API server URL
- * checked and split, each RPC's path and exact request body, the headers.
- * The bodies are byte for byte the Go helper's: Go marshals a map, so the
- * keys come out sorted, and its encoder escapes `<`, `>`, `&`, U+2028 and
- * U+2029 (and writes invalid UTF-8 as `\ufffd`), which `JSON.stringify`
- * does not. No I/O here, so every byte is testable without a socket.
+ * checked and split, the request bodies and headers. The bodies are byte for
+ * byte the Go helper's (docs/lease-client.md, "Request bodies").
  *
  * @module
  */
-import type { LeaseKey } from "./rpc.ts";
 import { VERSION } from "../version.ts";
 
-/** The largest value of a JSON int32 field. */
 export const INT32_MAX = 2147483647;
-/** The smallest value of a JSON int32 field. */
-export const INT32_MIN = -2147483648;
 
-/** The API server URL, checked and split into what a request needs. */
+/** The API server URL, checked and split: IPv6 without brackets, the scheme's default port, the path prefix without a trailing slash. */
 export interface Target {
-  /** `https:` (true) or `http:` (false). */
   secure: boolean;
-  /** Host name or address, IPv6 without brackets. */
   hostname: string;
-  /** Port, the scheme's default when the URL has none. */
   port: number;
-  /** Path prefix without a trailing slash ("" for none). */
   basePath: string;
-  /** `scheme://host:port` for messages (the URL's own spelling). */
+  /** `scheme://host:port` as the URL spells it, for messages. */
   origin: string;
 }
 
-/** The three RPCs, as the last path segment names them. */
-export type Rpc = "acquire" | "renew" | "release";
-
-const URL_HINT =
-  "set --api-server / BERTH_API_SERVER to e.g. https://berth-api.berth-system.svc:8443";
-
 /**
- * Checks and splits the API server URL. A path prefix is kept (a gateway
- * at `https://gw/berth`); trailing slashes are dropped so no `//` is sent.
+ * Checks and splits the API server URL: a path prefix is kept (a gateway at
+ * `https://gw/berth`), its trailing slashes dropped so no `//` is sent.
  *
- * @param apiServer The `--api-server` value.
- * @returns The parts every request needs.
- * @throws {Error} When it is not an http(s) URL, carries credentials (never
- * echoed back), a query or fragment, or an empty path segment.
+ * @throws {Error} Naming what is wrong, credentials never echoed back.
  */
 export function parseApiServer(apiServer: string): Target {
+  const fail = (url: string, why: string) =>
+    new Error(
+      `api server URL ${
+        JSON.stringify(url)
+      } ${why}; set --api-server / BERTH_API_SERVER to e.g. https://berth-api.berth-system.svc:8443`,
+    );
   let url: URL;
   try {
     url = new URL(apiServer);
   } catch {
-    throw new Error(
-      `api server URL ${
-        JSON.stringify(apiServer)
-      } is not a valid URL; ${URL_HINT}`,
-    );
+    throw fail(apiServer, "is not a valid URL");
   }
   if (url.username !== "" || url.password !== "") {
     // Named without the credentials: the password is a secret.
-    url.username = "";
-    url.password = "";
-    throw new Error(
-      `api server URL ${
-        JSON.stringify(url.href)
-      } (credentials removed here) must not carry credentials (use --api-key or --api-key-file); ${URL_HINT}`,
+    url.username = url.password = "";
+    throw fail(
+      url.href,
+      "(credentials removed here) must not carry credentials (use --api-key or --api-key-file)",
     );
   }
-  const fail = (why: string) =>
-    new Error(
-      `api server URL ${JSON.stringify(apiServer)} ${why}; ${URL_HINT}`,
-    );
   if (url.protocol !== "https:" && url.protocol !== "http:") {
-    throw fail(`has scheme ${url.protocol.slice(0, -1)}, want https or http`);
+    const scheme = url.protocol.slice(0, -1);
+    throw fail(apiServer, `has scheme ${scheme}, want https or http`);
   }
   if (url.search !== "" || url.hash !== "") {
-    throw fail("must not have a query or fragment");
+    throw fail(apiServer, "must not have a query or fragment");
   }
   const basePath = url.pathname.replace(/\/+$/, "");
-  if (basePath.includes("//")) throw fail("has an empty path segment");
+  if (basePath.includes("//")) {
+    throw fail(apiServer, "has an empty path segment");
+  }
   const secure = url.protocol === "https:";
   return {
     secure,
@@ -89,33 +68,9 @@ export function parseApiServer(apiServer: string): Target {
 }
 
 /**
- * The path of one RPC on one lease, each key part escaped as one segment.
- *
- * @example
- * ```ts
- * import assert from "node:assert/strict";
- * assert.equal(
- *   rpcPath(parseApiServer("https://gw/berth/"), { namespace: "prod", name: "checkout" }, "renew"),
- *   "/berth/v1alpha1/namespaces/prod/leases/checkout/renew",
- * );
- * ```
- */
-export function rpcPath(target: Target, key: LeaseKey, rpc: Rpc): string {
-  return `${target.basePath}/v1alpha1/namespaces/${
-    encodeURIComponent(key.namespace)
-  }/leases/${encodeURIComponent(key.name)}/${rpc}`;
-}
-
-/**
- * A string as Go's `encoding/json` writes it: `JSON.stringify`'s escapes
- * (the same short ones, `\u00xx` in lower case for the other control
- * characters, U+007F as is), plus `\u003c`, `\u003e`, `\u0026`, `\u2028`
- * and `\u2029`; a lone surrogate, which UTF-8 cannot carry, is `\ufffd`, as
- * Go writes each byte of invalid UTF-8. Checked against Go 1.26's
- * `json.Marshal` (tests/lease/wire_test.ts holds its output).
- *
- * @param s The string.
- * @returns Its JSON text, quotes included.
+ * A string as Go's `encoding/json` writes it: `<`, `>`, `&`, U+2028 and
+ * U+2029 escaped too, and a lone surrogate as `\ufffd` (as Go writes invalid
+ * UTF-8).
  *
  * @example
  * ```ts
@@ -134,104 +89,49 @@ export function goJsonString(s: string): string {
 }
 
 /**
- * The Acquire body, `{"holder":...,"ttlSeconds":...}`.
+ * An RPC's body as Go marshals the map of its fields: keys sorted.
  *
- * @param holder The holder identity.
- * @param ttlSeconds The TTL, 1..2147483647.
- * @returns The body, as the Go helper sends it.
- * @throws {RangeError} On a TTL out of range.
+ * @throws {RangeError} On a token or TTL outside 1..2147483647 (a caller
+ * bug: config validation keeps them in range).
  *
  * @example
  * ```ts
  * import assert from "node:assert/strict";
- * assert.equal(acquireBody("a/b", 30), '{"holder":"a/b","ttlSeconds":30}');
+ * const body = requestBody({ holder: "h", ttlSeconds: 30, fencingToken: 4 });
+ * assert.equal(body, '{"fencingToken":4,"holder":"h","ttlSeconds":30}');
  * ```
  */
-export function acquireBody(holder: string, ttlSeconds: number): string {
-  checkInt32("ttlSeconds", ttlSeconds);
-  return `{"holder":${goJsonString(holder)},"ttlSeconds":${ttlSeconds}}`;
-}
-
-/**
- * The Renew body, `{"fencingToken":...,"holder":...,"ttlSeconds":...}`.
- *
- * @param holder The holder identity.
- * @param fencingToken The token held, 1..2147483647.
- * @param ttlSeconds The TTL, 1..2147483647.
- * @returns The body, as the Go helper sends it.
- * @throws {RangeError} On a token or TTL out of range.
- *
- * @example
- * ```ts
- * import assert from "node:assert/strict";
- * assert.equal(renewBody("h", 4, 30), '{"fencingToken":4,"holder":"h","ttlSeconds":30}');
- * ```
- */
-export function renewBody(
-  holder: string,
-  fencingToken: number,
-  ttlSeconds: number,
+export function requestBody(
+  fields: { holder: string; fencingToken?: number; ttlSeconds?: number },
 ): string {
-  checkInt32("fencingToken", fencingToken);
-  checkInt32("ttlSeconds", ttlSeconds);
-  return `{"fencingToken":${fencingToken},"holder":${
-    goJsonString(holder)
-  },"ttlSeconds":${ttlSeconds}}`;
-}
-
-/**
- * The Release body, `{"fencingToken":...,"holder":...}`.
- *
- * @param holder The holder identity.
- * @param fencingToken The token held, 1..2147483647.
- * @returns The body, as the Go helper sends it.
- * @throws {RangeError} On a token out of range.
- *
- * @example
- * ```ts
- * import assert from "node:assert/strict";
- * assert.equal(releaseBody("h", 4), '{"fencingToken":4,"holder":"h"}');
- * ```
- */
-export function releaseBody(holder: string, fencingToken: number): string {
-  checkInt32("fencingToken", fencingToken);
-  return `{"fencingToken":${fencingToken},"holder":${goJsonString(holder)}}`;
-}
-
-/** A caller bug, not a server answer: config validation keeps these in range. */
-function checkInt32(field: string, value: number): void {
-  if (!Number.isInteger(value) || value < 1 || value > INT32_MAX) {
-    throw new RangeError(
-      `${field} must be an integer in 1..${INT32_MAX}, got ${value}`,
-    );
-  }
+  const members = Object.entries(fields).sort(([a], [b]) => a < b ? -1 : 1)
+    .map(([field, v]) => {
+      if (typeof v === "string") return `"${field}":${goJsonString(v)}`;
+      if (!Number.isInteger(v) || v < 1 || v > INT32_MAX) {
+        throw new RangeError(
+          `${field} must be an integer in 1..${INT32_MAX}, got ${v}`,
+        );
+      }
+      return `"${field}":${v}`;
+    });
+  return `{${members.join(",")}}`;
 }
 
 /**
  * The request headers of one RPC. Content-Length is given explicitly so
- * both transports send the same bytes.
- *
- * @param body The request body (its UTF-8 length is sent).
- * @param requestId Sent as `X-Request-Id` so server logs can be correlated.
- * @param apiKey The bearer token, or undefined to send no Authorization.
+ * both transports send the same bytes; no Authorization without a key.
  */
 export function requestHeaders(
   body: string,
   requestId: string,
   apiKey: string | undefined,
 ): Record<string, string> {
-  const headers: Record<string, string> = {
+  return {
     "Content-Type": "application/json",
     Accept: "application/json",
     "User-Agent": `berth-acquire/${VERSION}`,
     "X-Request-Id": requestId,
     "Content-Length": String(new TextEncoder().encode(body).length),
+    ...(apiKey === undefined ? {} : { Authorization: `Bearer ${apiKey}` }),
   };
-  if (apiKey !== undefined) headers.Authorization = `Bearer ${apiKey}`;
-  return headers;
-}
-
-/** 32 hex characters: inside the `[A-Za-z0-9_-]{1,64}` the server honours. */
-export function newRequestId(): string {
-  return crypto.getRandomValues(new Uint8Array(16)).toHex();
 }

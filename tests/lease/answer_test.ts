@@ -8,6 +8,7 @@ import assert from "node:assert/strict";
 import {
   type AnswerContext,
   grantOutcome,
+  redactor,
   releaseOutcome,
 } from "../../lib/lease/answer.ts";
 import {
@@ -17,7 +18,6 @@ import {
   isPersistentFailure,
   type LeaseFailure,
 } from "../../lib/lease/rpc.ts";
-import { redactor } from "../../lib/lease/redact.ts";
 
 const HOLDER = "east/prod:pod:p1";
 const CTX: AnswerContext = { holder: HOLDER, url: "https://gw/berth/x" };

@@ -15,7 +15,7 @@ import assert from "node:assert/strict";
 import { type DevServer, startDevServer } from "../../lib/devserver/server.ts";
 import type { HttpLeaseClientOptions } from "../../lib/lease/client.ts";
 import { configFix } from "../../lib/lease/rpc.ts";
-import { classifyError } from "../../lib/lease/transport.ts";
+import { classifyError } from "../../lib/lease/errors.ts";
 import { ListenError } from "../../lib/net/addr.ts";
 import { createLogger } from "../../lib/obs/log.ts";
 import { runCli } from "../support/cli.ts";

@@ -11,10 +11,9 @@ import {
 import { makeTestPki, opensslMissing } from "../support/tls.ts";
 
 const envOf = (vars: Record<string, string>) => (name: string) => vars[name];
-/** Readable: the paths given (a directory with a trailing slash); the rest absent, or unreadable when listed in `locked`. */
-const only =
-  (...paths: string[]) => (p: string, kind: "file" | "dir"): PathState =>
-    paths.includes(kind === "dir" ? `${p}/` : p) ? "readable" : "absent";
+/** Readable: the files given; the rest absent. */
+const only = (...paths: string[]) => (p: string): PathState =>
+  paths.includes(p) ? "readable" : "absent";
 
 Deno.test("chooseCaStores: the system's store with Mozilla's roots when the system's can be read, the user's choice kept", () => {
   // A distroless or Debian image: the first of Go's files.
@@ -54,7 +53,13 @@ Deno.test("chooseCaStores: no system store named where none can be read, and a w
   // A scratch image: Deno would refuse every connection if told to load it.
   assert.deepEqual(chooseCaStores(envOf({}), only()), {});
   // Only hashed certificates in a directory: Deno would not read them.
-  assert.deepEqual(chooseCaStores(envOf({}), only("/etc/ssl/certs/")), {});
+  assert.deepEqual(
+    chooseCaStores(
+      envOf({}),
+      (p) => p === "/etc/ssl/certs" ? "unreadable" : "absent",
+    ),
+    {},
+  );
   const c = chooseCaStores(
     envOf({ SSL_CERT_FILE: "/nope.pem" }),
     only(...SYSTEM_BUNDLE_FILES),
@@ -86,15 +91,13 @@ Deno.test("chooseCaStores: no system store named where none can be read, and a w
   );
 });
 
-Deno.test("lookPath: a regular file or a directory, as asked; there but not readable; absent", async () => {
+Deno.test("lookPath: a regular file; there but not a readable file; absent", async () => {
   const dir = await Deno.makeTempDir();
   try {
     await Deno.writeTextFile(`${dir}/a.pem`, "x");
-    assert.equal(lookPath(`${dir}/a.pem`, "file"), "readable");
-    assert.equal(lookPath(dir, "file"), "unreadable");
-    assert.equal(lookPath(dir, "dir"), "readable");
-    assert.equal(lookPath(`${dir}/a.pem`, "dir"), "unreadable");
-    assert.equal(lookPath(`${dir}/missing.pem`, "file"), "absent");
+    assert.equal(lookPath(`${dir}/a.pem`), "readable");
+    assert.equal(lookPath(dir), "unreadable");
+    assert.equal(lookPath(`${dir}/missing.pem`), "absent");
   } finally {
     await Deno.remove(dir, { recursive: true });
   }

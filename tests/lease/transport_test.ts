@@ -1,237 +1,125 @@
 /**
- * The one table of transport error texts (fetch's causes carry text only),
- * one test per row with the wording Deno 2.9 gives, and the codes
- * `node:https` gives, by which its errors are classified first.
+ * The hand-over from `fetch` to the node transport, on scripted transports:
+ * which refusals hand over (a blocked port always, a CA certificate as the
+ * server's own only without a proxy), that it happens once for the
+ * client's life, requests sent alongside included, and what it says.
  */
 import assert from "node:assert/strict";
-import { configFix, FIXES } from "../../lib/lease/rpc.ts";
+import type {
+  TransportError,
+  TransportErrorKind,
+} from "../../lib/lease/errors.ts";
 import {
-  classifyError,
-  describeTransportError,
-  ERROR_CODES,
-  ERROR_TEXTS,
-  kindOfErrorText,
-  type TransportErrorKind,
+  type Transport,
+  type WireRequest,
+  withNodeFallback,
 } from "../../lib/lease/transport.ts";
+import { createLogger } from "../../lib/obs/log.ts";
 import { parseApiServer } from "../../lib/lease/wire.ts";
 
-/** A fetch error as Deno throws it: a TypeError whose cause says what happened. */
-function fetchError(cause: string): TypeError {
-  return new TypeError("fetch failed", {
-    cause: new Error(
-      `error sending request for url (https://127.0.0.1:8443/v1alpha1/namespaces/a/leases/b/renew): ${cause}`,
-    ),
-  });
-}
+const REQUEST: WireRequest = { path: "/x", headers: {}, body: "{}" };
+const ANSWER = { status: 200, body: "{}" };
+const never = () => new AbortController().signal;
 
-/** One row each: the text as Deno 2.9's fetch words it, and its kind. */
-const ROWS: [string, TransportErrorKind][] = [
-  [
-    "client error (Connect): tcp connect error: Connection refused (os error 111)",
-    "refused",
-  ],
-  [
-    "client error (Connect): dns error: failed to lookup address information: Name or service not known",
-    "dns",
-  ],
-  [
-    "client error (Connect): received corrupt message of type InvalidContentType",
-    "not-tls",
-  ],
-  [
-    "client error (SendRequest): invalid HTTP version parsed",
-    "not-http",
-  ],
-  [
-    "client error (Connect): invalid peer certificate: certificate expired: verification time 1796179573 (UNIX), but certificate is not valid after 1580515200 (215664373 seconds ago)",
-    "dates",
-  ],
-  [
-    'client error (Connect): invalid peer certificate: certificate not valid for name "127.0.0.1"; certificate is only valid for DnsName("berth.test")',
-    "wrong-name",
-  ],
-  [
-    "client error (Connect): invalid peer certificate: Other(OtherError(CaUsedAsEndEntity))",
-    "ca-as-leaf",
-  ],
-  // fetch's own error, no cause (the real shape: see the test below).
-  ["Fetch failed: Requests to port 6000 are blocked", "blocked-port"],
-  [
-    "client error (Connect): invalid peer certificate: UnknownIssuer",
-    "untrusted",
-  ],
-];
-
-for (const [text, kind] of ROWS) {
-  Deno.test(`fetch's "${text.slice(23, 80)}..." is ${kind}`, () => {
-    assert.equal(kindOfErrorText(text), kind);
-    assert.deepEqual(classifyError(fetchError(text)), {
-      error: kind,
-      detail: text,
-    });
-  });
-}
-
-Deno.test("every row of the table is tested, and the rows are in the order tested", () => {
-  const kinds = ERROR_TEXTS.map(([, k]) => k);
-  assert.deepEqual(kinds, ROWS.map(([, k]) => k));
-});
-
-Deno.test("a certificate that is not yet valid is a dates one too", () => {
-  assert.equal(
-    kindOfErrorText(
-      "invalid peer certificate: certificate not valid yet: verification time 1796179573 (UNIX), but certificate is not valid before 2208988800 (412809227 seconds in future)",
-    ),
-    "dates",
-  );
-});
-
-Deno.test("anything else is other, with fetch's wording of the URL cut (the message names the server)", () => {
-  const text =
-    "client error (Connect): Connection reset by peer (os error 104)";
-  assert.deepEqual(classifyError(fetchError(text)), {
-    error: "other",
-    detail: text,
-  });
-  // Deno 2.9's other wording, once a connection was made: its local
-  // address, the URL unbracketed, the peer address.
-  assert.deepEqual(
-    classifyError(
-      new TypeError("fetch failed", {
-        cause: new Error(
-          "error sending request from 127.0.0.1:45068 for http://127.0.0.1:37741/v1alpha1/namespaces/a/leases/b/acquire (127.0.0.1:37741): client error (SendRequest): connection closed before message completed",
-        ),
-      }),
-    ),
-    {
-      error: "other",
-      detail:
-        "client error (SendRequest): connection closed before message completed",
+/** A scripted fetch that refuses with `kind`, and a node transport that answers; counts of each. */
+function setup(
+  kind: TransportErrorKind,
+  proxy: string | undefined,
+  url = "http://127.0.0.1:6000",
+) {
+  const counts = { fetch: 0, node: 0, made: 0 };
+  const levels: string[] = [];
+  const lines: string[] = [];
+  const refusal: TransportError = { error: kind, detail: "refused" };
+  let release = () => {};
+  const gate = new Promise<void>((r) => release = r);
+  const first: Transport = async () => {
+    counts.fetch++;
+    await gate;
+    return refusal;
+  };
+  const route = withNodeFallback(
+    first,
+    () => {
+      counts.made++;
+      return () => {
+        counts.node++;
+        return Promise.resolve(ANSWER);
+      };
     },
+    parseApiServer(url),
+    proxy,
+    createLogger({
+      format: "json",
+      level: "DEBUG",
+      write: (l) => {
+        const r = JSON.parse(l);
+        levels.push(r.level);
+        lines.push(r.msg);
+      },
+    }),
   );
+  return { route, transport: route.send, counts, levels, lines, release };
+}
+
+Deno.test("a blocked port hands over once, requests sent alongside included, and fetch is not asked again", async () => {
+  const s = setup("blocked-port", undefined);
+  const both = Promise.all([
+    s.transport(REQUEST, never()),
+    s.transport(REQUEST, never()),
+  ]);
+  s.release();
+  assert.deepEqual(await both, [ANSWER, ANSWER]);
+  assert.deepEqual(await s.transport(REQUEST, never()), ANSWER);
+  assert.deepEqual(s.counts, { fetch: 2, node: 3, made: 1 });
+  // Requests now go direct: errors are worded as the API server's.
+  assert.equal(s.route.proxy(), undefined);
+  assert.deepEqual(s.levels, ["DEBUG"]);
+  assert.deepEqual(s.lines, [
+    "fetch refuses port 6000 (a bad port of the fetch standard); sending through node:http",
+  ]);
 });
 
-Deno.test("this Deno's fetch refuses the fetch standard's bad ports before any connection, and the table knows its refusal; a neighbouring port is tried", async () => {
-  const refusal = async (url: string) => {
-    try {
-      await fetch(url, {
-        method: "POST",
-        body: "{}",
-        signal: AbortSignal.timeout(5_000),
-      });
-      return undefined;
-    } catch (e) {
-      return classifyError(e);
-    }
-  };
-  for (const port of [1, 6000, 6665, 6669, 10080]) {
-    for (const scheme of ["http", "https"]) {
-      assert.deepEqual(await refusal(`${scheme}://127.0.0.1:${port}/x`), {
-        error: "blocked-port",
-        detail: `Fetch failed: Requests to port ${port} are blocked`,
-      });
-    }
-  }
-  // Whatever listens there (or nothing), fetch tries to connect.
-  for (const port of [5999, 6001, 6664, 6670, 10079, 10081]) {
-    const e = await refusal(`http://127.0.0.1:${port}/x`);
-    assert.notEqual(e?.error, "blocked-port", String(port));
-  }
+Deno.test("a blocked port with a proxy variable set hands over too, with one WARN that it goes direct", async () => {
+  const s = setup("blocked-port", "HTTPS_PROXY", "https://berth.example:10080");
+  assert.equal(s.route.proxy(), "HTTPS_PROXY");
+  s.release();
+  assert.deepEqual(await s.transport(REQUEST, never()), ANSWER);
+  assert.deepEqual(await s.transport(REQUEST, never()), ANSWER);
+  assert.deepEqual(s.levels, ["WARN"]);
+  assert.deepEqual(s.lines, [
+    "HTTPS_PROXY names a proxy, but on port 10080, which fetch refuses (node:https), the helper connects to the API server directly",
+  ]);
 });
 
-Deno.test("node:https errors are classified by their code, named in the detail", () => {
-  const cases: [string, string, TransportErrorKind][] = [
-    ["ECONNREFUSED", "connect ECONNREFUSED 127.0.0.1:1", "refused"],
-    ["ENOTFOUND", "getaddrinfo ENOTFOUND nonexistent.invalid", "dns"],
-    [
-      "ERR_SSL_WRONG_VERSION_NUMBER",
-      "received corrupt message of type InvalidContentType (SSL routines:ssl3_get_record:wrong version number)",
-      "not-tls",
-    ],
-    [
-      "ERR_TLS_CERT_ALTNAME_INVALID",
-      "Hostname/IP does not match certificate's altnames",
-      "wrong-name",
-    ],
-    [
-      "UNABLE_TO_VERIFY_LEAF_SIGNATURE",
-      "unable to verify the first certificate",
-      "untrusted",
-    ],
-    ["CERT_HAS_EXPIRED", "certificate has expired", "dates"],
-    // node:http reading a TLS alert as an answer.
-    [
-      "HPE_INVALID_CONSTANT",
-      "Parse Error: Expected HTTP/, RTSP/ or ICE/",
-      "not-http",
-    ],
-    [
-      "ECONNRESET",
-      "Client network socket disconnected before secure TLS connection was established",
-      "other",
-    ],
-  ];
-  for (const [code, message, kind] of cases) {
-    const e = Object.assign(new Error(message), { code });
-    assert.deepEqual(
-      classifyError(e),
-      { error: kind, detail: `${code}: ${message}` },
-      code,
-    );
-  }
-  // Every code in the table names a kind the messages know.
-  for (const kind of Object.values(ERROR_CODES)) {
-    assert.notEqual(kind, "other");
-  }
+Deno.test("a CA certificate as the server's own hands over only on a direct connection", async () => {
+  const direct = setup("ca-as-leaf", undefined, "https://berth.example:8443");
+  direct.release();
+  assert.deepEqual(await direct.transport(REQUEST, never()), ANSWER);
+  assert.deepEqual(direct.levels, ["WARN"]);
+  assert.match(direct.lines[0], /presents a CA certificate as its own/);
+
+  const proxied = setup(
+    "ca-as-leaf",
+    "HTTPS_PROXY",
+    "https://berth.example:8443",
+  );
+  proxied.release();
+  const out = await proxied.transport(REQUEST, never());
+  assert.deepEqual(out, { error: "ca-as-leaf", detail: "refused" });
+  assert.equal(proxied.counts.made, 0);
+  assert.equal(proxied.route.proxy(), "HTTPS_PROXY");
+  assert.deepEqual(proxied.lines, []);
 });
 
-Deno.test("the scheme and the certificate failures name their fix; refused, DNS and the rest do not (they may heal)", async () => {
-  const ctx = {
-    target: parseApiServer("https://berth.example:8443"),
-    verifiedName: "berth.example",
-    // Through a proxy: no second look at the certificate.
-    proxy: "HTTPS_PROXY",
-    signal: new AbortController().signal,
-  };
-  const want: [TransportErrorKind, string | undefined][] = [
-    ["not-tls", FIXES.useHttp],
-    // Through a proxy the port is not probed for TLS: no fix.
-    ["not-http", undefined],
-    ["untrusted", FIXES.untrusted],
-    ["wrong-name", FIXES.wrongName],
-    ["ca-as-leaf", FIXES.caAsLeaf],
-    ["dates", FIXES.dates],
-    ["refused", undefined],
-    ["dns", undefined],
-    ["blocked-port", undefined],
-    ["other", undefined],
-  ];
-  for (const [error, fix] of want) {
-    const f = await describeTransportError({ error, detail: "d" }, ctx);
-    assert.equal(f.kind, "transport-error");
-    assert.equal(configFix(f), fix, error);
-  }
-  assert.match(FIXES.useHttp, /^use http:\/\//);
-  assert.match(FIXES.untrusted, /--ca-bundle-file \/ BERTH_CA_BUNDLE_FILE/);
-  assert.match(FIXES.wrongName, /--server-name \/ BERTH_SERVER_NAME/);
-});
-
-Deno.test("a name that does not resolve with a proxy set names the proxy's host first (an http or https proxy resolves the API server's itself)", async () => {
-  const describe = (proxy: string | undefined) =>
-    describeTransportError({ error: "dns", detail: "d" }, {
-      target: parseApiServer("https://berth.example:8443"),
-      verifiedName: "berth.example",
-      proxy,
-      signal: new AbortController().signal,
+Deno.test("any other refusal is fetch's answer, with no hand-over", async () => {
+  for (const kind of ["refused", "untrusted", "other"] as const) {
+    const s = setup(kind, undefined, "https://berth.example:8443");
+    s.release();
+    assert.deepEqual(await s.transport(REQUEST, never()), {
+      error: kind,
+      detail: "refused",
     });
-  const direct = await describe(undefined);
-  assert.equal(
-    direct.kind === "transport-error" && direct.message,
-    "https://berth.example:8443: cannot resolve berth.example; check --api-server / BERTH_API_SERVER and the cluster DNS",
-  );
-  const proxied = await describe("HTTPS_PROXY");
-  assert.match(
-    proxied.kind === "transport-error" ? proxied.message : "",
-    /cannot resolve the host of the proxy HTTPS_PROXY names, or berth\.example; check HTTPS_PROXY \(a password with an unencoded "\/" ends the host early: percent-encode it as %2F\)/,
-  );
+    assert.equal(s.counts.made, 0, kind);
+  }
 });

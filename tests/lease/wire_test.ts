@@ -1,17 +1,13 @@
 /**
  * The request side as pure functions: bodies byte for byte the Go helper's
- * (sorted keys, Go's escapes), paths with the base prefix, headers, and the
- * API server URL's checks.
+ * (sorted keys, Go's escapes), headers, and the API server URL's checks.
  */
 import assert from "node:assert/strict";
 import {
-  acquireBody,
   goJsonString,
   parseApiServer,
-  releaseBody,
-  renewBody,
+  requestBody,
   requestHeaders,
-  rpcPath,
 } from "../../lib/lease/wire.ts";
 import { VERSION } from "../../lib/version.ts";
 
@@ -20,15 +16,15 @@ const bytes = (text: string) => [...new TextEncoder().encode(text)];
 
 Deno.test("bodies are the Go helper's bytes: keys sorted as Go marshals a map, no space, no newline", () => {
   assert.deepEqual(
-    bytes(acquireBody("a/b", 30)),
+    bytes(requestBody({ holder: "a/b", ttlSeconds: 30 })),
     bytes('{"holder":"a/b","ttlSeconds":30}'),
   );
   assert.deepEqual(
-    bytes(renewBody('a"b', 4, 30)),
+    bytes(requestBody({ holder: 'a"b', fencingToken: 4, ttlSeconds: 30 })),
     bytes('{"fencingToken":4,"holder":"a\\"b","ttlSeconds":30}'),
   );
   assert.deepEqual(
-    bytes(releaseBody("é", 2147483647)),
+    bytes(requestBody({ holder: "é", fencingToken: 2147483647 })),
     // "é" as its two UTF-8 bytes, unescaped, as Go writes it.
     [
       ...bytes('{"fencingToken":2147483647,"holder":"'),
@@ -37,7 +33,14 @@ Deno.test("bodies are the Go helper's bytes: keys sorted as Go marshals a map, n
       ...bytes('"}'),
     ],
   );
-  assert.throws(() => renewBody("h", 1.5, 1), RangeError);
+  assert.throws(
+    () => requestBody({ holder: "h", fencingToken: 1.5, ttlSeconds: 1 }),
+    /fencingToken must be an integer in 1\.\.2147483647, got 1\.5/,
+  );
+  assert.throws(
+    () => requestBody({ holder: "h", ttlSeconds: 0 }),
+    /ttlSeconds must be an integer in 1\.\.2147483647, got 0/,
+  );
 });
 
 Deno.test("holder strings are escaped as Go's encoding/json escapes them", () => {
@@ -57,17 +60,13 @@ Deno.test("holder strings are escaped as Go's encoding/json escapes them", () =>
     assert.equal(goJsonString(s), want, JSON.stringify(s));
   }
   assert.deepEqual(
-    bytes(acquireBody("east/<a>&b", 1)),
+    bytes(requestBody({ holder: "east/<a>&b", ttlSeconds: 1 })),
     bytes('{"holder":"east/\\u003ca\\u003e\\u0026b","ttlSeconds":1}'),
   );
 });
 
-Deno.test("paths keep the base prefix and escape each key part as one segment", () => {
-  const key = { namespace: "a/b", name: "c d" };
-  assert.equal(
-    rpcPath(parseApiServer("https://gw:8443/berth//"), key, "renew"),
-    "/berth/v1alpha1/namespaces/a%2Fb/leases/c%20d/renew",
-  );
+Deno.test("the base path loses its trailing slashes; an IPv6 host its brackets; the port defaults to the scheme's", () => {
+  assert.equal(parseApiServer("https://gw:8443/berth//").basePath, "/berth");
   const t = parseApiServer("https://[::1]");
   assert.deepEqual([t.hostname, t.port, t.secure], ["::1", 443, true]);
 });
