@@ -178,7 +178,7 @@ export class Renewer {
       using call = bounded(clock, Math.min(heartbeatMs, left), shutdown);
       outcome = await client.renew(holder, token, ttlSeconds, call.signal);
     }
-    const v = classifyRenew(outcome, token);
+    const v = classifyRenew(outcome, token, holder);
     if (v.kind === "cancelled") return;
     if (v.kind === "confirmed") {
       this.#attempts.forget();

@@ -191,45 +191,44 @@ function rid(id: string | undefined): string {
   return id ? ` (request id ${id})` : "";
 }
 
-/** What a Renew answer means for the lease held with a known token. */
+/**
+ * What a Renew answer means for the lease held with a known token. `reason`
+ * may quote the server (logs only); `summary` is in this project's words
+ * (for `/healthz`); `message` is the Go helper's line.
+ */
 export type RenewVerdict =
   | { kind: "confirmed" }
-  /**
-   * Gone now. `reason` may quote the server (logs only); `summary` is in this
-   * project's words (for `/healthz`); `message` is the Go helper's line.
-   */
+  | { kind: "cancelled" }
   | {
     kind: "lost";
     reason: string;
     summary: string;
     message?: string;
+    /** Who holds it now, when someone else does. */
     holder?: string;
   }
   /** No answer that counts: the lease stands until its local deadline. */
-  | { kind: "unconfirmed"; reason: string; failure: LeaseFailure }
-  | { kind: "cancelled" };
+  | { kind: "unconfirmed"; reason: string; failure: LeaseFailure };
 
 /**
- * Classifies a Renew answer. Only a definite answer loses the lease at once
- * (409, `acquired:false`, or a token the server should never change); a
+ * Classifies the answer to a Renew of `token` for `holder`. Only a definite
+ * answer loses the lease at once (409, `acquired:false`, another token); a
  * failure to get one (5xx, timeout, network) leaves the local deadline in
  * charge, because the lease may well still be ours.
  *
- * @param outcome The Renew's outcome.
- * @param token The token the Renew was sent with.
- * @returns What it means for the held lease.
  * @example
  * ```ts
  * import assert from "node:assert/strict";
  * const lease = { holder: "h", fencingToken: 7, expiresAt: "", acquiredAt: "" };
- * assert.equal(classifyRenew({ kind: "acquired", lease }, 7).kind, "confirmed");
- * assert.equal(classifyRenew({ kind: "acquired", lease }, 6).kind, "lost");
- * assert.equal(classifyRenew({ kind: "timeout", message: "" }, 7).kind, "unconfirmed");
+ * assert.equal(classifyRenew({ kind: "acquired", lease }, 7, "h").kind, "confirmed");
+ * assert.equal(classifyRenew({ kind: "acquired", lease }, 6, "h").kind, "lost");
+ * assert.equal(classifyRenew({ kind: "timeout", message: "" }, 7, "h").kind, "unconfirmed");
  * ```
  */
 export function classifyRenew(
   outcome: GrantOutcome,
   token: number,
+  holder: string,
 ): RenewVerdict {
   switch (outcome.kind) {
     case "acquired": {
@@ -242,15 +241,18 @@ export function classifyRenew(
       };
     }
     case "not-acquired": {
-      const holder = outcome.lease.holder || undefined;
+      const other = outcome.lease.holder;
+      const reason = other === holder
+        ? "this holder's lease expired before the renewal reached the server"
+        : other
+        ? `the lease is held by ${other}`
+        : "the lease expired or was released, and nobody holds it";
       return {
         kind: "lost",
         summary: "the server refused the renewal",
         message: GO_MESSAGES.renewHeldByAnother,
-        holder,
-        reason: holder
-          ? `the server refused the renewal: the lease is held by ${holder}`
-          : "the server refused the renewal: the lease expired or was released",
+        holder: other && other !== holder ? other : undefined,
+        reason: `the server refused the renewal: ${reason}`,
       };
     }
     case "conflict":
@@ -272,39 +274,12 @@ export function classifyRenew(
   }
 }
 
-const RFC3339 =
-  /^(\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2})(?:\.(\d{1,9}))?([Zz]|[+-]\d{2}:\d{2})$/;
-
-/**
- * Parses an RFC 3339 time to nanoseconds since the epoch, keeping all nine
- * fractional digits (`Date.parse` keeps three, hiding a gap of up to 1 ms).
- *
- * @param text A time as the server sends it.
- * @returns Nanoseconds, or undefined for anything else.
- * @example
- * ```ts
- * import assert from "node:assert/strict";
- * assert.equal(parseTimeNs("1970-01-01T00:00:01.5Z"), 1_500_000_000n);
- * assert.equal(parseTimeNs("yesterday"), undefined);
- * ```
- */
-export function parseTimeNs(text: string): bigint | undefined {
-  const m = RFC3339.exec(text);
-  if (!m) return undefined;
-  const whole = Date.parse(`${m[1].toUpperCase()}${m[3].toUpperCase()}`);
-  if (!Number.isFinite(whole)) return undefined;
-  return BigInt(whole) * 1_000_000n + BigInt((m[2] ?? "").padEnd(9, "0"));
-}
-
 /**
  * A grant's age on the server's clock when this answer renewed it
- * (`expiresAt` less the TTL, less `acquiredAt`): an Acquire by the live
- * holder is answered like a Renew, keeping `acquiredAt`, so a fresh grant
- * has age 0. Undefined when either time is unknown (old servers).
+ * (`expiresAt` less the TTL, less `acquiredAt`): the live holder's Acquire
+ * is answered like a Renew, keeping `acquiredAt`, so a fresh grant has age 0.
+ * Undefined when either time is unknown (old servers).
  *
- * @param lease The record of an `acquired:true` answer.
- * @param ttlSeconds The TTL the request sent.
- * @returns Nanoseconds, or undefined.
  * @example
  * ```ts
  * import assert from "node:assert/strict";
@@ -322,4 +297,26 @@ export function grantAgeNs(
     return undefined;
   }
   return expiresAt - BigInt(ttlSeconds) * 1_000_000_000n - acquiredAt;
+}
+
+const RFC3339 =
+  /^(\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2})(?:\.(\d{1,9}))?([Zz]|[+-]\d{2}:\d{2})$/;
+
+/**
+ * Parses an RFC 3339 time to nanoseconds since the epoch, keeping all nine
+ * fractional digits (`Date.parse` keeps three, hiding a gap of up to 1 ms).
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * assert.equal(parseTimeNs("1970-01-01T00:00:01.5Z"), 1_500_000_000n);
+ * assert.equal(parseTimeNs("yesterday"), undefined);
+ * ```
+ */
+export function parseTimeNs(text: string): bigint | undefined {
+  const m = RFC3339.exec(text);
+  if (!m) return undefined;
+  const whole = Date.parse(`${m[1].toUpperCase()}${m[3].toUpperCase()}`);
+  if (!Number.isFinite(whole)) return undefined;
+  return BigInt(whole) * 1_000_000n + BigInt((m[2] ?? "").padEnd(9, "0"));
 }

@@ -24,21 +24,32 @@ Deno.test("classifyRenew: only a definite answer loses the lease; a failure to g
     [{ kind: "aborted", message: "stop" }, "cancelled"],
   ];
   for (const [outcome, kind] of cases) {
-    assert.equal(classifyRenew(outcome, 4).kind, kind, JSON.stringify(outcome));
+    assert.equal(
+      classifyRenew(outcome, 4, ME).kind,
+      kind,
+      JSON.stringify(outcome),
+    );
   }
   const other = classifyRenew(
     { kind: "acquired", lease: record(HOLDER, 5) },
     4,
+    ME,
   );
   assert.ok(other.kind === "lost");
   assert.match(other.reason, /fencing token 5, not the held 4/);
 });
 
+const ME = "prod/pod:web-0:uid:me";
+
 Deno.test("a lost lease's summary carries no server text; the reason for the log does", () => {
-  const refused = classifyRenew({
-    kind: "not-acquired",
-    lease: record("prod/pod:web-1:uid:other", 5),
-  }, 4);
+  const refused = classifyRenew(
+    {
+      kind: "not-acquired",
+      lease: record("prod/pod:web-1:uid:other", 5),
+    },
+    4,
+    ME,
+  );
   assert.ok(refused.kind === "lost");
   assert.equal(refused.summary, "the server refused the renewal");
   assert.match(refused.reason, /prod\/pod:web-1:uid:other/);
@@ -47,16 +58,37 @@ Deno.test("a lost lease's summary carries no server text; the reason for the log
     refused.message,
     "renew reports lease held by another: lease lost",
   );
-  const expired = classifyRenew({
-    kind: "not-acquired",
-    lease: record("", 5),
-  }, 4);
+  const expired = classifyRenew(
+    {
+      kind: "not-acquired",
+      lease: record("", 5),
+    },
+    4,
+    ME,
+  );
   assert.ok(expired.kind === "lost" && expired.holder === undefined);
-  assert.match(expired.reason, /expired or was released/);
-  const conflict = classifyRenew({
-    kind: "conflict",
-    message: "lease held by another identity or token (echo: secret)",
-  }, 4);
+  assert.match(expired.reason, /expired or was released, and nobody holds it/);
+  // The server names this very holder: its own lease lapsed (renew started
+  // more than a TTL after acquire); it is never "held by" itself.
+  const lapsed = classifyRenew(
+    {
+      kind: "not-acquired",
+      lease: record(ME, 4),
+    },
+    4,
+    ME,
+  );
+  assert.ok(lapsed.kind === "lost" && lapsed.holder === undefined);
+  assert.match(lapsed.reason, /this holder's lease expired/);
+  assert.doesNotMatch(lapsed.reason, /held by/);
+  const conflict = classifyRenew(
+    {
+      kind: "conflict",
+      message: "lease held by another identity or token (echo: secret)",
+    },
+    4,
+    ME,
+  );
   assert.ok(conflict.kind === "lost" && !conflict.summary.includes("secret"));
   assert.equal(conflict.message, "renew conflict: lease lost");
 });
