@@ -20,7 +20,7 @@
  */
 import { aborted } from "../lib/state/clock.ts";
 import type { EnforceMode } from "../lib/config/config.ts";
-import { holderIdentity } from "../lib/config/holder.ts";
+import { holderIdentity } from "../lib/config/identity.ts";
 import { examineMarker } from "../lib/state/marker.ts";
 import { baseEnv, berthArgv } from "./cli.ts";
 import { type ContainerRun, ContainerRuntime } from "./container_runtime.ts";

@@ -87,11 +87,7 @@ async function moduleGraph(path: string): Promise<string[]> {
 const CHECK_GRAPH = [
   "lib/cmd/check.ts",
   "lib/config/argv.ts",
-  "lib/config/config_flags.ts",
-  "lib/config/defaults.ts",
   "lib/config/duration.ts",
-  "lib/config/flag_name.ts",
-  "lib/config/nearest.ts",
   "lib/state/marker.ts",
 ];
 

@@ -12,21 +12,21 @@
  *
  * Cost matters more here than anywhere else: it runs inside the workload's
  * container and memory budget, started every 2 s. It imports only
- * lib/state/marker.ts, lib/config/duration.ts, the one argument parser
- * (lib/config/argv.ts, a leaf), the list of configuration flag names it
- * skips and the one-constant lib/config/defaults.ts, and does no work at load.
+ * lib/state/marker.ts, lib/config/duration.ts and the one argument parser
+ * (lib/config/argv.ts, a leaf, with the configuration flag names it skips
+ * and the default state directory), and does no work at load.
  *
  * @module
  */
 import {
+  CONFIG_FLAG_KINDS,
+  DEFAULT_STATE_DIR,
   type FlagKind,
   isSet,
   lastValue,
   parseArgv,
   usageLine,
 } from "../config/argv.ts";
-import { CONFIG_FLAG_KINDS } from "../config/config_flags.ts";
-import { DEFAULT_STATE_DIR } from "../config/defaults.ts";
 import { parseDurationMs } from "../config/duration.ts";
 import { examineMarker } from "../state/marker.ts";
 

@@ -8,7 +8,7 @@
  * @module
  */
 import type { Clock } from "../state/clock.ts";
-import { ConfigError } from "../config/error.ts";
+import { ConfigError } from "../config/argv.ts";
 import {
   type HostPort,
   HostPortError,

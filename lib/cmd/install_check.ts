@@ -10,8 +10,13 @@
  *
  * @module
  */
-import { DEFAULT_STATE_DIR } from "../config/defaults.ts";
-import { isSet, lastValue, parseArgv, UsageError } from "../config/argv.ts";
+import {
+  DEFAULT_STATE_DIR,
+  isSet,
+  lastValue,
+  parseArgv,
+  UsageError,
+} from "../config/argv.ts";
 import type { Logger } from "../obs/log.ts";
 import { ElfError } from "../probe/elf.ts";
 import { type InstalledFile, installPortableCheck } from "../probe/install.ts";

@@ -10,7 +10,7 @@ import { systemClock } from "../state/clock.ts";
 import { EXIT_FAILURE, start, startupFailure } from "./startup.ts";
 import { shutdownSignal } from "./signals.ts";
 import type { Config } from "../config/config.ts";
-import { ConfigError } from "../config/error.ts";
+import { ConfigError } from "../config/argv.ts";
 import { type Enforcer, ProbeEnforcer } from "../enforce/enforcer.ts";
 import { SignalEnforcer } from "../enforce/signal.ts";
 import { HEALTH_ADDR_ENV, type HealthAddr, healthAddrFrom } from "./health.ts";

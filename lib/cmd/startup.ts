@@ -11,28 +11,28 @@
  *
  * @module
  */
+import { ConfigError } from "../config/argv.ts";
 import {
   type Config,
+  givenSettings,
+  type MissingSetting,
+  missingSettings,
   resolveConfig,
   type ResolveOptions,
 } from "../config/config.ts";
-import { givenSettings } from "../config/given.ts";
-import { unreadableVariables } from "../config/unreadable_env.ts";
-import { type MissingSetting, missingSettings } from "../config/missing.ts";
-import { ConfigError } from "../config/error.ts";
+import type { GraceRoom, LeadDefault } from "../config/lead.ts";
 import {
   type CommandLine,
   CommandLineError,
-  type ExtraFlag,
-  parseCommandLine,
-} from "../config/flags.ts";
-import { configFlagsHelp, formatExtraFlagsHelp } from "../config/help.ts";
-import type { GraceRoom, LeadDefault } from "../config/lead.ts";
-import {
   type ConfigFlagName,
   type ConfigFlags,
+  configFlagsHelp,
+  type ExtraFlag,
+  formatExtraFlagsHelp,
+  parseCommandLine,
   settingOf,
   unknownVariables,
+  unreadableVariables,
 } from "../config/settings.ts";
 import { GO_MESSAGES } from "../obs/go_messages.ts";
 import { EXIT_FAILURE } from "./exit_codes.ts";

@@ -15,7 +15,13 @@
  * @module
  */
 import { formatDurationMs, parseDurationMs } from "../config/duration.ts";
-import { isSet, lastValue, parseArgv, usageLine } from "../config/argv.ts";
+import {
+  DEFAULT_STATE_DIR,
+  isSet,
+  lastValue,
+  parseArgv,
+  usageLine,
+} from "../config/argv.ts";
 import { EXIT_USAGE as EXIT_USAGE_CONFIG } from "./exit_codes.ts";
 import {
   type Read,
@@ -23,7 +29,6 @@ import {
   type StateSnapshot,
   type TimeLeft,
 } from "../state/snapshot.ts";
-import { DEFAULT_STATE_DIR } from "../config/defaults.ts";
 
 /** Exit status when the marker's verdict is OK: the workload may run. */
 const EXIT_HELD = 0;

@@ -1,89 +1,89 @@
 /**
- * The one command-line parser every subcommand uses: `acquire`, `renew` and
- * `run` (through flags.ts, which adds the configuration flags), `check`,
- * `status`, `gate` and `dev-server`. One set of rules, so a flag is written
- * the same way everywhere and every mistake reads the same: the rules of the
- * Go helper's flag parser, which its users know. `-name` and `--name` are
- * the same, `--name=value` or `--name value` for a value (the next word is
- * taken even when it starts with `-`), a boolean takes `--flag` or
- * `--flag=false` but never a separate word, and the last of a repeated flag
- * wins (all of them are kept for the flags that collect, such as
- * `dev-server --api-key`).
- *
- * A leaf module (it imports only the "did you mean" helper), with no work at
- * load: the liveness probe loads it on every start, every 2 s.
+ * The one command-line parser, by the Go helper's flag rules, and what the
+ * probe needs of the configuration: the flags it skips, the default state
+ * directory. The probe loads it at every start: it imports nothing.
  *
  * @module
  */
-import { withTwoDashes } from "./flag_name.ts";
-import { flagSuggestion } from "./nearest.ts";
 
 /** Whether a flag takes a value (`--x=v`, `--x v`) or is a boolean (`--x`, `--x=false`). */
 export type FlagKind = "value" | "boolean";
 
-/** One flag a subcommand takes. */
+/** One flag: `short` is a one-letter alias, `wants` is named when the value is missing. */
 export interface FlagDef {
-  /** Whether it takes a value or is a boolean. */
   kind: FlagKind;
-  /** One-letter alias, e.g. `h` for `-h`. */
   short?: string;
-  /** What the value must be, named when it is missing (`HOST:PORT`). */
   wants?: string;
 }
 
-/** How one subcommand's arguments are shaped. */
+/**
+ * A subcommand's arguments: its flags, flags skipped with their value (the
+ * other roles', in `check`), how many positionals (default 0), what a stray
+ * word is told, what follows `--` (by default nothing).
+ */
 export interface ArgvSpec {
-  /** The flags it takes, by name without dashes. */
   flags: Readonly<Record<string, FlagDef>>;
-  /**
-   * Flags accepted and skipped (with their value), by name: the flags of the
-   * other roles, which `check` takes and ignores as the Go helper does.
-   */
   ignored?: Readonly<Record<string, FlagKind>>;
-  /** How many positional arguments it takes; default 0. */
   positionals?: number;
-  /** What a stray word is told, e.g. `check takes one marker path`. */
   positionalHint?: string;
-  /**
-   * What `--` means: `positionals` (every later word is positional, such as
-   * a path that starts with `-`), `command` (every later word is the
-   * command to run) or `end` (nothing may follow it; the default).
-   */
   dashDash?: "positionals" | "command" | "end";
 }
 
-/** A parsed command line. */
+/** A parsed command line: each flag's values in order (a bare boolean is `"true"`), and with `dashDash: "command"` the words after `--`. */
 export interface Argv {
-  /** Each flag given, by name, with every value in order (a bare boolean is `"true"`). */
   values: Record<string, string[]>;
-  /** The positional arguments, in order. */
   positionals: string[];
-  /** With `dashDash: "command"`: the words after `--`; undefined when there was no `--`. */
   command?: string[];
 }
 
-/** A command-line mistake: what was wrong and how to write it. */
+/** A command-line mistake, with the flags read before it (the log format among them). */
 export class UsageError extends Error {
-  /**
-   * The flags read before the mistake (filled in by {@linkcode parseArgv}),
-   * for what must be known even then: the log format to report it in.
-   */
   given: Record<string, string[]> = {};
-  /**
-   * @param message The mistake, e.g. `unknown flag --lisen: did you mean --listen?`.
-   */
   constructor(message: string) {
     super(message);
     this.name = "UsageError";
   }
 }
 
-// A flag name is echoed only when it looks like one: a word that is not (a
-// key typed after `--api-key=` followed by a space, say) is not.
+/**
+ * A configuration the helper must not start with (the pod spec is to fix,
+ * not a bug). The message never holds the API key.
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * assert.equal(new ConfigError("no name").message, "invalid configuration: no name");
+ * ```
+ */
+export class ConfigError extends Error {
+  constructor(readonly problem: string) {
+    super(`invalid configuration: ${problem}`);
+    this.name = "ConfigError";
+  }
+}
+
+/** The state directory the webhook mounts when nothing else is configured. */
+export const DEFAULT_STATE_DIR = "/berth";
+
+/** The configuration flags (a test keeps them the settings table's): the probe skips them without loading it. */
+// deno-fmt-ignore
+export const CONFIG_FLAG_KINDS = {
+  "lease-name": "value", "lease-namespace": "value", mode: "value",
+  enforce: "value", "signal-target": "value", "ttl-seconds": "value",
+  "heartbeat-seconds": "value", "enforce-grace-seconds": "value",
+  "enforce-lead-seconds": "value", "release-on-shutdown": "boolean",
+  "holder-identity": "value", "cluster-id": "value", "workload-kind": "value",
+  "workload-name": "value", "state-dir": "value", "api-server": "value",
+  "api-key": "value", "api-key-file": "value", "ca-bundle-file": "value",
+  "server-name": "value", "insecure-skip-tls-verify": "boolean",
+  "acquire-timeout": "value", "log-format": "value", "log-level": "value",
+  "pod-namespace": "value", "pod-name": "value", "pod-uid": "value",
+} as const satisfies Record<string, FlagKind>;
+
+// A flag or a stray word is echoed only when shaped like one (or a path), and
+// not right after a flag given an empty value: it may be a key.
 const FLAG_SHAPE = /^-+[a-z][a-z0-9-]{0,63}$/;
-// A stray word is named when it cannot be a secret: not right after a flag
-// given an empty value (`--api-key= SECRET`), and shaped like a word or a path.
 const WORD_SHAPE = /^[A-Za-z0-9./][A-Za-z0-9._\/-]{0,63}$/;
+const SEE_HELP = "; run with --help for the list";
 
 function shownFlag(written: string, index: number): string {
   return FLAG_SHAPE.test(written)
@@ -91,62 +91,70 @@ function shownFlag(written: string, index: number): string {
     : ` in argument ${index + 1} (not shown: it may hold a secret)`;
 }
 
+// Optimal string alignment: a swap of two adjacent characters is one edit.
+function editDistance(a: string, b: string): number {
+  const d = Array.from({ length: a.length + 1 }, (_, i) => [i]);
+  for (let j = 1; j <= b.length; j++) d[0][j] = j;
+  for (let i = 1; i <= a.length; i++) {
+    for (let j = 1; j <= b.length; j++) {
+      const swap = a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1];
+      d[i][j] = Math.min(
+        d[i - 1][j] + 1,
+        d[i][j - 1] + 1,
+        d[i - 1][j - 1] + (a[i - 1] === b[j - 1] ? 0 : 1),
+        swap ? d[i - 2][j - 2] + 1 : Infinity,
+      );
+    }
+  }
+  return d[a.length][b.length];
+}
+
 /**
- * The message for an unknown flag, the one format of every subcommand: its
- * name when it looks like one (else its position, since it may be a key typed
- * after a space), and the nearest known flag when one is close.
- *
- * @param written The flag as written, dashes included, without the value.
- * @param index Its position among the arguments (0-based).
- * @param known The flag names the command takes, without dashes.
- * @returns E.g. `unknown flag --lisen: did you mean --listen?`, or
- * `unknown flag -x; run with --help for the list`.
- *
+ * The known name `given` most likely misspells: the only one it begins, else
+ * the closest (case ignored) within a third of its length, else none.
  * @example
  * ```ts
  * import assert from "node:assert/strict";
- * assert.equal(
- *   unknownFlagMessage("--lisen", 0, ["listen"]),
- *   "unknown flag --lisen: did you mean --listen?",
- * );
+ * assert.equal(nearest("lease-nmae", ["lease-name", "lease-namespace"]), "lease-name");
+ * assert.equal(nearest("colour", ["lease-name"]), undefined);
  * ```
  */
-export function unknownFlagMessage(
+export function nearest(
+  given: string,
+  known: readonly string[],
+): string | undefined {
+  const g = given.toLowerCase();
+  const extending = known.filter((k) => k.toLowerCase().startsWith(g));
+  if (g !== "" && extending.length === 1) return extending[0];
+  let best: string | undefined;
+  let bestDistance = Math.max(1, Math.floor(g.length / 3)) + 1;
+  for (const k of known) {
+    const d = editDistance(g, k.toLowerCase());
+    if (d < bestDistance) [best, bestDistance] = [k, d];
+  }
+  return best;
+}
+
+function unknownFlagMessage(
   written: string,
   index: number,
   known: readonly string[],
 ): string {
-  const suggestion = FLAG_SHAPE.test(written)
-    ? flagSuggestion(written, known)
-    : "";
+  const near = FLAG_SHAPE.test(written)
+    ? nearest(written.replace(/^--?/, ""), known)
+    : undefined;
   return `unknown flag${shownFlag(written, index)}${
-    suggestion === "" ? SEE_HELP : suggestion
+    near === undefined ? SEE_HELP : `: did you mean --${near}?`
   }`;
 }
 
-/** What {@linkcode unknownFlagMessage} ends with when no flag is near. */
-const SEE_HELP = "; run with --help for the list";
-
 /**
- * The one usage line of a subcommand that names its `--help`: the message,
- * then where the flags are listed, unless the message says that already (an
- * unknown flag with no near one).
- *
- * @param subcommand The subcommand, e.g. `gate`.
- * @param message What was wrong.
- * @returns The line to print.
- *
+ * A subcommand's usage line: the message, then where the flags are listed,
+ * unless the message says that already.
  * @example
  * ```ts
  * import assert from "node:assert/strict";
- * assert.equal(
- *   usageLine("gate", "flag --grace needs a value"),
- *   'berth-acquire gate: flag --grace needs a value (run "berth-acquire gate --help")',
- * );
- * assert.equal(
- *   usageLine("gate", "unknown flag --bogus; run with --help for the list"),
- *   "berth-acquire gate: unknown flag --bogus; run with --help for the list",
- * );
+ * assert.equal(usageLine("gate", "bad"), 'berth-acquire gate: bad (run "berth-acquire gate --help")');
  * ```
  */
 export function usageLine(subcommand: string, message: string): string {
@@ -157,26 +165,15 @@ export function usageLine(subcommand: string, message: string): string {
 }
 
 /**
- * Parses a subcommand's arguments by {@linkcode ArgvSpec} (see the module
- * doc for the rules). Booleans are kept as text: read them with
- * {@linkcode flagBoolean}.
- *
- * @param args The arguments after the subcommand's name.
- * @param spec The subcommand's flags and shape.
- * @returns The flags and positional arguments given.
- * @throws {UsageError} For an unknown flag (naming the nearest known one), a
- * missing value, a bad flag syntax or an unexpected argument; it never
- * echoes what may be a secret.
- *
+ * Parses a subcommand's arguments (booleans as text: read them with
+ * {@linkcode isSet}).
+ * @throws {UsageError} For any mistake, never echoing what may be a secret.
  * @example
  * ```ts
  * import assert from "node:assert/strict";
- * const argv = parseArgv(["/berth/healthy", "-max-age=30s"], {
- *   flags: { "max-age": { kind: "value" } },
- *   positionals: 1,
- * });
- * assert.deepEqual(argv.values, { "max-age": ["30s"] });
- * assert.deepEqual(argv.positionals, ["/berth/healthy"]);
+ * const spec = { flags: { "max-age": { kind: "value" } }, positionals: 1 } as const;
+ * const argv = parseArgv(["/berth/healthy", "-max-age=30s"], spec);
+ * assert.deepEqual(argv, { values: { "max-age": ["30s"] }, positionals: ["/berth/healthy"] });
  * ```
  */
 export function parseArgv(args: readonly string[], spec: ArgvSpec): Argv {
@@ -189,18 +186,20 @@ export function parseArgv(args: readonly string[], spec: ArgvSpec): Argv {
   }
 }
 
+const NO_FLAG = { name: "", boolean: false, empty: false, dash: false };
+type Previous = typeof NO_FLAG;
+
 function parseInto(out: Argv, args: readonly string[], spec: ArgvSpec): Argv {
   const shorts = new Map<string, string>();
   for (const [name, def] of Object.entries(spec.flags)) {
     if (def.short !== undefined) shorts.set(def.short, name);
   }
-  const max = spec.positionals ?? 0;
   let positionalOnly = false;
-  let previous: Previous = NO_FLAG;
+  let previous = NO_FLAG;
   for (let i = 0; i < args.length; i++) {
     const arg = args[i];
     if (positionalOnly || !arg.startsWith("-") || arg === "-") {
-      if (out.positionals.length >= max) {
+      if (out.positionals.length >= (spec.positionals ?? 0)) {
         throw unexpectedArgument(arg, i, previous, spec);
       }
       out.positionals.push(arg);
@@ -208,17 +207,15 @@ function parseInto(out: Argv, args: readonly string[], spec: ArgvSpec): Argv {
       continue;
     }
     if (arg === "--") {
-      const mode = spec.dashDash ?? "end";
-      if (mode === "command") {
+      if (spec.dashDash === "command") {
         out.command = args.slice(i + 1);
         return out;
       }
-      if (mode === "positionals") {
+      if (spec.dashDash === "positionals") {
         positionalOnly = true;
         continue;
       }
       if (i + 1 < args.length) {
-        // The word follows `--`, not the flag before it.
         throw unexpectedArgument(args[i + 1], i + 1, {
           ...previous,
           name: "",
@@ -226,7 +223,7 @@ function parseInto(out: Argv, args: readonly string[], spec: ArgvSpec): Argv {
       }
       break;
     }
-    const body = withTwoDashes(arg).slice(2);
+    const body = arg.replace(/^--?/, "");
     const eq = body.indexOf("=");
     const given = eq < 0 ? body : body.slice(0, eq);
     const written = arg.slice(0, arg.length - body.length) + given;
@@ -241,7 +238,7 @@ function parseInto(out: Argv, args: readonly string[], spec: ArgvSpec): Argv {
     const name = Object.hasOwn(spec.flags, given) ? given : shorts.get(given);
     const kind = name !== undefined
       ? spec.flags[name].kind
-      : spec.ignored !== undefined && Object.hasOwn(spec.ignored, given)
+      : spec.ignored && Object.hasOwn(spec.ignored, given)
       ? spec.ignored[given]
       : undefined;
     if (kind === undefined) {
@@ -264,30 +261,12 @@ function parseInto(out: Argv, args: readonly string[], spec: ArgvSpec): Argv {
     previous = {
       name: eq < 0 ? name ?? given : "",
       boolean: kind === "boolean",
-      emptyValue: value === "",
-      dashValue: eq < 0 && value === "--",
+      empty: value === "",
+      dash: eq < 0 && value === "--",
     };
   }
   return out;
 }
-
-/**
- * The flag before the current word: its name when it took no `=value`, its
- * kind, whether its value was empty, whether its value was the word `--`.
- */
-interface Previous {
-  name: string;
-  boolean: boolean;
-  emptyValue: boolean;
-  dashValue: boolean;
-}
-
-const NO_FLAG: Previous = {
-  name: "",
-  boolean: false,
-  emptyValue: false,
-  dashValue: false,
-};
 
 function unexpectedArgument(
   word: string,
@@ -295,36 +274,30 @@ function unexpectedArgument(
   previous: Previous,
   spec: ArgvSpec,
 ): UsageError {
-  const shown = !previous.emptyValue && WORD_SHAPE.test(word)
+  const shown = !previous.empty && WORD_SHAPE.test(word)
     ? ` ${JSON.stringify(word)}`
     : ` ${index + 1} (not shown: it may hold a secret)`;
-  const after = previous.name ? ` after --${previous.name}` : "";
-  if (previous.name !== "" && previous.dashValue) {
+  const flag = previous.name;
+  if (flag !== "" && previous.dash) {
     // `run --state-dir -- CMD`: as in Go, a flag's value may be `--`, so
-    // that `--` is not where the command (or nothing) begins.
+    // that `--` is not where the command begins.
     return new UsageError(
-      `unexpected argument${shown}: the -- before it is the value of --${previous.name} (a flag's value may be --); give --${previous.name} its value before --, as --${previous.name}=VALUE`,
+      `unexpected argument${shown}: the -- before it is the value of --${flag} (a flag's value may be --); give --${flag} its value before --, as --${flag}=VALUE`,
     );
   }
-  if (previous.name !== "" && previous.boolean) {
-    return new UsageError(
-      `unexpected argument${shown}${after}: a boolean flag takes its value as --${previous.name}=false, not as a separate word`,
-    );
-  }
+  const after = flag ? ` after --${flag}` : "";
   return new UsageError(
     `unexpected argument${shown}${after}: ${
-      spec.positionalHint ?? "this subcommand takes flags only (--name=value)"
+      flag !== "" && previous.boolean
+        ? `a boolean flag takes its value as --${flag}=false, not as a separate word`
+        : spec.positionalHint ??
+          "this subcommand takes flags only (--name=value)"
     }`,
   );
 }
 
 /**
- * The last value given for a flag (the one that counts, as in Go).
- *
- * @param argv The parsed command line.
- * @param name The flag's name without dashes.
- * @returns Its last value, or undefined when it was not given.
- *
+ * The last value given for a flag, the one that counts.
  * @example
  * ```ts
  * import assert from "node:assert/strict";
@@ -335,18 +308,8 @@ export function lastValue(argv: Argv, name: string): string | undefined {
   return argv.values[name]?.at(-1);
 }
 
-const TRUE = new Set(["1", "t", "T", "TRUE", "true", "True"]);
-const FALSE = new Set(["0", "f", "F", "FALSE", "false", "False"]);
-
 /**
- * Reads a boolean exactly as Go's `strconv.ParseBool` does (the Go helper's
- * parser for env and flags), so values that worked there work here.
- *
- * @param value The text as given.
- * @param source Where it came from, for the message (`BERTH_X` or `--x`).
- * @returns The boolean.
- * @throws {UsageError} For any other spelling, listing the accepted ones.
- *
+ * Reads a boolean as Go's `strconv.ParseBool` does, naming `source` in the error.
  * @example
  * ```ts
  * import assert from "node:assert/strict";
@@ -354,8 +317,8 @@ const FALSE = new Set(["0", "f", "F", "FALSE", "false", "False"]);
  * ```
  */
 export function flagBoolean(value: string, source: string): boolean {
-  if (TRUE.has(value)) return true;
-  if (FALSE.has(value)) return false;
+  if (/^(1|t|T|TRUE|true|True)$/.test(value)) return true;
+  if (/^(0|f|F|FALSE|false|False)$/.test(value)) return false;
   throw new UsageError(
     `${source}=${
       JSON.stringify(value)
@@ -364,13 +327,7 @@ export function flagBoolean(value: string, source: string): boolean {
 }
 
 /**
- * Whether a boolean flag was given true (the last time it was given).
- *
- * @param argv The parsed command line.
- * @param name The flag's name without dashes.
- * @returns True when its last value reads true.
- * @throws {UsageError} When that value is not a boolean.
- *
+ * Whether a boolean flag was last given true.
  * @example
  * ```ts
  * import assert from "node:assert/strict";

@@ -1,43 +1,23 @@
 /**
- * Go's duration syntax (`30s`, `1m0s`, `2m30s`, `1h0m0s`, `1.5s`, `300ms`),
- * because the webhook writes `--max-age` and `--acquire-timeout` the way Go's
- * `time.Duration.String()` prints them. Pure, import-free and without `BigInt`
- * (a process's first `BigInt` costs it about 0.5 MiB): the probe loads this
- * module on every run.
+ * Go's duration syntax (`30s`, `1m0s`, `1.5s`, `300ms`), which the webhook
+ * writes `--max-age` in. The probe loads this module at every start: it
+ * imports nothing and makes no `BigInt` (a process's first costs it memory),
+ * so nanoseconds up to 2^63 are kept as whole milliseconds and the rest.
  *
  * @module
  */
 
-/** The units of Go's `time.ParseDuration`, in nanoseconds. */
+// deno-fmt-ignore
 const UNIT_NS: Readonly<Record<string, number>> = {
-  ns: 1,
-  us: 1_000,
-  "\u00b5s": 1_000, // micro sign
-  "\u03bcs": 1_000, // Greek mu
-  ms: 1_000_000,
-  s: 1_000_000_000,
-  m: 60_000_000_000,
-  h: 3_600_000_000_000,
+  ns: 1, us: 1e3, "\u00b5s": 1e3, "\u03bcs": 1e3, ms: 1e6, s: 1e9, m: 6e10, h: 3.6e12,
 };
 
-/**
- * A non-negative number of nanoseconds up to 2^63, exact, as whole
- * milliseconds and the nanoseconds beyond them. Numbers instead of `BigInt`:
- * the first `BigInt` a process makes costs it about 0.5 MiB, and the probe
- * parses `--max-age` on every start.
- */
-interface Span {
-  /** Whole milliseconds (at most 9223372036854, exact in a double). */
-  ms: number;
-  /** Nanoseconds beyond `ms`, 0 to 999999. */
-  ns: number;
-}
+type Span = { ms: number; ns: number };
 
-/** 2^63 ns, the magnitude Go's parser accepts at most (for a negative value). */
+// 2^63 ns, the most Go's parser accepts (for a negative value), and 2^63 - 1.
 const LIMIT: Span = { ms: 9_223_372_036_854, ns: 775_808 };
-/** 2^63 − 1 ns, the largest positive `time.Duration`. */
 const MAX_POSITIVE: Span = { ms: 9_223_372_036_854, ns: 775_807 };
-/** (2^63 − 1) / 10 and 2^63, as digits: the bounds of Go's `leadingFraction`. */
+// (2^63 - 1) / 10 and 2^63 as digits: the bounds of Go's leadingFraction.
 const FRACTION_BOUND = "922337203685477580";
 const LIMIT_DIGITS = "9223372036854775808";
 
@@ -50,15 +30,11 @@ function add(a: Span, b: Span): Span {
   return { ms: a.ms + b.ms + Math.floor(ns / 1e6), ns: ns % 1e6 };
 }
 
-/** Whether the digit string `a` (no leading zeros) is above `b`. */
 function digitsAbove(a: string, b: string): boolean {
   return a.length !== b.length ? a.length > b.length : a > b;
 }
 
-/**
- * `digits × unit` as a span, or `undefined` when it is above 2^63 ns (Go
- * rejects such a component, in `leadingInt` or in its `v > 1<<63/unit`).
- */
+// `digits × unit`, or undefined above 2^63 ns, where Go rejects a component.
 function scaled(digits: string, unit: number): Span | undefined {
   const d = digits.replace(/^0+/, "");
   if (digitsAbove(d, LIMIT_DIGITS)) return undefined;
@@ -78,11 +54,7 @@ function scaled(digits: string, unit: number): Span | undefined {
   return exceeds(span, LIMIT) ? undefined : span;
 }
 
-/**
- * Go's `leadingFraction`: the fraction's digits as far as a uint64 holds
- * them, and the power of ten they were scaled by (further digits are
- * ignored).
- */
+// Go's `leadingFraction`: the digits a uint64 holds, and their scale.
 function leadingFraction(digits: string): { f: string; scale: number } {
   let f = "";
   let scale = 1;
@@ -96,19 +68,11 @@ function leadingFraction(digits: string): { f: string; scale: number } {
   return { f, scale };
 }
 
-/**
- * Parses a Go duration the way `time.ParseDuration` does (sign, decimal
- * fractions, the unit list, the int64 range, and its float64 arithmetic for
- * fractions), so a value the webhook accepts is accepted here and vice versa.
- * One deliberate difference: Go sums the parts in a uint64 that can wrap
- * (two parts of 2^63 ns each add up to 0 there); here such a sum is rejected.
- *
- * @param input The duration text, such as `1m30s`.
- * @returns Whether it is negative, and its magnitude.
- * @throws {RangeError} Naming the input when it is not a Go duration.
- */
+// Go's `time.ParseDuration`: sign, fractions, its units, the int64 range and
+// its float64 arithmetic for fractions; but a sum Go's uint64 wraps is refused.
 function parseGoDuration(input: string): { negative: boolean; span: Span } {
-  const bad = () => new RangeError(`invalid duration ${JSON.stringify(input)}`);
+  const bad = (why = "invalid duration") =>
+    new RangeError(`${why} ${JSON.stringify(input)}`);
   let s = input;
   let negative = false;
   if (s !== "" && (s[0] === "-" || s[0] === "+")) {
@@ -127,16 +91,10 @@ function parseGoDuration(input: string): { negative: boolean; span: Span } {
     if (digitsAbove(whole.replace(/^0+/, ""), LIMIT_DIGITS)) throw bad();
     s = s.slice(m[0].length);
     const u = /^[^\d.]+/.exec(s);
-    if (!u) {
-      throw new RangeError(`missing unit in duration ${JSON.stringify(input)}`);
-    }
+    if (!u) throw bad("missing unit in duration");
     const unit = UNIT_NS[u[0]];
     if (unit === undefined) {
-      throw new RangeError(
-        `unknown unit ${JSON.stringify(u[0])} in duration ${
-          JSON.stringify(input)
-        }`,
-      );
+      throw bad(`unknown unit ${JSON.stringify(u[0])} in duration`);
     }
     s = s.slice(u[0].length);
     let v = scaled(whole, unit);
@@ -156,24 +114,15 @@ function parseGoDuration(input: string): { negative: boolean; span: Span } {
 }
 
 /**
- * Parses a Go duration into milliseconds (rounded up to the next whole
- * millisecond, so a bound is never shortened), rejecting negative values
- * because no duration option of this tool means anything below zero.
- *
- * @param input The duration text, such as `30s` or `1m0s`.
- * @param what The option it came from, to name in the error (`--max-age`).
- * @param options `negative: "zero"` reads a negative duration as 0 instead
- * of refusing it (the probe's `--max-age`, where the Go helper reads zero or
- * less as "presence only").
- * @returns Whole milliseconds, 0 or more.
- * @throws {RangeError} Naming the option and the input, when it is not a Go
- * duration or is negative (unless `negative` is `zero`).
- *
+ * Parses a Go duration into whole milliseconds, rounded up so a bound is
+ * never shortened. A negative one is refused, naming `what`, or with
+ * `negative: "zero"` read as 0 (the probe's `--max-age`: presence only).
  * @example
  * ```ts
  * import assert from "node:assert/strict";
  * assert.equal(parseDurationMs("1m30s", "--max-age"), 90_000);
  * assert.equal(parseDurationMs("1ns", "--max-age"), 1);
+ * assert.equal(parseDurationMs("-1s", "--max-age", { negative: "zero" }), 0);
  * ```
  */
 export function parseDurationMs(
@@ -201,11 +150,7 @@ export function parseDurationMs(
   return span.ms + (span.ns > 0 ? 1 : 0);
 }
 
-/**
- * Formats milliseconds the way Go's `Duration.String()` does (`15s`, `1m0s`,
- * `1.5s`, `300ms`), so that the probe's reason lines read like the flags the
- * operator wrote.
- */
+/** Formats milliseconds as Go's `Duration.String()` does, so messages read like the flags the operator wrote. */
 export function formatDurationMs(ms: number): string {
   if (ms === 0) return "0s";
   const neg = ms < 0;

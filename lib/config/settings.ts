@@ -1,300 +1,306 @@
 /**
- * The settings table: every configuration setting with its flag, its env
- * variable, how its value parses and its documented default. One table, so
- * the flag parser, the env reader, the help text, the "did you mean"
- * suggestions and the tests cannot drift apart.
+ * The settings table, which the command line, the env reader, the help text
+ * and the "did you mean" suggestions are made from. Values parse as the Go
+ * helper parsed them: a pod spec that worked there works here, and the rest
+ * is refused.
  *
  * @module
  */
-import { DEFAULT_STATE_DIR } from "./defaults.ts";
-import { ENFORCER_LEAD_DEFAULT } from "./lead.ts";
-import { nearest } from "./nearest.ts";
-import type { ValueKind } from "./values.ts";
+import {
+  type Argv,
+  CONFIG_FLAG_KINDS,
+  ConfigError,
+  DEFAULT_STATE_DIR,
+  flagBoolean,
+  type FlagDef,
+  lastValue,
+  nearest,
+  parseArgv,
+  UsageError,
+} from "./argv.ts";
+import { parseDurationMs } from "./duration.ts";
+import { ENFORCER_LEAD_DEFAULT, type LeadDefault } from "./lead.ts";
+import { parseLogFormat, parseLogLevel } from "../obs/log.ts";
 
-/** One row of {@linkcode CONFIG_SETTINGS}. */
-export interface Setting {
-  /** The flag's name without dashes, e.g. `lease-name`. */
-  flag: string;
-  /** The env variable, e.g. `BERTH_LEASE_NAME`. */
-  env: string;
-  /** How the value parses. */
-  kind: ValueKind;
-  /** Placeholder for the value in the help text. */
-  value: string;
-  /** The default, as the help text states it. */
-  default: string;
-  /** One line for the help text. */
-  help: string;
-}
+export type ConfigFlagName = keyof typeof CONFIG_FLAG_KINDS;
 
-/**
- * Every configuration setting: its flag, its env variable, how it parses and
- * its documented default. One table, so the parser, the help text and the
- * tests cannot drift apart.
- */
-export const CONFIG_SETTINGS = [
-  {
-    flag: "lease-name",
-    env: "BERTH_LEASE_NAME",
-    kind: "string",
-    value: "NAME",
-    default: "required",
-    help: "lease name",
-  },
-  {
-    flag: "lease-namespace",
-    env: "BERTH_LEASE_NAMESPACE",
-    kind: "string",
-    value: "NS",
-    default: "the pod's namespace",
-    help: "lease namespace",
-  },
-  {
-    flag: "mode",
-    env: "BERTH_MODE",
-    kind: "string",
-    value: "MODE",
-    default: "runtime-singleton",
-    help: "startup-gate or runtime-singleton",
-  },
-  {
-    flag: "enforce",
-    env: "BERTH_ENFORCE",
-    kind: "string",
-    value: "HOW",
-    default: "probe",
-    help: "how a lost lease stops the workload: probe or signal",
-  },
-  {
-    flag: "signal-target",
-    env: "BERTH_SIGNAL_TARGET",
-    kind: "string",
-    value: "NAME",
-    default: "none; required for signal in runtime-singleton",
-    help: "process comm or executable basename to signal, e.g. nginx",
-  },
-  {
-    flag: "ttl-seconds",
-    env: "BERTH_TTL_SECONDS",
-    kind: "integer",
-    value: "N",
-    default: "required",
-    help: "lease TTL in whole seconds (plain decimal), 1..2147483647",
-  },
-  {
-    flag: "heartbeat-seconds",
-    env: "BERTH_HEARTBEAT_SECONDS",
-    kind: "integer",
-    value: "N",
-    default: "TTL/3, exact, possibly fractional (3.333s for a 10 s TTL)",
-    help:
-      "renew (and acquire poll) interval in whole seconds, less than the TTL; 0 or less: the default",
-  },
-  {
-    flag: "enforce-grace-seconds",
-    env: "BERTH_ENFORCE_GRACE_SECONDS",
-    kind: "integer",
-    value: "N",
-    default: "0",
-    help:
-      "whole seconds from SIGTERM to SIGKILL when the workload is stopped by signal (enforce=signal, or run's command)",
-  },
-  {
-    flag: "enforce-lead-seconds",
-    env: "BERTH_ENFORCE_LEAD_SECONDS",
-    kind: "integer",
-    value: "N",
-    default: ENFORCER_LEAD_DEFAULT.text,
-    help:
-      "whole seconds before the local lease deadline at which the workload is stopped",
-  },
-  {
-    flag: "release-on-shutdown",
-    env: "BERTH_RELEASE_ON_SHUTDOWN",
-    kind: "boolean",
-    value: "BOOL",
-    default: "true for runtime-singleton, false for startup-gate",
-    help:
-      "release the lease on a stop signal (SIGTERM, SIGINT, SIGHUP, SIGQUIT)",
-  },
-  {
-    flag: "holder-identity",
-    env: "BERTH_HOLDER_IDENTITY",
-    kind: "string",
-    value: "ID",
-    default: "derived from the pod",
-    help: "holder identity, used verbatim",
-  },
-  {
-    flag: "cluster-id",
-    env: "BERTH_CLUSTER_ID",
-    kind: "string",
-    value: "ID",
-    default: "none",
-    help: "cluster id, the first part of a derived holder",
-  },
-  {
-    flag: "workload-kind",
-    env: "BERTH_WORKLOAD_KIND",
-    kind: "string",
-    value: "KIND",
-    default: "none",
-    help: "kind of the pod's controller, e.g. ReplicaSet",
-  },
-  {
-    flag: "workload-name",
-    env: "BERTH_WORKLOAD_NAME",
-    kind: "string",
-    value: "NAME",
-    default: "none",
-    help: "name of the pod's controller, e.g. checkout-7f6c",
-  },
-  {
-    flag: "state-dir",
-    env: "BERTH_STATE_DIR",
-    kind: "string",
-    value: "DIR",
-    default: DEFAULT_STATE_DIR,
-    help: "the shared state volume",
-  },
-  {
-    flag: "api-server",
-    env: "BERTH_API_SERVER",
-    kind: "string",
-    value: "URL",
-    default: "required",
-    help: "base URL of the Berth API server",
-  },
-  {
-    flag: "api-key",
-    env: "BERTH_API_KEY",
-    kind: "string",
-    value: "KEY",
-    default: "none",
-    help: "API key; prefer --api-key-file",
-  },
-  {
-    flag: "api-key-file",
-    env: "BERTH_API_KEY_FILE",
-    kind: "string",
-    value: "PATH",
-    default: "none",
-    help: "file holding the API key, re-read as it rotates",
-  },
-  {
-    flag: "ca-bundle-file",
-    env: "BERTH_CA_BUNDLE_FILE",
-    kind: "string",
-    value: "PATH",
-    default: "none",
-    help: "PEM CA bundle added to the system roots",
-  },
-  {
-    flag: "server-name",
-    env: "BERTH_SERVER_NAME",
-    kind: "string",
-    value: "NAME",
-    default: "the URL's host",
-    help: "TLS server name override (SNI and verification)",
-  },
-  {
-    flag: "insecure-skip-tls-verify",
-    env: "BERTH_INSECURE_SKIP_TLS_VERIFY",
-    kind: "boolean",
-    value: "BOOL",
-    default: "false",
-    help: "skip TLS verification (development only)",
-  },
-  {
-    flag: "acquire-timeout",
-    env: "BERTH_ACQUIRE_TIMEOUT",
-    kind: "duration",
-    value: "DURATION",
-    default: "none, 0 = wait forever",
-    help:
-      "acquire gives up after this long: a duration such as 30s, 1m or 2m30s",
-  },
-  {
-    flag: "log-format",
-    env: "BERTH_LOG_FORMAT",
-    kind: "log-format",
-    value: "FORMAT",
-    default: "text",
-    help: "log output: text or json",
-  },
-  {
-    flag: "log-level",
-    env: "BERTH_LOG_LEVEL",
-    kind: "log-level",
-    value: "LEVEL",
-    default: "info",
-    help: "lowest level logged: debug, info, warn or error",
-  },
-  {
-    flag: "pod-namespace",
-    env: "POD_NAMESPACE",
-    kind: "string",
-    value: "NS",
-    default: "none",
-    help: "the pod's namespace (downward API)",
-  },
-  {
-    flag: "pod-name",
-    env: "POD_NAME",
-    kind: "string",
-    value: "NAME",
-    default: "none",
-    help: "the pod's name (downward API)",
-  },
-  {
-    flag: "pod-uid",
-    env: "POD_UID",
-    kind: "string",
-    value: "UID",
-    default: "none",
-    help: "the pod's UID (downward API metadata.uid)",
-  },
-] as const satisfies readonly Setting[];
+// deno-fmt-ignore
+const TABLE: Record<ConfigFlagName, [string, ValueKind, string, string, string]> = {
+  "lease-name": ["BERTH_LEASE_NAME", "string", "NAME", "required", "lease name"],
+  "lease-namespace": ["BERTH_LEASE_NAMESPACE", "string", "NS", "the pod's namespace", "lease namespace"],
+  mode: ["BERTH_MODE", "string", "MODE", "runtime-singleton", "startup-gate or runtime-singleton"],
+  enforce: ["BERTH_ENFORCE", "string", "HOW", "probe", "how a lost lease stops the workload: probe or signal"],
+  "signal-target": ["BERTH_SIGNAL_TARGET", "string", "NAME", "none; required for signal in runtime-singleton",
+    "process comm or executable basename to signal, e.g. nginx"],
+  "ttl-seconds": ["BERTH_TTL_SECONDS", "integer", "N", "required",
+    "lease TTL in whole seconds (plain decimal), 1..2147483647"],
+  "heartbeat-seconds": ["BERTH_HEARTBEAT_SECONDS", "integer", "N", "TTL/3, exact, possibly fractional (3.333s for a 10 s TTL)",
+    "renew (and acquire poll) interval in whole seconds, less than the TTL; 0 or less: the default"],
+  "enforce-grace-seconds": ["BERTH_ENFORCE_GRACE_SECONDS", "integer", "N", "0",
+    "whole seconds from SIGTERM to SIGKILL when the workload is stopped by signal (enforce=signal, or run's command)"],
+  "enforce-lead-seconds": ["BERTH_ENFORCE_LEAD_SECONDS", "integer", "N", ENFORCER_LEAD_DEFAULT.text,
+    "whole seconds before the local lease deadline at which the workload is stopped"],
+  "release-on-shutdown": ["BERTH_RELEASE_ON_SHUTDOWN", "boolean", "BOOL", "true for runtime-singleton, false for startup-gate",
+    "release the lease on a stop signal (SIGTERM, SIGINT, SIGHUP, SIGQUIT)"],
+  "holder-identity": ["BERTH_HOLDER_IDENTITY", "string", "ID", "derived from the pod", "holder identity, used verbatim"],
+  "cluster-id": ["BERTH_CLUSTER_ID", "string", "ID", "none", "cluster id, the first part of a derived holder"],
+  "workload-kind": ["BERTH_WORKLOAD_KIND", "string", "KIND", "none", "kind of the pod's controller, e.g. ReplicaSet"],
+  "workload-name": ["BERTH_WORKLOAD_NAME", "string", "NAME", "none", "name of the pod's controller, e.g. checkout-7f6c"],
+  "state-dir": ["BERTH_STATE_DIR", "string", "DIR", DEFAULT_STATE_DIR, "the shared state volume"],
+  "api-server": ["BERTH_API_SERVER", "string", "URL", "required", "base URL of the Berth API server"],
+  "api-key": ["BERTH_API_KEY", "string", "KEY", "none", "API key; prefer --api-key-file"],
+  "api-key-file": ["BERTH_API_KEY_FILE", "string", "PATH", "none", "file holding the API key, re-read as it rotates"],
+  "ca-bundle-file": ["BERTH_CA_BUNDLE_FILE", "string", "PATH", "none", "PEM CA bundle added to the system roots"],
+  "server-name": ["BERTH_SERVER_NAME", "string", "NAME", "the URL's host",
+    "TLS server name override (SNI and verification)"],
+  "insecure-skip-tls-verify": ["BERTH_INSECURE_SKIP_TLS_VERIFY", "boolean", "BOOL", "false",
+    "skip TLS verification (development only)"],
+  "acquire-timeout": ["BERTH_ACQUIRE_TIMEOUT", "duration", "DURATION", "none, 0 = wait forever",
+    "acquire gives up after this long: a duration such as 30s, 1m or 2m30s"],
+  "log-format": ["BERTH_LOG_FORMAT", "log-format", "FORMAT", "text", "log output: text or json"],
+  "log-level": ["BERTH_LOG_LEVEL", "log-level", "LEVEL", "info", "lowest level logged: debug, info, warn or error"],
+  "pod-namespace": ["POD_NAMESPACE", "string", "NS", "none", "the pod's namespace (downward API)"],
+  "pod-name": ["POD_NAME", "string", "NAME", "none", "the pod's name (downward API)"],
+  "pod-uid": ["POD_UID", "string", "UID", "none", "the pod's UID (downward API metadata.uid)"],
+};
 
-/** The name (without dashes) of a configuration flag. */
-export type ConfigFlagName = typeof CONFIG_SETTINGS[number]["flag"];
+/** Every configuration setting, in the help text's order. */
+export const CONFIG_SETTINGS = Object.entries(TABLE).map(([name, row]) => {
+  const [env, kind, value, text, help] = row;
+  const flag = name as ConfigFlagName;
+  return { flag, env, kind, value, default: text, help };
+});
 
-/**
- * The configuration flags given on a command line, as raw strings (a bare
- * boolean flag is `"true"`). Absent keys were not given; `""` was given empty.
- */
+type Setting = typeof CONFIG_SETTINGS[number];
+
+/** The configuration flags given, as text (a bare boolean is `"true"`, `""` was given empty). */
 export type ConfigFlags = Partial<Record<ConfigFlagName, string>>;
 
-const BY_FLAG = new Map<string, Setting>(
-  CONFIG_SETTINGS.map((s) => [s.flag, s]),
-);
+const BY_FLAG = new Map(CONFIG_SETTINGS.map((s) => [s.flag as string, s]));
 
-/**
- * The row of a configuration flag.
- *
- * @param flag The flag's name without dashes.
- * @returns Its setting, or undefined when it is not a configuration flag.
- */
+/** The row of a configuration flag; undefined for any other name. */
 export function settingOf(flag: string): Setting | undefined {
   return BY_FLAG.get(flag);
 }
 
+const DECIMAL = /^[+-]?[0-9]+$/;
+
+// Go's strconv.ParseInt(s, 0, 64), which its flag parser reads integers with.
+const GO_INTEGER =
+  /^[+-]?(0[xX](_?[0-9a-fA-F])+|0[bB](_?[01])+|0[oO](_?[0-7])+|0(_?[0-7])*|[1-9](_?[0-9])*)$/;
+
+function goFlagInteger(text: string): bigint | undefined {
+  if (!GO_INTEGER.test(text)) return undefined;
+  const s = text.replace(/^[+-]/, "").replaceAll("_", "");
+  const n = BigInt(/^0[0-7]/.test(s) ? `0o${s.slice(1)}` : s);
+  return text.startsWith("-") ? -n : n;
+}
+
+// Plain base-10, as Go's strconv.Atoi, not rounded beyond the safe range; a
+// flag the Go helper reads otherwise is refused, so a fleet that mixes both
+// helpers never runs two values from one pod spec.
+function parseInteger(value: string, source: string, flag: boolean): number {
+  const decimal = DECIMAL.test(value) ? BigInt(value) : undefined;
+  const go = flag ? goFlagInteger(value) : decimal;
+  const what = `${source}=${JSON.stringify(value)}`;
+  if (go !== decimal && go === undefined) {
+    throw new ConfigError(
+      `${what}: the Go helper refuses it (a leading zero means octal there); write ${decimal} without the leading zero, which both helpers read alike`,
+    );
+  }
+  if (go !== decimal && decimal === undefined) {
+    throw new ConfigError(
+      `${what}: the Go helper reads it as ${go} (Go integer syntax), this one reads plain decimal only; write ${go}`,
+    );
+  }
+  if (go !== decimal) {
+    throw new ConfigError(
+      `${what}: the Go helper reads a leading zero as octal (${go}, not ${decimal}); write ${go} or ${decimal} without the leading zero, which both helpers read alike`,
+    );
+  }
+  const n = Number(value);
+  if (decimal === undefined || !Number.isSafeInteger(n)) {
+    throw new ConfigError(
+      `${what}: must be an integer number of seconds${
+        decimal === undefined ? "" : " (this one is out of range)"
+      }`,
+    );
+  }
+  return n === 0 ? 0 : n; // no -0
+}
+
+// A duration of 0 is none: `undefined`.
+type ParsedValue = string | number | boolean | undefined;
+
+type Parser = (value: string, source: string, flag: boolean) => ParsedValue;
+
+const PARSERS = {
+  string: (value) => value,
+  integer: parseInteger,
+  boolean: flagBoolean,
+  duration: (value, source) => parseDurationMs(value, source) || undefined,
+  "log-format": parseLogFormat,
+  "log-level": parseLogLevel,
+} satisfies Record<string, Parser>;
+
+export type ValueKind = keyof typeof PARSERS;
+
 /**
- * Where a setting is set, for the tail of a message: `BERTH_API_SERVER or
- * --api-server`.
- *
- * @param flag The configuration flag.
- * @returns Its env variable and its flag.
+ * Every setting given, parsed, with its source (`BERTH_X`, `--x`): all env
+ * values first, so a malformed one is fatal even when a flag overrides it.
  */
-export function whereToSet(flag: ConfigFlagName): string {
-  return `${BY_FLAG.get(flag)!.env} or --${flag}`;
+export function readSettings(
+  env: Record<string, string | undefined>,
+  flags: ConfigFlags,
+): Map<ConfigFlagName, { value: ParsedValue; source: string }> {
+  const out: ReturnType<typeof readSettings> = new Map();
+  const read = (s: Setting, text: string | undefined, source: string) => {
+    if (text === undefined) return;
+    try {
+      const flag = source.startsWith("-");
+      out.set(s.flag, { value: PARSERS[s.kind](text, source, flag), source });
+    } catch (e) {
+      throw e instanceof ConfigError
+        ? e
+        : new ConfigError((e as Error).message);
+    }
+  };
+  for (const s of CONFIG_SETTINGS) read(s, env[s.env] || undefined, s.env);
+  for (const s of CONFIG_SETTINGS) read(s, flags[s.flag], `--${s.flag}`);
+  return out;
+}
+
+/** A flag a subcommand adds to the configuration flags (`--help`): `short` is a one-letter alias, `help` and `value` are its help text and placeholder. */
+export interface ExtraFlag {
+  type: "string" | "boolean";
+  short?: string;
+  help?: string;
+  value?: string;
+}
+
+/** A mistake on the command line, with the configuration flags read before it (the log format among them). */
+export class CommandLineError extends ConfigError {
+  constructor(problem: string, readonly given: ConfigFlags) {
+    super(problem);
+  }
+}
+
+/** A command line split into configuration flags, the subcommand's own flags and, with `takesCommand`, the command after `--`. */
+export interface CommandLine {
+  flags: ConfigFlags;
+  extra: Record<string, string | boolean | undefined>;
+  command?: string[];
+}
+
+function configFlags(values: Record<string, string[]>): ConfigFlags {
+  return Object.fromEntries(
+    Object.entries(values).filter(([name]) => settingOf(name)).map((
+      [name, v],
+    ) => [name, v.at(-1)]),
+  );
 }
 
 /**
- * `BERTH_*` variables this project reads or sets besides the settings table:
- * the health endpoint's address (`renew`, `run`) and what `run` gives its
- * command. Known, so that they are never warned about as misspellings.
+ * Parses the configuration flags and a subcommand's own (`--help` then works
+ * without a valid configuration); with `takesCommand`, the command after `--`.
+ * @throws {CommandLineError} For any mistake, never echoing a value.
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * const help = { help: { type: "boolean", short: "h" } } as const;
+ * const line = parseCommandLine(["--state-dir", "--", "-h", "--", "sleep"], help, { takesCommand: true });
+ * assert.deepEqual(line, { flags: { "state-dir": "--" }, extra: { help: true }, command: ["sleep"] });
+ * ```
  */
+export function parseCommandLine(
+  args: string[],
+  extraFlags: Record<string, ExtraFlag> = {},
+  options: { takesCommand?: boolean; positionalHint?: string } = {},
+): CommandLine {
+  const defs: Record<string, FlagDef> = Object.fromEntries(
+    Object.entries(CONFIG_FLAG_KINDS).map(([name, kind]) => [name, { kind }]),
+  );
+  for (const [name, spec] of Object.entries(extraFlags)) {
+    if (Object.hasOwn(defs, name)) {
+      throw new Error(
+        `extra flag --${name} collides with a configuration flag`,
+      );
+    }
+    const kind = spec.type === "boolean" ? "boolean" : "value";
+    defs[name] = { kind, short: spec.short };
+  }
+  let argv: Argv | undefined;
+  try {
+    argv = parseArgv(args, {
+      flags: defs,
+      dashDash: options.takesCommand ? "command" : "end",
+      positionalHint: options.positionalHint,
+    });
+    const extra: CommandLine["extra"] = {};
+    for (const [name, spec] of Object.entries(extraFlags)) {
+      const value = lastValue(argv, name);
+      if (value === undefined) continue;
+      extra[name] = spec.type === "boolean"
+        ? flagBoolean(value, `--${name}`)
+        : value;
+    }
+    const { command } = argv;
+    const flags = configFlags(argv.values);
+    return command ? { flags, extra, command } : { flags, extra };
+  } catch (e) {
+    if (!(e instanceof UsageError)) throw e;
+    throw new CommandLineError(e.message, configFlags(argv?.values ?? e.given));
+  }
+}
+
+function helpEntry(
+  flag: string,
+  value: string,
+  help: string,
+  note: string,
+): string {
+  return `  --${flag}${value}\n        ${help}${note ? ` [${note}]` : ""}\n`;
+}
+
+/** What differs in one role's help text: its lead default, the settings it does not offer, defaults it states differently. */
+export interface HelpOptions {
+  leadDefault?: LeadDefault;
+  omit?: readonly ConfigFlagName[];
+  defaults?: Partial<Record<ConfigFlagName, string>>;
+}
+
+/** The help text of the configuration flags, each with its env variable and default. */
+export function configFlagsHelp(options: HelpOptions = {}): string {
+  const defaults: Partial<Record<string, string>> = {
+    ...(options.leadDefault
+      ? { "enforce-lead-seconds": options.leadDefault.text }
+      : {}),
+    ...options.defaults,
+  };
+  return "Configuration (env first; a flag given explicitly overrides it):\n" +
+    CONFIG_SETTINGS.filter((s) => !options.omit?.includes(s.flag)).map((s) =>
+      helpEntry(
+        s.flag,
+        s.kind === "boolean" ? `[=${s.value}]` : ` ${s.value}`,
+        s.help,
+        `env ${s.env}; default: ${defaults[s.flag] ?? s.default}`,
+      )
+    ).join("");
+}
+
+/** A subcommand's own flags in the style of {@linkcode configFlagsHelp}. */
+export function formatExtraFlagsHelp(flags: Record<string, ExtraFlag>): string {
+  return Object.entries(flags).map(([name, spec]) =>
+    helpEntry(
+      name,
+      spec.type === "boolean" ? "" : ` ${spec.value ?? "VALUE"}`,
+      spec.help ?? "",
+      spec.short ? `or -${spec.short}` : "",
+    )
+  ).join("");
+}
+
+/** `BERTH_*` variables this project reads or sets besides the table: the health endpoint's address, what `run` gives its command. */
 export const OTHER_KNOWN_ENV: readonly string[] = [
   "BERTH_HEALTH_ADDR",
   "BERTH_FENCING_TOKEN",
@@ -302,52 +308,49 @@ export const OTHER_KNOWN_ENV: readonly string[] = [
   "BERTH_LEASE_EXPIRES_AT",
 ];
 
-const KNOWN_ENV: readonly string[] = [
-  ...CONFIG_SETTINGS.map((s) => s.env),
-  ...OTHER_KNOWN_ENV,
-];
-
-const PREFIX = "BERTH_";
-
-function unprefixed(name: string): string {
-  return name.startsWith(PREFIX) ? name.slice(PREFIX.length) : name;
-}
-
-/** A `BERTH_*` variable in the environment that this project does not know. */
-export interface UnknownVariable {
-  /** The variable as set. */
-  name: string;
-  /** The known variable it most likely misspells, if one is close. */
-  suggestion?: string;
-}
-
 /**
- * The `BERTH_*` variables in `env` that nothing reads, each with the nearest
- * known name: a misspelled variable is otherwise ignored and its setting
- * silently takes its default. Variables set empty are included too.
- *
- * @param env The environment.
- * @returns The unknown variables, sorted by name.
- *
+ * The `BERTH_*` variables in `env` that nothing reads, with the nearest
+ * known name: a misspelled one would silently leave its setting at the default.
  * @example
  * ```ts
  * import assert from "node:assert/strict";
- * assert.deepEqual(unknownVariables({ BERTH_LEASE_NAEM: "x" }), [
- *   { name: "BERTH_LEASE_NAEM", suggestion: "BERTH_LEASE_NAME" },
- * ]);
+ * const unknown = [{ name: "BERTH_LEASE_NAEM", suggestion: "BERTH_LEASE_NAME" }];
+ * assert.deepEqual(unknownVariables({ BERTH_LEASE_NAEM: "x" }), unknown);
  * ```
  */
 export function unknownVariables(
   env: Record<string, string | undefined>,
-): UnknownVariable[] {
-  const known = new Set(KNOWN_ENV);
-  const stems = KNOWN_ENV.map(unprefixed);
-  const out: UnknownVariable[] = [];
-  for (const name of Object.keys(env).sort()) {
-    if (!name.startsWith(PREFIX) || known.has(name)) continue;
-    const stem = nearest(unprefixed(name), stems);
-    const suggestion = KNOWN_ENV.find((k) => unprefixed(k) === stem);
-    out.push(suggestion ? { name, suggestion } : { name });
-  }
-  return out;
+): { name: string; suggestion?: string }[] {
+  const known = [...CONFIG_SETTINGS.map((s) => s.env), ...OTHER_KNOWN_ENV];
+  const stem = (name: string) => name.replace(/^BERTH_/, "");
+  return Object.keys(env).sort().filter((name) =>
+    name.startsWith("BERTH_") && !known.includes(name)
+  ).map((name) => {
+    const near = nearest(stem(name), known.map(stem));
+    const suggestion = known.find((k) => stem(k) === near);
+    return suggestion ? { name, suggestion } : { name };
+  });
+}
+
+/**
+ * The configuration variables set but not UTF-8 (`get` throws): a holder so
+ * set must not count as unset, as `Deno.env.toObject()` would have it.
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * const get = (n: string) => { if (n === "POD_UID") throw new TypeError("not UTF-8"); return undefined; };
+ * assert.deepEqual(unreadableVariables(get), ["POD_UID"]);
+ * ```
+ */
+export function unreadableVariables(
+  get: (name: string) => string | undefined = (n) => Deno.env.get(n),
+): string[] {
+  return CONFIG_SETTINGS.map((s) => s.env).filter((name) => {
+    try {
+      get(name);
+      return false;
+    } catch {
+      return true;
+    }
+  });
 }

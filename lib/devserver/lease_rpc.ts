@@ -19,7 +19,7 @@ import { decodeRequest } from "./request.ts";
 import type { LeaseTarget } from "./routing.ts";
 import { type LeaseStore, StoreFailure } from "./store.ts";
 import { errorResponse, grantBody, jsonResponse } from "./wire.ts";
-import { leaseKeyProblem } from "../config/lease_key.ts";
+import { leaseKeyProblem } from "../config/identity.ts";
 
 /** The body limit of the contract; larger bodies are answered 413. */
 const MAX_BODY_BYTES = 4096;

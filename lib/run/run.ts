@@ -22,8 +22,8 @@ import { type Clock, systemClock } from "../state/clock.ts";
 import { start } from "../cmd/startup.ts";
 import { RUN_ROLE } from "./run_role.ts";
 import type { Config } from "../config/config.ts";
-import { ConfigError } from "../config/error.ts";
-import type { ExtraFlag } from "../config/flags.ts";
+import { ConfigError } from "../config/argv.ts";
+import type { ExtraFlag } from "../config/settings.ts";
 import { type MarkerStore, ProbeEnforcer } from "../enforce/enforcer.ts";
 import {
   HEALTH_ADDR_ENV,

@@ -10,7 +10,7 @@ import {
   start,
   type Started,
 } from "../../lib/cmd/startup.ts";
-import { unreadableVariables } from "../../lib/config/unreadable_env.ts";
+import { unreadableVariables } from "../../lib/config/settings.ts";
 import { RUN_ROLE } from "../../lib/run/run_role.ts";
 
 const BASE = {

@@ -1,13 +1,12 @@
 import assert from "node:assert/strict";
 import {
+  CONFIG_FLAG_KINDS,
   isSet,
   lastValue,
   parseArgv,
-  unknownFlagMessage,
   UsageError,
   usageLine,
 } from "../../lib/config/argv.ts";
-import { CONFIG_FLAG_KINDS } from "../../lib/config/config_flags.ts";
 import { CONFIG_SETTINGS } from "../../lib/config/settings.ts";
 
 Deno.test("the configuration flag list the probe skips agrees with the settings table, flag for flag and kind for kind", () => {
@@ -42,6 +41,12 @@ Deno.test("parseArgv: Go's rules, one dash or two, values by = or the next word,
     positionals: 1,
     dashDash: "positionals",
   } as const;
+  // One dash or two, as Go's flag package reads them; "-" is a word.
+  assert.deepEqual(parseArgv(["-max-age=5s", "-"], spec).values, {
+    "max-age": ["5s"],
+  });
+  assert.deepEqual(parseArgv(["-"], spec).positionals, ["-"]);
+  assert.deepEqual(parseArgv([""], spec).positionals, [""]);
   const a = parseArgv(["-max-age", "-5s", "/x", "--json", "-h"], spec);
   assert.deepEqual(a.values, {
     "max-age": ["-5s"],
@@ -86,7 +91,7 @@ Deno.test("parseArgv: ignored flags are skipped with their value; unknown ones a
     "unknown flag -zz; run with --help for the list",
   );
   assert.equal(
-    unknownFlagMessage("--S3CRET:x", 2, []),
+    usage(() => parseArgv(["--max-age=1s", "/p", "--S3CRET:x"], spec)),
     "unknown flag in argument 3 (not shown: it may hold a secret); run with --help for the list",
   );
 });
@@ -152,13 +157,14 @@ Deno.test("parseArgv: a word after a final -- follows the --, not the flag befor
 });
 
 Deno.test("a usage line points to --help once: after the message, unless the message already does", () => {
+  const status = { flags: { json: { kind: "boolean" } } } as const;
   assert.equal(
-    usageLine("status", unknownFlagMessage("--bogus", 0, ["json"])),
+    usageLine("status", usage(() => parseArgv(["--bogus"], status))),
     "berth-acquire status: unknown flag --bogus; run with --help for the list",
   );
   assert.equal(
-    usageLine("status", unknownFlagMessage("--jsn", 0, ["json"])),
-    'berth-acquire status: unknown flag --jsn: did you mean --json? (run "berth-acquire status --help")',
+    usageLine("status", usage(() => parseArgv(["-jsn"], status))),
+    'berth-acquire status: unknown flag -jsn: did you mean --json? (run "berth-acquire status --help")',
   );
   assert.equal(
     usageLine("gate", "flag --grace needs a value"),

@@ -1,16 +1,27 @@
 import assert from "node:assert/strict";
-import { loadConfig, resolveConfig } from "../../lib/config/config.ts";
-import { ConfigError } from "../../lib/config/error.ts";
-import { parseCommandLine } from "../../lib/config/flags.ts";
+import { ConfigError } from "../../lib/config/argv.ts";
 import {
+  apiServerProblem,
+  redactUrl,
+  resolveConfig,
+  type ResolveOptions,
+} from "../../lib/config/config.ts";
+import {
+  CommandLineError,
+  CONFIG_SETTINGS,
   configFlagsHelp,
   formatExtraFlagsHelp,
-} from "../../lib/config/help.ts";
-import { CONFIG_SETTINGS } from "../../lib/config/settings.ts";
+  parseCommandLine,
+} from "../../lib/config/settings.ts";
 import { SIGNAL_SENDER_LEAD_DEFAULT } from "../../lib/config/lead.ts";
 import { Secret } from "../../lib/obs/log.ts";
 
 type Env = Record<string, string | undefined>;
+
+/** The configuration flags in `args`, resolved against `env`. */
+function loadConfig(env: Env, args: string[], options?: ResolveOptions) {
+  return resolveConfig(env, parseCommandLine(args).flags, options);
+}
 
 const UID = "8c21b044-5f0e-4a7b-9b61-3f1c2d4e5a6b";
 const KEY =
@@ -522,6 +533,13 @@ Deno.test("config: subcommands add their own flags", () => {
   assert.match(
     problem(() => parseCommandLine(["--help=maybe"], extra)),
     /^--help="maybe": must be a boolean/,
+  );
+  // A command-line mistake, reported in the log format given with it.
+  assert.throws(
+    () => parseCommandLine(["--log-format=json", "--help=maybe"], extra),
+    (e) =>
+      e instanceof CommandLineError &&
+      e.given["log-format"] === "json",
   );
   assert.throws(
     () => parseCommandLine([], { mode: { type: "string" } }),
@@ -1096,4 +1114,42 @@ Deno.test("config: a role's help text states its own lead default and leaves out
     generic,
     "default: probe: 4; signal: the larger of enforce grace + 1 and 4]",
   );
+});
+
+Deno.test("redactUrl hides user information, also in URLs that do not parse", () => {
+  const cases: [string, string][] = [
+    ["https://user:SECRET@berth.example", "https://***@berth.example"],
+    ["https://SECRET@berth.example:8443/x", "https://***@berth.example:8443/x"],
+    ["https://host:host@host/p@q", "https://***@host/p@q"],
+    ["https://a@b@host:1/x", "https://***@host:1/x"],
+    ["https://u:SECRET@host:badport", "https://***@host:badport"],
+    ["berth://u:SE/CRET@host", "berth://***@host"],
+    ["https://berth.example/a@b", "https://berth.example/a@b"],
+    ["https://berth.example", "https://berth.example"],
+  ];
+  for (const [url, want] of cases) {
+    assert.equal(redactUrl(url), want, url);
+    assert.doesNotMatch(redactUrl(url), /SECRET|SE\/CRET/);
+  }
+});
+
+Deno.test("apiServerProblem refuses credentials, queries, fragments and empty segments, quoting the URL redacted", () => {
+  assert.equal(apiServerProblem("https://berth.example:8443"), undefined);
+  assert.equal(apiServerProblem("http://127.0.0.1:8080/prefix/"), undefined);
+  const creds = apiServerProblem("https://user:SECRET@berth.example")!;
+  assert.match(creds, /^api server URL "https:\/\/\*\*\*@berth.example"/);
+  assert.match(creds, /BERTH_API_KEY_FILE/);
+  assert.doesNotMatch(creds, /SECRET/);
+  assert.doesNotMatch(
+    apiServerProblem("ftp://user:SECRET@berth.example")!,
+    /SECRET/,
+  );
+  assert.doesNotMatch(
+    apiServerProblem("https://user:SECRET@berth.example:99999")!,
+    /SECRET/,
+  );
+  assert.match(apiServerProblem("https://h/?a=1")!, /query or fragment/);
+  assert.match(apiServerProblem("https://h/#x")!, /query or fragment/);
+  assert.match(apiServerProblem("https://h/a//b")!, /empty path segment/);
+  assert.match(apiServerProblem("h:8443")!, /is not an http:\/\/ or https/);
 });

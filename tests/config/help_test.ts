@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
-import { configFlagsHelp } from "../../lib/config/help.ts";
-import { hostHolderIdentity } from "../../lib/config/holder.ts";
+import { configFlagsHelp } from "../../lib/config/settings.ts";
+import { hostHolderIdentity } from "../../lib/config/identity.ts";
 import { RUN_USAGE } from "../../lib/run/run.ts";
 import { RUN_ROLE } from "../../lib/run/run_role.ts";
 

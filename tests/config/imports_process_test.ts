@@ -67,8 +67,8 @@ Deno.test("lib/ has no import cycles", async () => {
   assert.deepEqual(cycles(all).map((c) => c.join(" -> ")), []);
 });
 
-Deno.test("the health endpoint and the holder identity do not load the configuration", async () => {
-  for (const entry of ["lib/cmd/health.ts", "lib/config/holder.ts"]) {
+Deno.test("the health endpoint and the lease and holder identity do not load the configuration", async () => {
+  for (const entry of ["lib/cmd/health.ts", "lib/config/identity.ts"]) {
     const g = await graph(entry);
     assert.ok(!g.has("lib/config/config.ts"), `${entry} loads config.ts`);
     assert.ok(!g.has("lib/config/settings.ts"), `${entry} loads settings.ts`);

@@ -5,7 +5,7 @@
  * @module
  */
 import assert from "node:assert/strict";
-import { editDistance, nearest } from "../../lib/config/nearest.ts";
+import { nearest } from "../../lib/config/argv.ts";
 import {
   CONFIG_SETTINGS,
   OTHER_KNOWN_ENV,
@@ -14,13 +14,15 @@ import {
 import { HEALTH_ADDR_ENV } from "../../lib/cmd/health.ts";
 import { commandEnv } from "../../lib/gate/gate_loop.ts";
 
-Deno.test("editDistance counts insertions, deletions, substitutions and adjacent swaps", () => {
-  assert.equal(editDistance("", ""), 0);
-  assert.equal(editDistance("abc", ""), 3);
-  assert.equal(editDistance("lease-name", "lease-name"), 0);
-  assert.equal(editDistance("lease-nam", "lease-name"), 1);
-  assert.equal(editDistance("lease-nmae", "lease-name"), 1);
-  assert.equal(editDistance("kitten", "sitting"), 3);
+Deno.test("nearest counts an insertion, a deletion, a substitution and an adjacent swap as one edit", () => {
+  // A 4-letter name allows 1 edit.
+  for (const typo of ["mde", "modee", "mote", "mdoe", "MODE"]) {
+    assert.equal(nearest(typo, ["mode"]), "mode", typo);
+  }
+  assert.equal(nearest("mtoe", ["mode"]), undefined);
+  assert.equal(nearest("kitten", ["sitting", "mitten"]), "mitten");
+  assert.equal(nearest("kitten", ["sitting"]), undefined);
+  assert.equal(nearest("", ["mode"]), undefined);
 });
 
 Deno.test("nearest suggests a close name or the one a prefix extends, and nothing far", () => {
