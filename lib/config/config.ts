@@ -21,6 +21,7 @@ import {
   ENFORCER_LEAD_DEFAULT,
   type GraceRoom,
   type LeadDefault,
+  leadProblem,
   roomProblem,
 } from "./lead.ts";
 import {
@@ -199,6 +200,10 @@ export function resolveConfig(
   fail(apiServerProblem(apiServer));
   const lead = leadSeconds ?? leadDefault.seconds(enforce, grace);
   fail(lead < 0 && "enforce lead must not be negative");
+  fail(
+    leadSeconds !== undefined && leadDefault.signals(enforce) &&
+      leadProblem(given.get("enforce-lead-seconds")!.source, lead, grace),
+  );
   const heartbeatMs = heartbeatSeconds === undefined
     ? ttl * 1000 / 3
     : heartbeatSeconds * 1000;

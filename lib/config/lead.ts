@@ -2,8 +2,8 @@
  * The enforcement lead: how long before the local lease deadline the
  * workload's permission to run closes, so the workload is stopped before the
  * server may hand the lease on. Its default depends on who stops the
- * workload, so each role passes its own; a lead that leaves no room to renew
- * is refused at start-up.
+ * workload, so each role passes its own; a lead that leaves no room to renew,
+ * or a signalled workload no time to die, is refused at start-up.
  *
  * @module
  */
@@ -17,8 +17,9 @@ export type EnforceMode = "probe" | "signal";
 const PROBE_LEAD = 4;
 const SIGNAL_MARGIN = 1;
 
-/** A role's lead when none is configured, and the rule in words for its help text and messages. */
+/** A role's lead when none is configured, the rule in words, and whether the workload is signalled (a lead must then cover the grace). */
 export interface LeadDefault {
+  signals(enforce: EnforceMode): boolean;
   seconds(enforce: EnforceMode, graceSeconds: number): number;
   text: string;
   why(enforce: EnforceMode): string;
@@ -29,6 +30,7 @@ export interface LeadDefault {
  * when the sidecar is dead nobody signals, and the probe stops the workload.
  */
 export const ENFORCER_LEAD_DEFAULT: LeadDefault = {
+  signals: (enforce) => enforce === "signal",
   seconds: (enforce, grace) =>
     enforce === "signal"
       ? Math.max(grace + SIGNAL_MARGIN, PROBE_LEAD)
@@ -45,11 +47,30 @@ export const ENFORCER_LEAD_DEFAULT: LeadDefault = {
 
 /** `run`'s default: it signals its own command's process group, with no liveness probe behind it. */
 export const SIGNAL_SENDER_LEAD_DEFAULT: LeadDefault = {
+  signals: () => true,
   seconds: (_enforce, grace) => grace + SIGNAL_MARGIN,
   text: `enforce grace + ${SIGNAL_MARGIN}`,
   why: () =>
     `the default for a process group stopped by signals: enforce grace + ${SIGNAL_MARGIN}s`,
 };
+
+/**
+ * A lead configured (by `source`, the variable or the flag) for a workload
+ * stopped by signals must be at least grace + 1 s: SIGKILL would otherwise go
+ * out after the deadline, and a workload that ignores SIGTERM could still run
+ * when the next holder starts.
+ */
+export function leadProblem(
+  source: string,
+  lead: number,
+  graceSeconds: number,
+): string | undefined {
+  const least = graceSeconds + SIGNAL_MARGIN;
+  if (lead >= least) return undefined;
+  return `enforce lead ${source}=${lead} is shorter than the enforce grace (${graceSeconds}s) + ${SIGNAL_MARGIN}s: ` +
+    `SIGKILL goes out ${graceSeconds}s after SIGTERM, so a workload that ignores SIGTERM could still run when the next holder starts; ` +
+    `the smallest lead that works is ${least}s: set ${source} to at least ${least}, or leave it unset for the default`;
+}
 
 /**
  * A renewal must get through within TTL - lead of the last one, or a healthy

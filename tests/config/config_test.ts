@@ -13,7 +13,10 @@ import {
   formatExtraFlagsHelp,
   parseCommandLine,
 } from "../../lib/config/settings.ts";
-import { SIGNAL_SENDER_LEAD_DEFAULT } from "../../lib/config/lead.ts";
+import {
+  runGraceDefaultSeconds,
+  SIGNAL_SENDER_LEAD_DEFAULT,
+} from "../../lib/config/lead.ts";
 import { Secret } from "../../lib/obs/log.ts";
 
 type Env = Record<string, string | undefined>;
@@ -1082,8 +1085,8 @@ Deno.test("config: a role passes its own lead default as a parameter (run: enfor
   // An explicit lead still wins, and the environment is not rewritten.
   const e = env({ BERTH_ENFORCE_GRACE_SECONDS: "3" });
   assert.equal(
-    loadConfig(e, ["--enforce-lead-seconds=2"], run).enforceLeadMs,
-    2000,
+    loadConfig(e, ["--enforce-lead-seconds=5"], run).enforceLeadMs,
+    5000,
   );
   assert.equal(e.BERTH_ENFORCE_LEAD_SECONDS, undefined);
   // The room check states the default that was used.
@@ -1099,6 +1102,92 @@ Deno.test("config: a role passes its own lead default as a parameter (run: enfor
     "the enforce lead (6s, the default for a process group stopped by signals: enforce grace + 1s)",
   );
   includes(p, "BERTH_ENFORCE_GRACE_SECONDS");
+});
+
+Deno.test("config: a signalled workload's explicit lead must cover the grace + 1 s, or SIGKILL would come after the next holder starts", () => {
+  const signal = env({
+    BERTH_ENFORCE: "signal",
+    BERTH_SIGNAL_TARGET: "nginx",
+    BERTH_ENFORCE_GRACE_SECONDS: "30",
+    BERTH_TTL_SECONDS: "120",
+  });
+  assert.equal(
+    problem(() =>
+      loadConfig({ ...signal, BERTH_ENFORCE_LEAD_SECONDS: "1" }, [])
+    ),
+    "enforce lead BERTH_ENFORCE_LEAD_SECONDS=1 is shorter than the enforce grace (30s) + 1s: " +
+      "SIGKILL goes out 30s after SIGTERM, so a workload that ignores SIGTERM could still run when the next holder starts; " +
+      "the smallest lead that works is 31s: set BERTH_ENFORCE_LEAD_SECONDS to at least 31, or leave it unset for the default",
+  );
+  // The setting is named as given: a flag, even one overriding a good variable.
+  const flag = problem(() =>
+    loadConfig({ ...signal, BERTH_ENFORCE_LEAD_SECONDS: "31" }, [
+      "--enforce-lead-seconds=30",
+    ])
+  );
+  includes(flag, "enforce lead --enforce-lead-seconds=30 is shorter");
+  includes(flag, "set --enforce-lead-seconds to at least 31");
+  includes(
+    problem(() =>
+      loadConfig(env({ ...signal, BERTH_MODE: "startup-gate" }), [
+        "--enforce-lead-seconds=1",
+      ])
+    ),
+    "the smallest lead that works is 31s",
+  );
+  // grace + 1 s is enough; the default is never too short.
+  assert.equal(
+    loadConfig({ ...signal, BERTH_ENFORCE_LEAD_SECONDS: "31" }, [])
+      .enforceLeadMs,
+    31_000,
+  );
+  assert.equal(loadConfig(signal, []).enforceLeadMs, 31_000);
+  // A negative lead is refused as before, and before the room to renew.
+  assert.equal(
+    problem(() => loadConfig(signal, ["--enforce-lead-seconds=-1"])),
+    "enforce lead must not be negative",
+  );
+  assert.match(
+    problem(() =>
+      loadConfig({ ...signal, BERTH_TTL_SECONDS: "2" }, [
+        "--enforce-lead-seconds=1",
+      ])
+    ),
+    /^enforce lead --enforce-lead-seconds=1 is shorter/,
+  );
+  // The probe's enforcer sends no signal: the grace does not bind the lead.
+  assert.equal(
+    loadConfig({ ...signal, BERTH_ENFORCE: "probe" }, [
+      "--enforce-lead-seconds=1",
+    ]).enforceLeadMs,
+    1000,
+  );
+});
+
+Deno.test("config: run's explicit lead must cover its grace + 1 s too; its default grace fits a given lead", () => {
+  const run = {
+    leadDefault: SIGNAL_SENDER_LEAD_DEFAULT,
+    graceDefault: runGraceDefaultSeconds,
+  };
+  const p = problem(() =>
+    loadConfig(env({ BERTH_ENFORCE_GRACE_SECONDS: "5" }), [
+      "--enforce-lead-seconds=3",
+    ], run)
+  );
+  includes(p, "enforce lead --enforce-lead-seconds=3 is shorter");
+  includes(p, "the enforce grace (5s)");
+  includes(p, "the smallest lead that works is 6s");
+  includes(
+    problem(() =>
+      loadConfig(env({ BERTH_ENFORCE_LEAD_SECONDS: "0" }), [], run)
+    ),
+    "the smallest lead that works is 1s",
+  );
+  // Without a grace, a given lead takes the grace it leaves: lead - 1 s.
+  const c = loadConfig(env({ BERTH_ENFORCE_LEAD_SECONDS: "4" }), [], run);
+  assert.deepEqual([c.enforceGraceSeconds, c.enforceLeadMs], [3, 4000]);
+  const d = loadConfig(env(), [], run);
+  assert.deepEqual([d.enforceGraceSeconds, d.enforceLeadMs], [5, 6000]);
 });
 
 Deno.test("config: a role's help text states its own lead default and leaves out what it does not offer", () => {
