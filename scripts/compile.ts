@@ -222,9 +222,12 @@ export async function main(args: string[]): Promise<number> {
       stderr: "piped",
     }).output();
     const stderr = new TextDecoder().decode(result.stderr);
-    if (stderr !== "") await Deno.stderr.write(result.stderr);
+    const offline = !result.success && isRuntimeDownloadFailure(stderr);
+    // Offline, deno's own error (a Rust error chain and a backtrace) only
+    // hides the one line that says what to do.
+    if (stderr !== "" && !offline) await Deno.stderr.write(result.stderr);
     if (!result.success) {
-      if (isRuntimeDownloadFailure(stderr)) {
+      if (offline) {
         console.error(
           `compile: deno compile could not download the Deno runtime (denort) for ${target}. ` +
             `Build where Deno's release downloads are reachable (the Dockerfile's build stage is one such place), ` +

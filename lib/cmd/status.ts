@@ -125,7 +125,13 @@ function describeLeft(left: TimeLeft | undefined, s: StateSnapshot): string {
     return "unknown: the health marker cannot be read (see marker)";
   }
   if (left === undefined) {
-    return "not in the marker (written by the Go helper or in startup-gate mode: judged by its age alone)";
+    const found = {
+      "no-deadlines":
+        "a marker of this helper without deadlines, as in startup-gate mode",
+      empty: "an empty marker, as the Go helper writes it",
+      unrecognised: "content this helper does not recognise as a marker",
+    }[s.marker.content as string] ?? "no deadlines";
+    return `not in the marker (${found}: judged by its age alone)`;
   }
   const boot = left.bootMs === undefined
     ? `boot-time clock unreadable (${s.clocks.bootProblem})`
@@ -202,6 +208,7 @@ function statusJson(s: StateSnapshot): Record<string, unknown> {
       verdict: v.kind,
       reason: v.kind === "OK" ? null : v.reason,
       ageMs: wholeMs(s.marker.ageMs),
+      content: s.marker.content ?? null,
     },
     gateClosesInMs: left(s.gateCloses),
     leaseDeadlineInMs: left(s.leaseDeadline),

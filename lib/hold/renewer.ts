@@ -58,6 +58,7 @@ export class Renewer {
   #quietUntil = -Infinity;
   /** Granted while stopping: released whatever the setting, no workload ran on it. */
   #unusedGrant = false;
+  #held = false;
 
   constructor(p: RenewerOptions) {
     this.#p = p;
@@ -157,7 +158,7 @@ export class Renewer {
       );
     }
     // The marker handed over lets the workload run already: the enforcer is not told.
-    this.#open = true;
+    this.#open = this.#held = true;
     logger.info(
       "adopted the lease; the workload keeps running while it is confirmed",
       { fencing_token: h.token, deadline_in_ms: Math.round(h.leftMs!) },
@@ -281,7 +282,12 @@ export class Renewer {
     const left = deadline - clock.now();
     this.#deadline = deadline;
     const marker = markerDeadlines(left, enforceLeadMs, bootNow, wallNow);
-    const msg = reacquired ? GO.reacquired : GO.leaseRenewed;
+    // A process that never held the lease (its handoff lapsed) acquires it.
+    const msg = !reacquired
+      ? GO.leaseRenewed
+      : this.#held
+      ? GO.reacquired
+      : GO.leaseAcquired;
     if (this.#open) logger.debug(msg, { fencing_token });
     else {
       logger.info(msg, {
@@ -289,7 +295,7 @@ export class Renewer {
         detail: "the gate is open: the workload may run",
       });
     }
-    this.#open = true;
+    this.#open = this.#held = true;
     this.#apply(
       (e) => openMarker(e, marker, logger, this.#marker),
       GO.enforcerReleaseFailed,

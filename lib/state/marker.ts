@@ -151,7 +151,8 @@ export interface MarkerDeadlines {
   leaseDeadlineWallMs?: number;
 }
 
-const HEADER = "berth-acquire health marker v1";
+/** The first line of this helper's markers. */
+export const HEADER = "berth-acquire health marker v1";
 
 const FIELDS = [
   ["gate_closes_boottime_ms", "gateClosesBootMs"],

@@ -6,6 +6,7 @@
  * @module
  */
 import {
+  HEADER,
   judgeMarker,
   type MarkerDeadlines,
   observeMarker,
@@ -20,11 +21,13 @@ export type Read<T> =
   | { ok: true; value: T | undefined }
   | { ok: false; problem: string };
 
-/** The marker, its verdict, its age (from its mtime) and deadlines, when it has them. */
+/** The marker, its verdict, its age (from its mtime), what it holds, and its deadlines when it has them. */
 export interface MarkerSnapshot {
   path: string;
   verdict: Verdict;
   ageMs?: number;
+  /** Ours with deadlines, ours without (startup-gate), empty (as the Go helper writes it), or anything else. */
+  content?: "deadlines" | "no-deadlines" | "empty" | "unrecognised";
   deadlines?: MarkerDeadlines;
 }
 
@@ -105,6 +108,16 @@ export function readSnapshot(
       marker.deadlines = parseMarker(obs.content ?? "");
     } catch {
       // Malformed: the verdict says so.
+    }
+    const text = obs.content;
+    if (text !== null) {
+      marker.content = marker.deadlines
+        ? "deadlines"
+        : text.startsWith(HEADER + "\n")
+        ? "no-deadlines"
+        : text === ""
+        ? "empty"
+        : "unrecognised";
     }
   }
   const d = marker.deadlines;

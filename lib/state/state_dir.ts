@@ -359,18 +359,24 @@ export class StateDir {
  * ```
  */
 export async function ensureStateDir(dir: string): Promise<void> {
+  const fix = "set --state-dir / BERTH_STATE_DIR to a directory";
   try {
     await Deno.mkdir(dir, { recursive: true, mode: 0o755 });
   } catch (e) {
-    throw new Error(
-      `cannot create the state directory ${dir}: ${
-        (e as Error).message
-      }; create it, mount the state volume there, or set --state-dir / BERTH_STATE_DIR to a writable directory`,
-    );
+    if (!(e instanceof Deno.errors.AlreadyExists)) {
+      throw new Error(
+        `cannot create the state directory ${dir}: ${
+          (e as Error).message
+        }; create it, mount the state volume there, or ${fix} that is writable`,
+      );
+    }
   }
-  if (!(await Deno.stat(dir)).isDirectory) {
+  const info = await Deno.stat(dir);
+  if (!info.isDirectory) {
     throw new Error(
-      `the state directory ${dir} is not a directory; set --state-dir / BERTH_STATE_DIR to a directory`,
+      `the state directory ${dir} is ${
+        info.isFile ? "a file, not a directory" : "not a directory"
+      }; remove it, or ${fix}`,
     );
   }
 }

@@ -168,14 +168,37 @@ Deno.test("passed deadlines, a marker without deadlines, unreadable files: said,
     /^fencing token {4}unreadable: .*"012" is not a positive 32-bit/m,
   );
 
-  // The Go helper's marker (no content of ours): judged by its age alone.
+  // What was found is said, never guessed: each judged by its age alone.
+  const found: [string | Uint8Array, RegExp, string][] = [
+    ["", /an empty marker, as the Go helper writes it/, "empty"],
+    [
+      new Uint8Array([0, 0xff, 0xfe]),
+      /content this helper does not recognise/,
+      "unrecognised",
+    ],
+    ["garbage", /content this helper does not recognise/, "unrecognised"],
+    [
+      "berth-acquire health marker v1\n",
+      /this helper without deadlines/,
+      "no-deadlines",
+    ],
+  ];
+  for (const [content, words, kind] of found) {
+    const path = `${dir.path}/healthy`;
+    if (typeof content === "string") await Deno.writeTextFile(path, content);
+    else await Deno.writeFile(path, content);
+    const r = await runCli(["status", dir.path], { env: {}, signal: BOUND() });
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(r.stdout, /^gate closes {6}not in the marker \(/m);
+    assert.match(r.stdout, words, kind);
+    assert.doesNotMatch(r.stdout, /written by the Go helper/);
+    const j = await runCli(["status", dir.path, "--json"], {
+      env: {},
+      signal: BOUND(),
+    });
+    assert.equal(JSON.parse(j.stdout).marker.content, kind);
+  }
   await Deno.writeTextFile(`${dir.path}/healthy`, "");
-  const r = await runCli(["status", dir.path], { env: {}, signal: BOUND() });
-  assert.equal(r.code, 0, r.stderr);
-  assert.match(
-    r.stdout,
-    /^gate closes {6}not in the marker \(written by the Go helper/m,
-  );
   const j = await runCli(["status", dir.path, "--json"], {
     env: {},
     signal: BOUND(),

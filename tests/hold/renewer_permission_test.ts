@@ -435,7 +435,7 @@ Deno.test("a confirmation past its own closing time leaves the permission closed
   }
 });
 
-Deno.test("a reacquired lease counts from its Acquire's send: status, the INFO line, and the observer", async () => {
+Deno.test("a lease acquired by the sidecar counts from its Acquire's send: status, the INFO line, and the observer", async () => {
   const h = make(0);
   await h.run();
   await h.clock.advanceTo(h.t0 + 1_000); // the answer takes 1 s
@@ -447,7 +447,9 @@ Deno.test("a reacquired lease counts from its Acquire's send: status, the INFO l
     permissionClosesAt: h.t0 + TTL * 1000 - LEAD,
     reason: undefined,
   });
-  const line = h.lines.find((l) => l.msg === GO.reacquired)!;
+  // Never held by this process (nothing handed over): acquired, not reacquired.
+  assert.ok(!h.lines.some((l) => l.msg === GO.reacquired));
+  const line = h.lines.find((l) => l.msg === GO.leaseAcquired)!;
   assert.equal(line.level, "INFO");
   assert.equal(line.fencing_token, 6);
   assert.deepEqual(h.reacquired, [6]);

@@ -22,6 +22,7 @@ import {
 import { VERSION } from "../../lib/version.ts";
 import { ON_DEMAND_MODULES } from "../../main.ts";
 import { shortTempDir } from "../support/short_dir.ts";
+import { tempDir } from "../support/lease_env.ts";
 
 const ROOT = decodeURIComponent(new URL("../..", import.meta.url).pathname)
   .replace(/\/+$/, "");
@@ -313,4 +314,32 @@ Deno.test({
       await Deno.remove(out, { recursive: true });
     }
   },
+});
+
+Deno.test("offline, deno task compile prints its own clear line alone: no Rust error chain, no backtrace", async () => {
+  await using dir = await tempDir();
+  // An empty DENO_DIR has no runtime cached, and a proxy on a closed port
+  // makes its download fail on any machine, quickly.
+  const out = await new Deno.Command(Deno.execPath(), {
+    args: [
+      "run",
+      "-A",
+      `${ROOT}/scripts/compile.ts`,
+      "--target",
+      "x86_64-unknown-linux-gnu",
+      "--out-dir",
+      `${dir.path}/out`,
+    ],
+    env: {
+      DENO_DIR: `${dir.path}/deno`,
+      HTTPS_PROXY: "http://127.0.0.1:9",
+      NO_COLOR: "1",
+    },
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  const stderr = new TextDecoder().decode(out.stderr);
+  assert.equal(out.code, 1, stderr);
+  assert.match(stderr, /could not download the Deno runtime \(denort\)/);
+  assert.doesNotMatch(stderr, /Stack backtrace|Caused by/);
 });

@@ -600,7 +600,14 @@ Deno.test("examples/berth-run.service runs `run` with a restart policy that foll
 
 Deno.test("examples/pod-gate.yaml runs the workload under the gate, with a lead the gate can keep", async () => {
   const w = checkWiring("pod-gate.yaml", await loadExample("pod-gate.yaml"));
-  checkExecProbe("pod-gate.yaml", w);
+  for (const c of w.mains) {
+    // The gate waits in place while the lease is elsewhere: an exec probe
+    // would restart it into crash-loop back-off instead.
+    assert.equal(c.livenessProbe, undefined, `${c.name}: no liveness probe`);
+    const m = asList(c.volumeMounts, `${c.name} volumeMounts`)
+      .find((m: YamlMap) => m.mountPath === "/berth");
+    assert.equal(m?.readOnly, true, `${c.name}: read-only /berth`);
+  }
   const e = w.env(w.sidecar);
   const grace = Number(e.get("BERTH_ENFORCE_GRACE_SECONDS")?.value);
   const lead = Number(e.get("BERTH_ENFORCE_LEAD_SECONDS")?.value);

@@ -390,7 +390,10 @@ Deno.test("ensureStateDir names the directory when a file is in the way", async 
   await Deno.writeTextFile(file, "");
   await rejects(
     () => ensureStateDir(file),
-    (e: Error) => e.message.includes(file) && /BERTH_STATE_DIR/.test(e.message),
+    (e: Error) =>
+      e.message.includes(file) && /BERTH_STATE_DIR/.test(e.message) &&
+      /is a file, not a directory/.test(e.message) &&
+      !/os error/.test(e.message),
   );
   await rejects(
     () => ensureStateDir(`${file}/sub`),
