@@ -201,7 +201,8 @@ export function resolveConfig(
   const lead = leadSeconds ?? leadDefault.seconds(enforce, grace);
   fail(lead < 0 && "enforce lead must not be negative");
   fail(
-    leadSeconds !== undefined && leadDefault.signals(enforce) &&
+    mode === "runtime-singleton" && leadSeconds !== undefined &&
+      leadDefault.signals(enforce) &&
       leadProblem(given.get("enforce-lead-seconds")!.source, lead, grace),
   );
   const heartbeatMs = heartbeatSeconds === undefined

@@ -96,8 +96,8 @@ const ONCE_PER_HOLDER = new Set<string>([
  * const lines: string[] = [];
  * const log = routineAtDebug(createLogger({ level: "DEBUG", format: "json", write: (l) => lines.push(l) }));
  * const held = { current_holder: "other", current_fencing_token: 3 };
- * log.info(GO_MESSAGES.heldByAnother, held);
- * log.info(GO_MESSAGES.heldByAnother, held);
+ * log.info("lease held by another, waiting", held);
+ * log.info("lease held by another, waiting", held);
  * assert.deepEqual(lines.map((l) => JSON.parse(l).level), ["INFO", "DEBUG"]);
  * ```
  */
