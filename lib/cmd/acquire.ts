@@ -56,7 +56,7 @@ export async function main(args: string[]): Promise<number> {
       mode: config.mode,
       ttl_seconds: config.ttlSeconds,
     });
-    const lease = await acquireLease({
+    const { lease, last } = await acquireLease({
       client,
       holder: config.holder,
       ttlSeconds: config.ttlSeconds,
@@ -74,9 +74,11 @@ export async function main(args: string[]): Promise<number> {
     if (!lease) {
       const timedOut =
         (signal.reason as Error | undefined)?.name === "TimeoutError";
+      // The line that ends the wait names what it waited on.
+      const cause = last ? `; the last attempt: ${last}` : "";
       logger.error(GO_MESSAGES.failed, {
         error: timedOut
-          ? "acquire: gave up waiting for the lease: --acquire-timeout reached"
+          ? `acquire: gave up waiting for the lease: --acquire-timeout reached${cause}`
           : "acquire: stopped before the lease was acquired",
       });
       return EXIT_FAILURE;

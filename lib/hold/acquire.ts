@@ -6,18 +6,10 @@ import {
   DEFAULT_REQUEST_TIMEOUT_MS,
   describeFailure,
   type GrantOutcome,
+  statusFix,
 } from "../lease/rpc.ts";
 import { GO_MESSAGES } from "../obs/go_messages.ts";
 import type { LeaseParams } from "./lease.ts";
-
-/** A failure no wait can heal, met with `endOnFix`: the caller says the fix and ends. */
-export class UnusableServerError extends Error {
-  /** Says `detail`, the failure, and `fix`, what to change. */
-  constructor(readonly fix: string, readonly detail: string) {
-    super(`${detail}; ${fix}`);
-    this.name = "UnusableServerError";
-  }
-}
 
 /** A lease the caller now holds: its token, and when its Acquire was sent on the three clocks. */
 export interface AcquiredLease {
@@ -32,10 +24,17 @@ export interface AcquireOptions extends LeaseParams {
   /** A stop signal, or `--acquire-timeout`. */
   signal: AbortSignal;
   guardSharedHolder: boolean;
-  /** Throw {@linkcode UnusableServerError} for a failure that names its fix (`run`). */
+  /** End at a failure no wait heals: one naming its fix, or a 401, 403, 404 (`run`: a wrong key or URL). */
   endOnFix?: boolean;
   /** Jitter source in [0, 1), for exact tests. */
   random?: () => number;
+}
+
+/** How a wait ended: the lease, or what the last attempt met (and with `endOnFix`, its fix). */
+export interface AcquireResult {
+  lease?: AcquiredLease;
+  last?: string;
+  fix?: string;
 }
 
 /**
@@ -45,12 +44,11 @@ export interface AcquireOptions extends LeaseParams {
  * hammer it in step. A grant that comes after the permission it gives would
  * have closed is of no use, so it is confirmed again at once.
  *
- * @returns The lease, or undefined when `signal` aborted first.
- * @throws {UnusableServerError} With `endOnFix`, on a failure no wait heals.
+ * @returns The lease, or the last answer when `signal` (or `endOnFix`) ended the wait.
  */
 export async function acquireLease(
   o: AcquireOptions,
-): Promise<AcquiredLease | undefined> {
+): Promise<AcquireResult> {
   const { client, holder, ttlSeconds, heartbeatMs, signal, clock } = o;
   const random = o.random ?? Math.random;
   const bound = DEFAULT_REQUEST_TIMEOUT_MS;
@@ -78,19 +76,22 @@ export async function acquireLease(
     if (outcome.kind === "acquired" || outcome.kind === "not-acquired") {
       backoff = Math.min(500, heartbeatMs);
     } else if (outcome.kind !== "aborted") {
-      const fix = configFix(outcome);
+      const fix = configFix(outcome) ??
+        ([401, 403, 404].includes((outcome as { status?: number }).status!)
+          ? statusFix(outcome)
+          : undefined);
       if (fix !== undefined && o.endOnFix) {
-        throw new UnusableServerError(fix, describeFailure(outcome));
+        return { last: describeFailure(outcome), fix };
       }
       wait = backoff * (0.5 + random() / 2);
       backoff = Math.min(backoff * 2, heartbeatMs);
     }
     const a = attempts.record(outcome, sent.sentAt, wait);
-    if (a.kind === "cancelled") return undefined;
+    if (a.kind === "cancelled") break;
     if (a.kind === "shared") wait = clock.now() - sent.sentAt + a.quietMs;
     if (a.kind === "granted") {
       const closesAt = sent.sentAt + ttlSeconds * 1000 - o.enforceLeadMs;
-      if (clock.now() < closesAt) return { token: a.token, ...sent };
+      if (clock.now() < closesAt) return { lease: { token: a.token, ...sent } };
       // An Acquire by the live holder keeps the token and acts as a renew.
       attempts.asked(sent.sentAt);
       o.logger.warn(
@@ -101,5 +102,5 @@ export async function acquireLease(
     }
     await clock.sleep(sent.sentAt + wait - clock.now(), signal);
   }
-  return undefined;
+  return { last: attempts.last };
 }

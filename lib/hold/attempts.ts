@@ -72,6 +72,8 @@ export interface AttemptsOptions {
 /** Records a process's Acquires and says their answers; see the module doc. */
 export class Attempts {
   #o: AttemptsOptions;
+  /** What the last answer met, for the line that ends a wait. */
+  last: string | undefined;
   /** Our Acquires that may have been granted unseen: the first, and how long such a grant lives. */
   #askedSince: number | undefined;
   #askedUntil = -Infinity;
@@ -120,6 +122,8 @@ export class Attempts {
     const { lease } = outcome;
     if (outcome.kind === "not-acquired") {
       this.#askedSince = undefined; // nothing of ours was granted
+      this.last =
+        `the lease is held by ${lease.holder} (fencing token ${lease.fencingToken})`;
       logger.info(lines.held, {
         current_holder: lease.holder,
         current_fencing_token: lease.fencingToken,
@@ -132,6 +136,7 @@ export class Attempts {
       this.#o.guardSharedHolder && lease.fencingToken !== ownToken &&
       this.#anothers(lease, sentAt)
     ) {
+      this.last = SHARED_HOLDER_MESSAGE;
       logger.warn(SHARED_HOLDER_MESSAGE, {
         current_fencing_token: lease.fencingToken,
         acquired_at: lease.acquiredAt,
@@ -169,6 +174,7 @@ export class Attempts {
       (failure.kind === "server-error" && failure.status >= 500)
     ) this.asked(sentAt);
     this.#failingSince ??= sentAt;
+    this.last = describeFailure(failure);
     const failingMs = clock.now() - this.#failingSince;
     const fix = configFix(failure);
     logger.warn(lines.failed, {

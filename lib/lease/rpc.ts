@@ -167,6 +167,13 @@ export function describeFailure(f: LeaseFailure): string {
   }
 }
 
+/** What to do about a status that will not heal by itself (400, 401, 403, 404, 3xx). */
+export function statusFix(f: LeaseFailure): string | undefined {
+  return f.kind === "server-error"
+    ? whatToDo(f.status, f.url).slice(2) || undefined
+    : undefined;
+}
+
 /** The what-to-do tail for a status that will not heal by itself, or "". */
 function whatToDo(status: number, url: string | undefined): string {
   const requested = url === undefined ? "" : ` (requested ${url})`;

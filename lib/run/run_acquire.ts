@@ -9,11 +9,7 @@
  *
  * @module
  */
-import {
-  type AcquiredLease,
-  acquireLease,
-  UnusableServerError,
-} from "../hold/acquire.ts";
+import { type AcquiredLease, acquireLease } from "../hold/acquire.ts";
 import type { Config } from "../config/config.ts";
 import type { LeaseClient } from "../lease/rpc.ts";
 import type { Logger } from "../obs/log.ts";
@@ -47,8 +43,6 @@ export interface RunAcquireOptions {
  * @param o What the wait needs.
  * @returns The lease, or the exit status to end `run` with
  *   (`EXIT_CONFIG`, `EXIT_ACQUIRE_TIMEOUT` or `EXIT_CANCELLED`).
- * @throws {Error} What the acquire loop throws other than an
- *   `UnusableServerError`.
  */
 export async function acquireForRun(
   o: RunAcquireOptions,
@@ -60,26 +54,23 @@ export async function acquireForRun(
     enforce_grace_seconds: config.enforceGraceSeconds,
   });
   const bound = waitBound(config, clock, o.cancelled);
-  let lease: AcquiredLease | undefined;
-  try {
-    lease = await acquireLease({
-      client: o.client,
-      holder: config.holder,
-      ttlSeconds: config.ttlSeconds,
-      heartbeatMs: config.heartbeatMs,
-      enforceLeadMs: config.enforceLeadMs,
-      signal: bound,
-      clock,
-      logger,
-      guardSharedHolder: true,
-      endOnFix: true,
-    });
-  } catch (e) {
-    if (!(e instanceof UnusableServerError)) throw e;
+  const { lease, last, fix } = await acquireLease({
+    client: o.client,
+    holder: config.holder,
+    ttlSeconds: config.ttlSeconds,
+    heartbeatMs: config.heartbeatMs,
+    enforceLeadMs: config.enforceLeadMs,
+    signal: bound,
+    clock,
+    logger,
+    guardSharedHolder: true,
+    endOnFix: true,
+  });
+  if (fix !== undefined) {
     // No wait heals it: one line with the fix, and the configuration exit.
-    logger.error(`the API server cannot be used as configured: ${e.fix}`, {
-      error: e.detail,
-      fix: e.fix,
+    logger.error(`the API server cannot be used as configured: ${fix}`, {
+      error: last,
+      fix,
     });
     return EXIT_CONFIG;
   }
@@ -87,6 +78,7 @@ export async function acquireForRun(
     if (isTimeout(bound)) {
       logger.error(
         "gave up waiting for the lease: --acquire-timeout reached",
+        { last_attempt: last },
       );
       return EXIT_ACQUIRE_TIMEOUT;
     }

@@ -262,7 +262,11 @@ Deno.test("acquire gives up at --acquire-timeout while the lease is held: exit 1
   assert.equal(r.code, 1, r.stderr);
   assert.match(
     r.stderr,
-    /level=ERROR msg="berth-acquire failed" .*error="acquire: gave up waiting for the lease: --acquire-timeout reached"/,
+    /level=ERROR msg="berth-acquire failed" .*error="acquire: gave up waiting for the lease: --acquire-timeout reached; the last attempt: the lease is held by /,
+  );
+  assert.ok(
+    r.stderr.includes(`the lease is held by ${OTHER} (fencing token 1)`),
+    r.stderr,
   );
   assert.match(r.stderr, /lease held by another, waiting/);
   assert.deepEqual(listDir(dir.path), []);

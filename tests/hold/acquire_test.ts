@@ -9,7 +9,7 @@ import {
   type AcquiredLease,
   acquireLease,
   type AcquireOptions,
-  UnusableServerError,
+  type AcquireResult,
 } from "../../lib/hold/acquire.ts";
 import {
   OUTAGE_MESSAGE,
@@ -80,6 +80,7 @@ function setup(over: Partial<AcquireOptions> = {}) {
   const logs: LogRecord[] = [];
   const stop = new AbortController();
   let result: AcquiredLease | undefined | "pending" = "pending";
+  let ended: AcquireResult | undefined;
   const done = acquireLease({
     client,
     holder: HOLDER,
@@ -93,7 +94,8 @@ function setup(over: Partial<AcquireOptions> = {}) {
     random: () => 0.5,
     ...over,
   }).then((r) => {
-    result = r;
+    ended = r;
+    result = r.lease;
   });
   return {
     clock,
@@ -102,6 +104,7 @@ function setup(over: Partial<AcquireOptions> = {}) {
     stop,
     done,
     result: () => result,
+    ended: () => ended,
     /** The call in flight; fails when there is none. */
     async pending(): Promise<ScriptedCall> {
       await settle();
@@ -264,7 +267,7 @@ Deno.test("acquireLease stops when aborted during a request, and never starts on
     clock: new FakeClock(),
     logger: recordingLogger([]),
   });
-  assert.equal(r, undefined);
+  assert.deepEqual(r, { last: undefined });
   assert.equal(client.calls.length, 0);
 });
 
@@ -294,7 +297,7 @@ Deno.test("acquireLease: a grant that arrives after its own gate-closing time is
   assert.equal(again.rpc, "acquire", "confirmed again at once");
   assert.equal(again.at, t0 + 6_000);
   again.answer({ kind: "acquired", lease: record("prod/pod:web-0:uid:1", 3) });
-  const lease = await done;
+  const { lease } = await done;
   assert.deepEqual(lease && { token: lease.token, sentAt: lease.sentAt }, {
     token: 3,
     sentAt: t0 + 6_000,
@@ -525,13 +528,54 @@ const refused: GrantOutcome = {
 Deno.test("acquireLease with endOnFix: a failure that names its fix ends the wait at once, with the fix", async () => {
   const t = setup({ endOnFix: true });
   (await t.pending()).answer(wrongScheme);
-  await assert.rejects(t.done, (e: unknown) => {
-    assert.ok(e instanceof UnusableServerError);
-    assert.equal(e.fix, "use http:// in --api-server / BERTH_API_SERVER");
-    assert.match(e.detail, /plain HTTP/);
-    return true;
-  });
+  await t.done;
+  assert.equal(
+    t.ended()?.fix,
+    "use http:// in --api-server / BERTH_API_SERVER",
+  );
+  assert.match(t.ended()?.last ?? "", /plain HTTP/);
   assert.equal(t.client.calls.length, 1, "not retried");
+});
+
+Deno.test("acquireLease with endOnFix (run's first acquire): a 401, 403 or 404 ends the wait at once with the server's words and the fix; a 400 and a 5xx are retried", async () => {
+  for (const status of [401, 403, 404]) {
+    const t = setup({ endOnFix: true });
+    (await t.pending()).answer({
+      kind: "server-error",
+      status,
+      message: "no such key",
+    });
+    await t.done;
+    assert.match(
+      t.ended()?.last ?? "",
+      new RegExp(`server answered ${status}: no such key`),
+    );
+    assert.match(t.ended()?.fix ?? "", /BERTH_/, String(status));
+    assert.equal(t.client.calls.length, 1, "not retried");
+  }
+  for (const status of [400, 503]) {
+    const t = setup({ endOnFix: true });
+    (await t.pending()).answer({ kind: "server-error", status, message: "x" });
+    await settle();
+    assert.equal(t.result(), "pending", String(status));
+    t.stop.abort();
+    await t.done;
+  }
+});
+
+Deno.test("a wait cut short says what the last attempt met", async () => {
+  const t = setup();
+  (await t.pending()).answer({
+    kind: "not-acquired",
+    lease: record("prod/pod:web-1:uid:2", 3),
+  });
+  await settle();
+  t.stop.abort();
+  await t.done;
+  assert.equal(
+    t.ended()?.last,
+    "the lease is held by prod/pod:web-1:uid:2 (fencing token 3)",
+  );
 });
 
 Deno.test("acquireLease without endOnFix (a pod's acquire): retried, each retry line has fix=, and an ERROR with the fix once a minute", async () => {

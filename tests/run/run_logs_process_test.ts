@@ -94,6 +94,50 @@ Deno.test("run against a closed port: retried with the time waited in each line,
   const retries = said(run.lines, "acquire failed, retrying");
   assert.ok(retries.length >= 2, run.log);
   assert.ok(retries.every((l) => / failing_for=\S+/.test(l)), run.log);
+  // The line that ends the wait says what it waited on.
+  const gaveUp = said(
+    run.lines,
+    "gave up waiting for the lease: --acquire-timeout reached",
+  );
+  assert.equal(gaveUp.length, 1, run.log);
+  assert.match(gaveUp[0], /last_attempt="cannot reach the API server/);
+});
+
+Deno.test("run with a wrong API key, or none, or a wrong path: ends at once with 78, the server's words and the fix", async () => {
+  await using server = await startDevServer({
+    apiKeys: ["dev:" + "0".repeat(64)],
+  });
+  await using dir = await tempDir();
+  const cases: [string, Record<string, string>, RegExp, RegExp][] = [
+    [
+      "wrong key",
+      { BERTH_API_KEY: "not-the-key" },
+      /server answered 401/,
+      /BERTH_API_KEY/,
+    ],
+    ["no key", {}, /server answered 401/, /BERTH_API_KEY/],
+    [
+      "wrong path",
+      { BERTH_API_SERVER: `${server.url}/nope` },
+      /server answered 404/,
+      /BERTH_API_SERVER/,
+    ],
+  ];
+  for (const [name, extra, words, fix] of cases) {
+    await using run = new HelperProcess(
+      ["run", "--", "touch", `${dir.path}/ran`],
+      { ...hostEnv(server.url, "keyed"), BERTH_CLUSTER_ID: "dev", ...extra },
+    );
+    const status = await run.wait(BOUND_MS);
+    assert.equal(status.code, 78, `${name}: ${run.log}`);
+    const fatal = run.lines.filter((l) => l.includes("level=ERROR"));
+    assert.equal(fatal.length, 1, run.log);
+    assert.match(fatal[0], words, name);
+    assert.match(fatal[0], / fix=.*/, name);
+    assert.match(fatal[0], fix, name);
+    assert.ok(!run.log.includes("not-the-key"), "the key is never logged");
+    assert.ok(!exists(`${dir.path}/ran`), "the command never ran");
+  }
 });
 
 Deno.test("run standby: says the wait once, not at every poll; a SIGTERM before the lease is INFO with the reason, exit 77", async () => {
