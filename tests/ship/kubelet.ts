@@ -110,6 +110,8 @@ export interface ContainerView {
   image: string;
   /** Its `args`, if any (the berth image's entrypoint is the binary). */
   args: string[];
+  /** Its `command`, if any (replacing the image's entrypoint). */
+  command: string[];
   /** Its ids and privileges. */
   ids: ContainerIds;
   /** Why the kubelet would refuse to start it, if it would. */
@@ -394,6 +396,7 @@ export function derivePod(deployment: YamlMap, o: DeriveOptions): PodView {
       role,
       image: String(c.image),
       args: c.args === undefined ? [] : (c.args as Yaml[]).map(String),
+      command: c.command === undefined ? [] : (c.command as Yaml[]).map(String),
       ...deriveIds(c, podSc, o),
       mounts,
       env: deriveEnv(c, namespace, o),
