@@ -722,6 +722,11 @@ Deno.test({
         timeoutMs: FEW_HEARTBEATS_MS,
         what: "the release",
       });
+      // It logs the release's answer, then exits: wait for that, not the pod.
+      await waitFor(
+        () => !childrenOf(init.pid).some((c) => c.pid === sidecar.pid),
+        { timeoutMs: FEW_HEARTBEATS_MS, what: "the sidecar to exit" },
+      );
       const status = await waitFor(
         () => readStateFile(work.path, "workload.status"),
         { timeoutMs: FEW_HEARTBEATS_MS, what: "the workload's end" },
