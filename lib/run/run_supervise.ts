@@ -21,7 +21,7 @@ import type { Logger } from "../obs/log.ts";
 import type { Renewer } from "../hold/renewer.ts";
 import type { RenewerStatus } from "../hold/lease.ts";
 import type { StateDir } from "../state/state_dir.ts";
-import { EXIT_GATE_CLOSED } from "../gate/gate_args.ts";
+import { EXIT_GATE_CLOSED } from "../gate/gate_loop.ts";
 import type { LeaseKeeper } from "../cmd/lease_keeper.ts";
 import { SHUTDOWN_SIGNALS, type SignalSource } from "../cmd/signals.ts";
 import { type AcquiredLease, acquireLease } from "../hold/acquire.ts";
