@@ -17,6 +17,7 @@ import { type GateOptions, runGate } from "./gate_loop.ts";
 import { startFullCollections } from "../cmd/full_collection.ts";
 import {
   createLogger,
+  type Logger,
   type LogLevel,
   parseLogFormat,
   parseLogLevel,
@@ -121,7 +122,7 @@ export function parseGateArgs(
 export async function main(args: string[]): Promise<number> {
   const env = Deno.env.toObject();
   let parsed: GateArgs;
-  let logger;
+  let logger: Logger;
   try {
     parsed = parseGateArgs(args, env);
     logger = createLogger({
