@@ -79,7 +79,6 @@ export function createHttpLeaseClient(
   const [ns, lease] = [namespace, name].map(encodeURIComponent);
   const base = `${target.basePath}/v1alpha1/namespaces/${ns}/leases/${lease}`;
 
-  // Release answers a ReleaseOutcome, the others a GrantOutcome.
   const call = async <T extends GrantOutcome | ReleaseOutcome>(
     rpc: "acquire" | "renew" | "release",
     fields: Parameters<typeof requestBody>[0],

@@ -79,7 +79,7 @@ export interface LeaseClient {
 
 /** Whether `f` will not change by retrying alone (a 400, 401, 403 or 404: a setting is wrong); a rotated key may still heal it, so callers retry, loudly. */
 export function isPersistentFailure(f: LeaseFailure): boolean {
-  return f.kind === "server-error" && PERSISTENT_STATUSES.has(f.status);
+  return f.kind === "server-error" && [400, 401, 403, 404].includes(f.status);
 }
 
 /**
@@ -116,8 +116,6 @@ export const FIXES = {
   notBerth:
     "this is not a Berth API server: check --api-server / BERTH_API_SERVER",
 } as const;
-
-const PERSISTENT_STATUSES = new Set([400, 401, 403, 404]);
 
 /**
  * One line for a log or error message, with the request id the server gave

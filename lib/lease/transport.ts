@@ -28,10 +28,7 @@ export interface WireRequest {
 export type Answer = RawResponse | TransportError | LeaseFailure;
 
 /** Sends one POST; resolves, never rejects (an abort resolves as an error too). */
-export type Transport = (
-  request: WireRequest,
-  signal: AbortSignal,
-) => Promise<Answer>;
+export type Transport = (r: WireRequest, s: AbortSignal) => Promise<Answer>;
 
 /** The body up to the cap, as UTF-8 (bad bytes become U+FFFD); a longer one is left unread. The request id is repeated only when printable. */
 async function readAnswer(

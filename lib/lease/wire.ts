@@ -146,7 +146,6 @@ export interface RawResponse {
   location?: string;
 }
 
-/** The API key's removal from server text (`redactor`, api_key.ts). */
 export type Redact = (text: string) => string;
 
 /** The request an answer is for (a grant must name its holder); `redact` applies before a cut, so no part of a secret survives it. */
