@@ -1,32 +1,22 @@
 /**
  * `gate`'s loop: wait for the health marker's verdict to pass, start
  * COMMAND, watch it ({@linkcode watchCommand}), stop it when the verdict
- * fails; and again, unless told to exit. The verdict is `check`'s (one
- * predicate: {@linkcode examineMarker}), failed also when `--parent-pid` is
- * no longer the parent. Signals are forwarded to COMMAND, or, while it does
- * not run, end the wait. The subcommand's wiring (arguments, logger, usage)
- * is lib/gate/gate.ts.
+ * fails; and again, unless told to exit. The verdict is `check`'s
+ * ({@linkcode examineMarker}), failed also when `--parent-pid` is no longer
+ * the parent. Signals are forwarded to COMMAND, or, while it does not run,
+ * end the wait.
  *
  * @module
  */
-import {
-  EXIT_GATE_CANCELLED,
-  EXIT_GATE_CLOSED,
-  type GateArgs,
-} from "./gate_args.ts";
-import {
-  readDeadlines,
-  shortenedGraceMs,
-  untilLeaseDeadline,
-  warnLongGrace,
-  watchCommand,
-} from "./marker_watch.ts";
+import { readDeadlines, stopInTime, watchCommand } from "./marker_watch.ts";
 import {
   becomeSubreaper,
   ProcessGroup,
   reapOrphans,
   SpawnError,
 } from "./process_group.ts";
+import { SHUTDOWN_SIGNALS } from "../cmd/signals.ts";
+import { formatDurationMs } from "../config/duration.ts";
 import type { Logger } from "../obs/log.ts";
 import { type Clock, systemClock } from "../state/clock.ts";
 import {
@@ -36,39 +26,29 @@ import {
 } from "../state/marker.ts";
 import { StateDir } from "../state/state_dir.ts";
 
-/** The signals the gate forwards to COMMAND (or, while it waits, ends on). */
-const FORWARDED: readonly Deno.Signal[] = [
-  "SIGTERM",
-  "SIGINT",
-  "SIGHUP",
-  "SIGQUIT",
-  "SIGUSR1",
-  "SIGUSR2",
-];
-/** The forwarded signals after which COMMAND is not started again. */
-const STOPPING: ReadonlySet<Deno.Signal> = new Set([
-  "SIGTERM",
-  "SIGINT",
-  "SIGQUIT",
-]);
+/** `--exit-on-close`: COMMAND was stopped because the verdict failed. The same code as `run`'s lease loss. */
+export const EXIT_GATE_CLOSED = 75;
+/** A stop signal arrived while no COMMAND ran. */
+export const EXIT_GATE_CANCELLED = 77;
 
-/** Options for {@linkcode runGate}: the parsed arguments plus the seams. */
-export interface GateOptions extends GateArgs {
-  /** Receives the gate's own records (on stderr in production). */
+const FORWARDED = [...SHUTDOWN_SIGNALS, "SIGUSR1", "SIGUSR2"] as const;
+/** The forwarded signals after which COMMAND is not started again. */
+const STOPPING = new Set<Deno.Signal>(["SIGTERM", "SIGINT", "SIGQUIT"]);
+
+/** What {@linkcode runGate} works with: `gate`'s arguments, and the seams. */
+export interface GateOptions {
+  stateDir: string;
+  intervalMs: number;
+  graceMs: number;
+  /** 0: none. */
+  maxAgeMs: number;
+  exitOnClose: boolean;
+  parentPid?: number;
+  command: string[];
   logger: Logger;
   /** The environment COMMAND starts from; default this process's. */
   baseEnv?: Record<string, string>;
-  /** Times the grace and reads the boot clock for the marker's deadlines; default the system's. */
   clock?: Clock;
-}
-
-/** What COMMAND is told about the lease. */
-export interface CommandLease {
-  holder: string;
-  /** The fencing token to pass to the systems it writes to. */
-  token: number;
-  /** The local lease deadline, wall-clock ms since the epoch. */
-  expiresAtMs?: number;
 }
 
 /**
@@ -95,30 +75,23 @@ export interface CommandLease {
  */
 export function commandEnv(
   base: Record<string, string>,
-  lease: CommandLease,
+  lease: { holder: string; token: number; expiresAtMs?: number },
 ): Record<string, string> {
   const env = { ...base };
   delete env.BERTH_API_KEY;
+  delete env.BERTH_LEASE_EXPIRES_AT;
   env.BERTH_FENCING_TOKEN = String(lease.token);
   env.BERTH_HOLDER = lease.holder;
   if (lease.expiresAtMs !== undefined) {
     env.BERTH_LEASE_EXPIRES_AT = new Date(Math.floor(lease.expiresAtMs))
       .toISOString();
-  } else {
-    delete env.BERTH_LEASE_EXPIRES_AT;
   }
   return env;
 }
 
-/** The text of what was thrown, for a record or a reason. */
-function message(e: unknown): string {
-  return e instanceof Error ? e.message : String(e);
-}
-
-/** The reason of a verdict that cannot be evaluated because `e` was thrown. */
-function unevaluable(e: unknown): string {
-  return `cannot evaluate the gate deadline: ${message(e)}`;
-}
+const message = (e: unknown) => e instanceof Error ? e.message : String(e);
+const unevaluable = (e: unknown) =>
+  `cannot evaluate the gate deadline: ${message(e)}`;
 
 /**
  * The gate's loop (see the module doc). Returns COMMAND's exit status,
@@ -129,9 +102,8 @@ export async function runGate(o: GateOptions): Promise<number> {
   let logger = o.logger;
   const clock = o.clock ?? systemClock;
   const state = new StateDir(o.stateDir);
-  const markerPath = state.markerPath;
   const base = o.baseEnv ?? Deno.env.toObject();
-  /** The holder on every line, once the state volume names it. */
+  // The holder on every line, once the state volume names it.
   let holder: string | undefined;
   const withHolder = (h: string | undefined) => {
     if (h === undefined || h === holder) return;
@@ -143,11 +115,9 @@ export async function runGate(o: GateOptions): Promise<number> {
   } catch {
     // Not there yet: added once it is.
   }
-  /**
-   * `run`'s own gate (`--parent-pid`): run logs the command's start, the
-   * signals it forwards and the exit, so the gate says them at DEBUG; what
-   * only the gate knows (its stops) it says at its own level.
-   */
+  // `run`'s own gate (`--parent-pid`): run logs the command's start, the
+  // signals it forwards and the exit, so the gate says them at DEBUG; what
+  // only the gate knows (its stops) it says at its own level.
   const routine = (msg: string, fields?: Record<string, unknown>) =>
     o.parentPid !== undefined
       ? logger.debug(msg, fields)
@@ -161,14 +131,12 @@ export async function runGate(o: GateOptions): Promise<number> {
   }
   let child: ProcessGroup | undefined;
   let stopAsked = false;
-  let cancelled = false;
-  let wake: () => void = () => {};
-  /** The deadlines of the last marker that passed while COMMAND ran. */
+  const cancel = new AbortController();
+  // The deadlines of the last marker that passed while COMMAND ran.
   let known: MarkerDeadlines | undefined;
-  let reapFailureReported = false;
-  /** The holder/token problem last reported (`missing`, or the read error), so each is logged once. */
+  // The holder/token problem last reported (`missing`, or the read error).
   let handoffProblem: string | undefined;
-  let noDeadlineWarned = false;
+  let [reapFailureReported, noDeadlineWarned] = [false, false];
   const orphans = () => {
     try {
       reapOrphans((pid) => pid === child?.pid);
@@ -180,28 +148,14 @@ export async function runGate(o: GateOptions): Promise<number> {
       });
     }
   };
-  /**
-   * Stops COMMAND because the verdict failed, with SIGKILL in time for the
-   * last known lease deadline ({@linkcode shortenedGraceMs}).
-   */
-  const stopCommand = (running: ProcessGroup, reason: string) => {
-    if (running.stopReason !== undefined) return;
-    let graceMs = o.graceMs;
-    if (known !== undefined) {
-      const shortened = shortenedGraceMs(
-        o.graceMs,
-        untilLeaseDeadline(known, clock),
-      );
-      if (shortened !== undefined) {
-        graceMs = shortened;
-        logger.warn(
-          "shortening the grace so that the command is gone before the lease deadline",
-          { grace_ms: graceMs, configured_grace_ms: o.graceMs },
-        );
-      }
-    }
-    running.stop(reason, graceMs);
-  };
+  const stopCommand = (running: ProcessGroup, reason: string) =>
+    stopInTime(running, reason, { ...o, clock, logger }, known);
+  const parentGone = () =>
+    o.parentPid !== undefined && Deno.ppid !== o.parentPid;
+  const verdict = (): Verdict =>
+    parentGone()
+      ? { kind: "Absent", reason: `the parent process ${o.parentPid} is gone` }
+      : examineMarker(state.markerPath, { maxAgeMs: o.maxAgeMs });
   const safeVerdict = (): Verdict => {
     try {
       return verdict();
@@ -209,35 +163,21 @@ export async function runGate(o: GateOptions): Promise<number> {
       return { kind: "Indeterminate", reason: unevaluable(e) };
     }
   };
-  const parentGone = () =>
-    o.parentPid !== undefined && Deno.ppid !== o.parentPid;
-  const verdict = (): Verdict => {
-    if (parentGone()) {
-      return {
-        kind: "Absent",
-        reason: `the parent process ${o.parentPid} is gone`,
-      };
-    }
-    return examineMarker(markerPath, { maxAgeMs: o.maxAgeMs });
-  };
   const onSignal = (name: Deno.Signal) => {
     if (child === undefined) {
       if (name === "SIGHUP" || name.startsWith("SIGUSR")) return;
-      cancelled = true;
       logger.info("signal received while waiting; exiting", { signal: name });
-      wake();
+      cancel.abort();
       return;
     }
+    if (STOPPING.has(name)) stopAsked = true;
     const v = safeVerdict();
     if (v.kind !== "OK") {
       // The verdict already failed: this signal is the stop (run removes its
       // marker before it signals), so COMMAND gets one SIGTERM, not two.
-      // Only a stopping signal also ends the gate.
-      if (STOPPING.has(name)) stopAsked = true;
       stopCommand(child, v.reason);
       return;
     }
-    if (STOPPING.has(name)) stopAsked = true;
     routine("signal received; forwarding it to the command", {
       signal: name,
       pgid: child.pid,
@@ -252,10 +192,11 @@ export async function runGate(o: GateOptions): Promise<number> {
   Deno.addSignalListener("SIGCHLD", orphans);
   try {
     for (;;) {
-      // Wait for OK.
+      // Wait for OK, said once per kind of failure: its reason's age
+      // changes every look.
       let shown: string | undefined;
       for (;;) {
-        if (cancelled) return EXIT_GATE_CANCELLED;
+        if (cancel.signal.aborted) return EXIT_GATE_CANCELLED;
         const v = verdict();
         if (parentGone()) {
           logger.error("the parent process is gone; exiting", {
@@ -265,23 +206,20 @@ export async function runGate(o: GateOptions): Promise<number> {
         }
         if (v.kind === "OK") break;
         if (v.kind !== shown) {
-          // Once per kind of failure: the reason's age changes every look.
           shown = v.kind;
           logger.info("waiting for the lease before starting the command", {
             reason: v.reason,
           });
         }
-        await sleepOrWake(o.intervalMs, (w) => wake = w);
+        await clock.sleep(o.intervalMs, cancel.signal);
       }
       let lease: { holder: string; token: number } | undefined;
-      let problem: string;
+      let problem = "missing";
       try {
-        const holder = state.readHolder();
-        const token = state.readToken();
+        const [holder, token] = [state.readHolder(), state.readToken()];
         if (holder !== undefined && token !== undefined) {
           lease = { holder, token };
         }
-        problem = "missing";
       } catch (e) {
         problem = message(e);
       }
@@ -299,7 +237,7 @@ export async function runGate(o: GateOptions): Promise<number> {
           });
         }
         handoffProblem = problem;
-        await sleepOrWake(o.intervalMs * 5, (w) => wake = w);
+        await clock.sleep(o.intervalMs * 5, cancel.signal);
         continue;
       }
       withHolder(lease.holder);
@@ -307,10 +245,21 @@ export async function runGate(o: GateOptions): Promise<number> {
         handoffProblem = undefined;
         logger.info("the state volume has the lease's holder and token again");
       }
-      const deadlines = readDeadlines(state);
-      known = deadlines;
-      warnLongGrace(o, deadlines);
-      if (deadlines === undefined && o.maxAgeMs === 0 && !noDeadlineWarned) {
+      known = readDeadlines(state);
+      // A stop noticed at the next look would have its grace cut short.
+      const leadMs = known &&
+        known.leaseDeadlineBootMs - known.gateClosesBootMs;
+      if (leadMs !== undefined && o.graceMs + o.intervalMs > leadMs) {
+        o.logger.warn(
+          "--grace plus --interval exceed the marker's enforcement lead: a stopped command gets SIGKILL early, before the lease deadline; lower --grace or --interval, or raise the sidecar's BERTH_ENFORCE_LEAD_SECONDS",
+          {
+            grace: formatDurationMs(o.graceMs),
+            interval: formatDurationMs(o.intervalMs),
+            lead: formatDurationMs(leadMs),
+          },
+        );
+      }
+      if (known === undefined && o.maxAgeMs === 0 && !noDeadlineWarned) {
         noDeadlineWarned = true;
         logger.warn(
           "the marker carries no deadlines and --max-age is 0: only its removal stops the command, so a dead sidecar would not; set --max-age if a sidecar renews the marker",
@@ -322,7 +271,7 @@ export async function runGate(o: GateOptions): Promise<number> {
           argv: o.command,
           env: commandEnv(base, {
             ...lease,
-            expiresAtMs: deadlines?.leaseDeadlineWallMs,
+            expiresAtMs: known?.leaseDeadlineWallMs,
           }),
           graceMs: o.graceMs,
           clock,
@@ -365,10 +314,7 @@ export async function runGate(o: GateOptions): Promise<number> {
       // run says the stop in its own words (its gate exits on it).
       (o.parentPid !== undefined ? logger.debug : logger.warn)(
         "the command was stopped: the lease is not confirmed",
-        {
-          reason: exit.stopReason,
-          code: exit.code,
-        },
+        { reason: exit.stopReason, code: exit.code },
       );
       if (o.exitOnClose || parentGone()) return EXIT_GATE_CLOSED;
       logger.info("waiting for the lease to run the command again");
@@ -377,18 +323,4 @@ export async function runGate(o: GateOptions): Promise<number> {
     for (const [n, h] of handlers) Deno.removeSignalListener(n, h);
     Deno.removeSignalListener("SIGCHLD", orphans);
   }
-}
-
-/** Sleeps `ms`, or less when the returned wake-up is called. */
-function sleepOrWake(
-  ms: number,
-  install: (w: () => void) => void,
-): Promise<void> {
-  return new Promise((resolve) => {
-    const t = setTimeout(resolve, ms);
-    install(() => {
-      clearTimeout(t);
-      resolve();
-    });
-  });
 }

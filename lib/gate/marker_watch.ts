@@ -1,40 +1,24 @@
 /**
  * When `gate` stops a running command and how long the stop may take: a
  * watch of the verdict every interval and at the marker's gate deadline,
- * and the arithmetic that ends the command before the lease deadline,
- * whatever its grace. The loop (gate_loop.ts) decides what a stop means.
+ * and a grace cut so that the command is gone before the lease deadline.
+ * The loop (gate_loop.ts) decides what a stop means.
  *
  * @module
  */
-import { formatDurationMs } from "../config/duration.ts";
 import type { ChildExit, ProcessGroup } from "./process_group.ts";
 import type { Logger } from "../obs/log.ts";
 import type { Clock } from "../state/clock.ts";
 import type { MarkerDeadlines, Verdict } from "../state/marker.ts";
 import type { StateDir } from "../state/state_dir.ts";
 
-/**
- * How long before the lease deadline COMMAND must be gone: a stop that
- * fails the verdict sends SIGKILL by then at the latest, whatever `--grace`.
- */
+/** A stop that fails the verdict sends SIGKILL this long before the lease deadline at the latest, whatever `--grace`. */
 export const LEASE_MARGIN_MS = 250;
 
-/**
- * Ms until the lease deadline of `d` on the sooner of its two clocks
- * (negative once passed); 0 when the boot clock cannot be read and no
- * wall-clock copy is written.
- */
-export function untilLeaseDeadline(d: MarkerDeadlines, clock: Clock): number {
-  let left = Infinity;
-  try {
-    left = d.leaseDeadlineBootMs - clock.bootNow();
-  } catch {
-    if (d.leaseDeadlineWallMs === undefined) return 0;
-  }
-  if (d.leaseDeadlineWallMs !== undefined) {
-    left = Math.min(left, d.leaseDeadlineWallMs - Date.now());
-  }
-  return left;
+/** Ms until the sooner of the two clocks' deadlines (negative once passed); throws when the boot clock cannot be read. */
+function until(bootMs: number, wallMs: number | undefined, clock: Clock) {
+  const left = bootMs - clock.bootNow();
+  return wallMs === undefined ? left : Math.min(left, wallMs - Date.now());
 }
 
 /**
@@ -50,19 +34,44 @@ export function shortenedGraceMs(
   return left < graceMs ? Math.max(0, Math.floor(left)) : undefined;
 }
 
-/** Ms until the gate deadline of `d`, on the sooner of its two clocks; throws when the boot clock cannot be read. */
-function untilGateCloses(d: MarkerDeadlines, clock: Clock): number {
-  let left = d.gateClosesBootMs - clock.bootNow();
-  if (d.gateClosesWallMs !== undefined) {
-    left = Math.min(left, d.gateClosesWallMs - Date.now());
+type Timing = { graceMs: number; clock: Clock; logger: Logger };
+
+/**
+ * Stops `child` for `reason`, its grace cut (with a WARN) to end in time
+ * for the lease deadline of `known`, the last marker that passed. Without
+ * a boot clock that deadline is its wall-clock copy, or now when there is
+ * none.
+ */
+export function stopInTime(
+  child: ProcessGroup,
+  reason: string,
+  { graceMs, clock, logger }: Timing,
+  known: MarkerDeadlines | undefined,
+): void {
+  if (child.stopReason !== undefined) return;
+  let grace = graceMs;
+  if (known !== undefined) {
+    const wall = known.leaseDeadlineWallMs;
+    let left: number;
+    try {
+      left = until(known.leaseDeadlineBootMs, wall, clock);
+    } catch {
+      left = wall === undefined ? 0 : wall - Date.now();
+    }
+    const shortened = shortenedGraceMs(graceMs, left);
+    if (shortened !== undefined) {
+      grace = shortened;
+      logger.warn(
+        "shortening the grace so that the command is gone before the lease deadline",
+        { grace_ms: grace, configured_grace_ms: graceMs },
+      );
+    }
   }
-  return left;
+  child.stop(reason, grace);
 }
 
 /** The marker's deadlines; `undefined` when it has none, or cannot be read (the next look decides). */
-export function readDeadlines(
-  state: StateDir,
-): MarkerDeadlines | undefined {
+export function readDeadlines(state: StateDir): MarkerDeadlines | undefined {
   try {
     return state.readMarkerDeadlines();
   } catch {
@@ -70,74 +79,35 @@ export function readDeadlines(
   }
 }
 
-/** The settings {@linkcode warnLongGrace} checks against a marker's lead. */
-export interface StopTiming {
-  graceMs: number;
-  intervalMs: number;
-  logger: Logger;
-}
-
 /**
- * WARN when `--grace` plus `--interval` exceed the marker's lead (lease
- * deadline minus gate deadline): a stop noticed at the next look would then
- * have its grace cut short ({@linkcode shortenedGraceMs}).
- */
-export function warnLongGrace(
-  o: StopTiming,
-  d: MarkerDeadlines | undefined,
-): void {
-  if (d === undefined) return;
-  const leadMs = d.leaseDeadlineBootMs - d.gateClosesBootMs;
-  if (o.graceMs + o.intervalMs <= leadMs) return;
-  o.logger.warn(
-    "--grace plus --interval exceed the marker's enforcement lead: a stopped command gets SIGKILL early, before the lease deadline; lower --grace or --interval, or raise the sidecar's BERTH_ENFORCE_LEAD_SECONDS",
-    {
-      grace: formatDurationMs(o.graceMs),
-      interval: formatDurationMs(o.intervalMs),
-      lead: formatDurationMs(leadMs),
-    },
-  );
-}
-
-/** What {@linkcode watchCommand} needs from the loop that started COMMAND. */
-export interface WatchHooks {
-  state: StateDir;
-  clock: Clock;
-  /** Never throws. */
-  verdict: () => Verdict;
-  /** Stops COMMAND for `reason`, keeping to the lease deadline. */
-  stop: (reason: string) => void;
-  /** Told the deadlines of each marker that passed. */
-  seen: (d: MarkerDeadlines | undefined) => void;
-  /** Told what a look that could not be completed threw; stops COMMAND. */
-  failed: (e: unknown) => void;
-}
-
-/**
- * Watches a running COMMAND: looks at the verdict every interval and at the
- * marker's gate deadline (a timer re-armed at every look), stops it the
- * moment the verdict fails or a look cannot be completed, and returns its
- * exit once its tree is gone.
+ * Watches a running COMMAND: looks at the verdict (`verdict`, which never
+ * throws) every interval and at the marker's gate deadline (a timer
+ * re-armed at every look), calls `stop` the moment it fails and `failed`
+ * when a look cannot be completed, tells `seen` the deadlines of each
+ * marker that passed, and returns the exit once its tree is gone.
  */
 export async function watchCommand(
   child: ProcessGroup,
   intervalMs: number,
-  h: WatchHooks,
+  h: {
+    state: StateDir;
+    clock: Clock;
+    verdict: () => Verdict;
+    stop: (reason: string) => void;
+    seen: (d: MarkerDeadlines | undefined) => void;
+    failed: (e: unknown) => void;
+  },
 ): Promise<ChildExit> {
-  const { state } = h;
   let deadlineTimer: ReturnType<typeof setTimeout> | undefined;
   const look = () => {
     if (child.stopReason !== undefined) return;
     try {
       const v = h.verdict();
-      if (v.kind !== "OK") {
-        h.stop(v.reason);
-        return;
-      }
+      if (v.kind !== "OK") return h.stop(v.reason);
       clearTimeout(deadlineTimer);
-      const d = readDeadlines(state);
+      const d = readDeadlines(h.state);
       h.seen(d);
-      const left = d === undefined ? undefined : untilGateCloses(d, h.clock);
+      const left = d && until(d.gateClosesBootMs, d.gateClosesWallMs, h.clock);
       if (left !== undefined && left < intervalMs) {
         // The boot clock ticks in 10 ms: look again just after the deadline.
         deadlineTimer = setTimeout(look, Math.max(0, left) + 10);

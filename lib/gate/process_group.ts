@@ -16,11 +16,10 @@
  */
 import type { Clock } from "../state/clock.ts";
 import type { Logger } from "../obs/log.ts";
-import { parseProcStat } from "../enforce/proc.ts";
+import { parseProcStat, type ProcStat } from "../enforce/proc.ts";
 
-/** Exit status of a command that cannot be executed, as shells report it. */
+/** The exit statuses of a command that cannot be executed and of one not found, as shells report them. */
 export const EXIT_CANNOT_EXECUTE = 126;
-/** Exit status of a command that was not found, as shells report it. */
 export const EXIT_COMMAND_NOT_FOUND = 127;
 
 const POLL_MS = 50;
@@ -29,11 +28,7 @@ const KILL_WAIT_MS = 10_000;
 
 /** The command could not be started; `exitCode` (126 or 127) is what `run` exits with. */
 export class SpawnError extends Error {
-  constructor(
-    readonly command: string,
-    readonly exitCode: number,
-    cause: Error,
-  ) {
+  constructor(command: string, readonly exitCode: number, cause: Error) {
     super(
       `cannot start ${JSON.stringify(command)}: ${cause.message}` +
         (exitCode === EXIT_COMMAND_NOT_FOUND
@@ -55,11 +50,9 @@ export interface ChildExit {
   leftBehind?: true;
 }
 
-/** Options for {@linkcode ProcessGroup.spawn}. */
+/** Options for {@linkcode ProcessGroup.spawn}: `argv` is started directly (no shell) with `env` alone. */
 export interface ProcessGroupOptions {
-  /** Started directly, no shell. */
   argv: string[];
-  /** Its whole environment: nothing else is inherited. */
   env: Record<string, string>;
   graceMs: number;
   clock: Clock;
@@ -77,21 +70,18 @@ export interface ProcessGroupOptions {
 }
 
 /** One row of `/proc`, as supervision needs it. */
-export interface ProcRow {
-  pid: number;
-  ppid: number;
-  pgrp: number;
-  state: string;
-}
+export type ProcRow =
+  & { pid: number }
+  & Pick<ProcStat, "ppid" | "pgrp" | "state">;
 
-/** Every process procfs lists, read synchronously; throws when `procRoot` cannot be listed. */
-export function readProcTable(procRoot = "/proc"): ProcRow[] {
+/** Every process procfs lists, read synchronously; throws when `/proc` cannot be listed. */
+export function readProcTable(): ProcRow[] {
   const out: ProcRow[] = [];
-  for (const entry of Deno.readDirSync(procRoot)) {
+  for (const entry of Deno.readDirSync("/proc")) {
     if (!/^[1-9]\d*$/.test(entry.name)) continue;
     try {
       const { ppid, pgrp, state } = parseProcStat(
-        Deno.readTextFileSync(`${procRoot}/${entry.name}/stat`),
+        Deno.readTextFileSync(`/proc/${entry.name}/stat`),
       );
       out.push({ pid: Number(entry.name), ppid, pgrp, state });
     } catch {
@@ -101,10 +91,7 @@ export function readProcTable(procRoot = "/proc"): ProcRow[] {
   return out;
 }
 
-/**
- * Zombies count as gone: outside a proper init (a PID 1 that does not reap),
- * orphans stay zombies for good and would otherwise hold the supervisor.
- */
+/** Zombies count as gone: orphans no PID 1 reaps stay zombies for good and would hold the supervisor. */
 const live = (r: ProcRow) => r.state !== "Z" && r.state !== "X";
 
 /** The live descendants of `root` (not `root` itself) in `table`, by parent PID, nearest first. */
@@ -151,7 +138,6 @@ export function becomeSubreaper(): string | undefined {
     if (openLibc().prctl(PR_SET_CHILD_SUBREAPER, 1n, 0n, 0n, 0n) !== 0) {
       return "prctl(PR_SET_CHILD_SUBREAPER) failed";
     }
-    return undefined;
   } catch (e) {
     return `cannot load libc for prctl(PR_SET_CHILD_SUBREAPER): ${
       (e as Error).message
@@ -161,25 +147,21 @@ export function becomeSubreaper(): string | undefined {
 
 /**
  * Reaps the zombie children Deno did not start (the orphans a subreaper or
- * PID 1 inherits) and returns their PIDs. Those `own` names Deno waits for
- * itself: never touched, or Deno would lose their exit status.
+ * PID 1 inherits). Those `own` names Deno waits for itself: never
+ * touched, or Deno would lose their exit status.
  */
-export function reapOrphans(
-  own: (pid: number) => boolean,
-  procRoot = "/proc",
-): number[] {
+export function reapOrphans(own: (pid: number) => boolean): void {
   let c: Libc;
   try {
     c = openLibc();
   } catch {
-    return [];
+    return;
   }
-  const reaped: number[] = [];
-  for (const r of readProcTable(procRoot)) {
-    if (r.ppid !== Deno.pid || r.state !== "Z" || own(r.pid)) continue;
-    if (c.waitpid(r.pid, null, WNOHANG) === r.pid) reaped.push(r.pid);
+  for (const r of readProcTable()) {
+    if (r.ppid === Deno.pid && r.state === "Z" && !own(r.pid)) {
+      c.waitpid(r.pid, null, WNOHANG);
+    }
   }
-  return reaped;
 }
 
 /**
@@ -213,7 +195,6 @@ export class ProcessGroup {
 
   /** Starts the command; throws a {@linkcode SpawnError} when it cannot be executed. */
   static spawn(o: ProcessGroupOptions): ProcessGroup {
-    if (o.argv.length === 0) throw new Error("no command to run");
     try {
       return new ProcessGroup(
         new Deno.Command(o.argv[0], {
@@ -243,18 +224,11 @@ export class ProcessGroup {
     return this.#stopReason;
   }
 
-  /** Sends `signal` to the whole group (a forwarded SIGHUP, say); a group already gone is fine. */
-  signal(signal: Deno.Signal): void {
-    this.#kill(signal);
-  }
-
   /**
    * Stops the group: SIGTERM (and SIGCONT, so a stopped process can act on
-   * it), then SIGKILL once the grace has passed. Resolves when no live
+   * it), then SIGKILL once `graceMs` has passed. Resolves when no live
    * process is left (or, if SIGKILL cannot get rid of one, after a bounded
-   * wait and an error log). Later calls return the first stop. `graceMs`
-   * defaults to the configured grace (a caller with a deadline to keep
-   * passes a shorter one).
+   * wait and an error log). Later calls return the first stop.
    */
   stop(reason: string, graceMs = this.#o.graceMs): Promise<void> {
     if (this.#stopping) return this.#stopping;
@@ -297,13 +271,13 @@ export class ProcessGroup {
       pgid: this.pid,
       grace_ms: graceMs,
     });
-    if (this.#kill("SIGTERM")) onStopSignal?.("SIGTERM");
-    this.#kill("SIGCONT");
+    if (this.signal("SIGTERM")) onStopSignal?.("SIGTERM");
+    this.signal("SIGCONT");
     if (await this.#waitEmpty(clock.timeout(graceMs))) return;
     logger.warn("the command outlived the grace; sending SIGKILL", {
       pgid: this.pid,
     });
-    if (this.#kill("SIGKILL")) onStopSignal?.("SIGKILL");
+    if (this.signal("SIGKILL")) onStopSignal?.("SIGKILL");
     if (await this.#waitEmpty(clock.timeout(KILL_WAIT_MS))) return;
     logger.error(
       "processes of the command survive SIGKILL (uninterruptible sleep?); carrying on without them",
@@ -348,8 +322,8 @@ export class ProcessGroup {
     }
   }
 
-  /** False when the group is already gone. */
-  #kill(signal: Deno.Signal): boolean {
+  /** Sends `signal` to the whole group (a forwarded SIGHUP, say); false when it is already gone. */
+  signal(signal: Deno.Signal): boolean {
     const d = this.#o.descendants;
     let sent = false;
     if (

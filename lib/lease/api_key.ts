@@ -1,18 +1,22 @@
 /**
- * Where the API key comes from: given directly, or a key file (a mounted
- * Secret rotated in place) re-read at most once a second, where a bad or
- * missing file never takes away a key that worked a moment ago. A read can
- * block (a FIFO, a hung mount) and cannot be cancelled, so every read is
- * bounded and a request waits for a due re-read only
- * {@linkcode REREAD_WAIT_MS} (docs/configuration.md, "TLS and the API key").
+ * The API key, given or in a key file (a mounted Secret rotated in place),
+ * and its removal from all a server sent back (which may echo the
+ * `Authorization` header). A bad or missing file never takes away a key that
+ * worked; a read can block (a FIFO, a hung mount) and cannot be cancelled,
+ * so every read is bounded (docs/configuration.md, "TLS and the API key").
  *
  * @module
  */
 import { aborted, bounded, type Clock, systemClock } from "../state/clock.ts";
 import { discardLogger, type Logger, Secret } from "../obs/log.ts";
+import type { GrantOutcome, ReleaseOutcome } from "./rpc.ts";
+import { goJsonString, type Redact } from "./wire.ts";
 
 /** A small share of the shortest heartbeat (1 s), so a hung read never costs a renewal its bound. */
-export const REREAD_WAIT_MS = 100;
+const REREAD_WAIT_MS = 100;
+const READ_INTERVAL_MS = 1000;
+/** Longer is an error at start-up; later the last good key is used meanwhile. */
+const READ_TIMEOUT_MS = 2000;
 
 /** Larger than any real key; a bigger file is a mistake (wrong path), not a key. */
 const MAX_KEY_FILE_BYTES = 16 * 1024;
@@ -22,15 +26,10 @@ const FIX_PATH =
 const FIX_MODE =
   "make it readable by that uid (in a pod: the Secret volume's defaultMode, or the pod's fsGroup)";
 
-/** Options for {@linkcode ApiKeySource.fromFile}. */
+/** Options for {@linkcode ApiKeySource.fromFile}; `readFile` is the seam for a read that blocks. */
 export interface ApiKeyFileOptions {
   clock?: Clock;
   logger?: Logger;
-  /** Default 1000. */
-  minReadIntervalMs?: number;
-  /** Default 2000: longer is an error at start-up, later the last good key is used meanwhile. */
-  readTimeoutMs?: number;
-  /** A seam for a read that blocks. */
   readFile?: (path: string) => Promise<Uint8Array>;
 }
 
@@ -45,8 +44,7 @@ export class ApiKeySource {
   /**
    * A key that never changes (`--api-key` / `BERTH_API_KEY`).
    *
-   * @throws {Error} When it is empty or cannot be sent in an HTTP header, so
-   * a bad value is a start-up error rather than a 401 on every request.
+   * @throws {Error} When it cannot go in an HTTP header (a start-up error, not a 401 on every request).
    */
   static fromSecret(secret: Secret): ApiKeySource {
     const problem = keyProblem(secret.reveal());
@@ -62,9 +60,8 @@ export class ApiKeySource {
   }
 
   /**
-   * A key read now from `path` (`--api-key-file` / `BERTH_API_KEY_FILE`),
-   * and re-read by `current()` when due. A failed re-read keeps the last
-   * good key, with one warning per streak of failures.
+   * A key read now from `path`, re-read by `current()` once a second at most;
+   * a failed re-read keeps the last good key, with one warning per streak.
    *
    * @throws {Error} A configuration error naming the file and what to do.
    */
@@ -74,13 +71,11 @@ export class ApiKeySource {
   ): Promise<ApiKeySource> {
     const clock = options.clock ?? systemClock;
     const logger = options.logger ?? discardLogger;
-    const interval = options.minReadIntervalMs ?? 1000;
-    const readTimeoutMs = options.readTimeoutMs ?? 2000;
     const read = () => readKeyFile(path, options.readFile ?? readRegularFile);
-    const first = await within(read(), clock.timeout(readTimeoutMs));
+    const first = await within(read(), clock.timeout(READ_TIMEOUT_MS));
     if (first === undefined) {
       throw new Error(
-        `API key file ${path} could not be read within ${readTimeoutMs} ms (is it a FIFO, or on a hung network mount?); point --api-key-file / BERTH_API_KEY_FILE at the mounted Secret's file`,
+        `API key file ${path} could not be read within ${READ_TIMEOUT_MS} ms (is it a FIFO, or on a hung network mount?); point --api-key-file / BERTH_API_KEY_FILE at the mounted Secret's file`,
       );
     }
     if ("problem" in first) {
@@ -111,27 +106,22 @@ export class ApiKeySource {
       if (got.key !== key.reveal()) previous = key;
       key = new Secret(got.key);
     };
-    const current = async (signal?: AbortSignal): Promise<Secret> => {
-      if (pending === undefined && clock.now() - lastRead >= interval) {
+    const current = async (signal = new AbortController().signal) => {
+      if (pending === undefined && clock.now() - lastRead >= READ_INTERVAL_MS) {
         lastRead = clock.now();
         const started = refresh().finally(() => (pending = undefined));
         pending = started;
         // Said once the read passes its own bound, whoever still waits.
         const ended = started.then(() => true);
-        within(ended, clock.timeout(readTimeoutMs)).then((done) =>
+        within(ended, clock.timeout(READ_TIMEOUT_MS)).then((done) =>
           done || fail(
-            `the read did not finish within ${readTimeoutMs} ms (a FIFO, or a hung network mount?); it is left pending and no other read starts until it ends`,
+            `the read did not finish within ${READ_TIMEOUT_MS} ms (a FIFO, or a hung network mount?); it is left pending and no other read starts until it ends`,
           )
         );
-        using wait = bounded(
-          clock,
-          Math.min(REREAD_WAIT_MS, readTimeoutMs),
-          ...(signal ? [signal] : []),
-        );
+        using wait = bounded(clock, REREAD_WAIT_MS, signal);
         await within(started, wait.signal);
       }
-      // A read still pending (this call's, or an earlier one that hangs):
-      // the last good key, at once.
+      // A read still pending (this call's, or one that hangs): the last good key.
       return key;
     };
     return new ApiKeySource(
@@ -146,11 +136,9 @@ export async function apiKeySourceFromConfig(
   config: { apiKey?: Secret; apiKeyFile?: string },
   options: ApiKeyFileOptions = {},
 ): Promise<ApiKeySource | undefined> {
-  if (config.apiKey !== undefined) {
-    return ApiKeySource.fromSecret(config.apiKey);
-  }
-  if (config.apiKeyFile === undefined) return undefined;
-  return await ApiKeySource.fromFile(config.apiKeyFile, options);
+  const { apiKey, apiKeyFile: file } = config;
+  if (apiKey !== undefined) return ApiKeySource.fromSecret(apiKey);
+  if (file !== undefined) return await ApiKeySource.fromFile(file, options);
 }
 
 /** `work`'s value, or undefined when `signal` aborts first; `work` is left running. */
@@ -238,4 +226,48 @@ async function notReadable(path: string): Promise<string> {
   } catch {
     return `is not readable by uid ${uid} (its directory cannot be searched either)`;
   }
+}
+
+/**
+ * Replaces each secret in a text, in the spellings a server may echo it in:
+ * as is, JSON-escaped (by JavaScript's and by Go's encoder) and
+ * percent-encoded (a redirect's `Location`).
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * assert.equal(redactor(["k3y"])("Bearer k3y"), "Bearer [redacted API key]");
+ * ```
+ */
+export function redactor(secrets: string[]): Redact {
+  const forms = new Set<string>();
+  for (const s of secrets.filter((s) => s !== "")) {
+    forms.add(s).add(JSON.stringify(s).slice(1, -1))
+      .add(goJsonString(s).slice(1, -1)).add(encodeURIComponent(s));
+  }
+  // Longest first, so a form that contains another is replaced whole.
+  const list = [...forms].sort((a, b) => b.length - a.length);
+  return (text) =>
+    list.reduce((out, f) => out.split(f).join("[redacted API key]"), text);
+}
+
+/** `outcome` with every string from the server redacted. */
+export function redactOutcome<T extends GrantOutcome | ReleaseOutcome>(
+  outcome: T,
+  redact: Redact,
+): T {
+  const out = { ...outcome } as Record<string, unknown>;
+  for (const field of ["message", "requestId"]) {
+    if (typeof out[field] === "string") out[field] = redact(out[field]);
+  }
+  if ("lease" in outcome) {
+    const { holder, expiresAt, acquiredAt } = outcome.lease;
+    out.lease = {
+      ...outcome.lease,
+      holder: redact(holder),
+      expiresAt: redact(expiresAt),
+      acquiredAt: redact(acquiredAt),
+    };
+  }
+  return out as T;
 }

@@ -1,18 +1,13 @@
 /**
- * The Berth lease API over HTTP(S): wire encoding, a transport and answer
- * decoding, with what spans them (the request's bound, the key and its
- * redaction, which transport the options need and their warnings). It never
- * retries: retry policy belongs to the acquire loop and the renewer.
+ * The Berth lease API over HTTP(S): the request's bound, the key and its
+ * redaction, which transport the options need and their warnings, and what
+ * the client trusts: the system's store with the CA bundle added (never in
+ * its place), set up once at start-up (docs/configuration.md, "Trust"). It
+ * never retries: that is the acquire loop's and the renewer's.
  *
  * @module
  */
-import {
-  grantOutcome,
-  redactor,
-  redactOutcome,
-  releaseOutcome,
-} from "./answer.ts";
-import type { ApiKeySource } from "./api_key.ts";
+import { type ApiKeySource, redactor, redactOutcome } from "./api_key.ts";
 import { describeTransportError } from "./errors.ts";
 import {
   DEFAULT_REQUEST_TIMEOUT_MS,
@@ -22,16 +17,16 @@ import {
   type LeaseKey,
   type ReleaseOutcome,
 } from "./rpc.ts";
-import { chooseCaStores, lookPath, readTrust } from "./tls_trust.ts";
 import {
   fetchTransport,
-  MAX_RESPONSE_BYTES,
   nodeTransport,
   type Route,
   withNodeFallback,
 } from "./transport.ts";
 import {
+  grantOutcome,
   parseApiServer,
+  releaseOutcome,
   requestBody,
   requestHeaders,
   type Target,
@@ -39,21 +34,14 @@ import {
 import { discardLogger, type Logger } from "../obs/log.ts";
 import { bounded, systemClock } from "../state/clock.ts";
 
-/** Options for {@linkcode createHttpLeaseClient}. */
+/** Options for {@linkcode createHttpLeaseClient}; `serverName` and `insecureSkipTlsVerify` go through `node:https`, directly (docs/lease-client.md, "Transports"). */
 export interface HttpLeaseClientOptions {
-  /** `https://` (production) or `http://` (development server); a path prefix is kept. */
   apiServer: string;
   key: LeaseKey;
-  /** Without one no Authorization header is sent. */
   auth?: ApiKeySource;
-  /** A PEM file of CA certificates trusted beside the system's store; read once, at construction. */
   caBundleFile?: string;
-  /** Sent as SNI and verified instead of the URL's host (which Host keeps). Through `node:https`, directly. */
   serverName?: string;
-  /** Development only (a warning says so). Through `node:https`, directly. */
   insecureSkipTlsVerify?: boolean;
-  /** The key file's read included; the caller's signal may end it sooner, never later. */
-  requestTimeoutMs?: number;
   logger?: Logger;
 }
 
@@ -86,26 +74,19 @@ export function createHttpLeaseClient(
       `lease key ${shown}: namespace and name must both be non-empty`,
     );
   }
-  const timeoutMs = options.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
-  if (!Number.isFinite(timeoutMs) || timeoutMs <= 0) {
-    throw new RangeError(
-      `requestTimeoutMs must be a positive number of milliseconds, got ${timeoutMs}`,
-    );
-  }
   const route = chooseRoute(options, target, logger);
   const { auth, serverName } = options;
   const [ns, lease] = [namespace, name].map(encodeURIComponent);
   const base = `${target.basePath}/v1alpha1/namespaces/${ns}/leases/${lease}`;
 
-  // Release answers a ReleaseOutcome, the others a GrantOutcome.
   const call = async <T extends GrantOutcome | ReleaseOutcome>(
     rpc: "acquire" | "renew" | "release",
     fields: Parameters<typeof requestBody>[0],
     signal: AbortSignal,
   ): Promise<T> => {
     const body = requestBody(fields);
-    // Cleared at the end, so no finished request wakes the process again.
-    using bound = bounded(systemClock, timeoutMs, signal);
+    // The key's read included; cleared at the end, waking nothing later.
+    using bound = bounded(systemClock, DEFAULT_REQUEST_TIMEOUT_MS, signal);
     const within = bound.signal;
     const key = within.aborted ? undefined : await auth?.current(within);
     if (within.aborted) return abortFailure(within.reason) as T;
@@ -125,15 +106,8 @@ export function createHttpLeaseClient(
           proxy: route.proxy(),
           signal: within,
         });
-    } else if ("tooLarge" in answer) {
-      const kib = MAX_RESPONSE_BYTES / 1024;
-      outcome = {
-        kind: "bad-response",
-        status: answer.tooLarge,
-        message:
-          `response body exceeds ${kib} KiB; is --api-server pointing at the Berth API server?`,
-        requestId: answer.requestId,
-      };
+    } else if ("kind" in answer) {
+      outcome = answer;
     } else {
       const ctx = { holder: fields.holder, url: target.origin + path, redact };
       outcome = rpc === "release"
@@ -223,8 +197,6 @@ function chooseRoute(
       return { send: nodeTransport(target, tls), proxy: () => undefined };
     }
   }
-  // fetch ignores a proxy URL with a user but no password, with nothing said.
-  // The line names the variable, never its value.
   const authority = (proxy === undefined ? "" : env(proxy) ?? "")
     .replace(/^[a-z][a-z0-9+.-]*:\/\//i, "").split(/[/?#]/, 1)[0];
   const at = authority.indexOf("@");
@@ -247,4 +219,135 @@ function abortFailure(reason: unknown): LeaseFailure {
   return reason instanceof Error && reason.name === "TimeoutError"
     ? { kind: "timeout", message: "no answer within the request's time bound" }
     : { kind: "aborted", message: "the request was cancelled" };
+}
+
+/** The system trust store files Go's `crypto/x509` reads on Linux, in its order. */
+export const SYSTEM_BUNDLE_FILES: readonly string[] = [
+  "/etc/ssl/certs/ca-certificates.crt", // Debian, Ubuntu, Alpine, distroless
+  "/etc/pki/tls/certs/ca-bundle.crt", // Fedora, RHEL 6
+  "/etc/ssl/ca-bundle.pem", // openSUSE
+  "/etc/pki/tls/cacert.pem", // OpenELEC
+  "/etc/pki/ca-trust/extracted/pem/tls-ca-bundle.pem", // CentOS, RHEL 7
+  "/etc/ssl/cert.pem", // Alpine
+];
+
+/** Deno builds its root certificates from it once per process, at the first TLS use. */
+export const CA_STORE_VARIABLE = "DENO_TLS_CA_STORE";
+export const SYSTEM_CA_STORES = "system,mozilla";
+
+export type PathState = "readable" | "unreadable" | "absent";
+
+/**
+ * Which root stores to trust ({@linkcode CA_STORE_VARIABLE}'s value, none to
+ * leave it as it is), and what to warn about: a system file that cannot be
+ * read is not named, since Deno then refuses every TLS connection.
+ */
+export function chooseCaStores(
+  env: (name: string) => string | undefined,
+  look: (path: string) => PathState,
+): { stores?: string; warning?: string } {
+  if (env(CA_STORE_VARIABLE) !== undefined) return {};
+  const file = env("SSL_CERT_FILE");
+  if (file !== undefined && file !== "") {
+    if (look(file) === "readable") return { stores: SYSTEM_CA_STORES };
+    return {
+      warning:
+        `SSL_CERT_FILE names ${file}, which cannot be read as a file; the system trust store is not used (Deno's bundled Mozilla roots and the CA bundle are): fix or unset SSL_CERT_FILE`,
+    };
+  }
+  // The first system file there, as Deno takes the first it finds.
+  for (const f of SYSTEM_BUNDLE_FILES) {
+    const state = look(f);
+    if (state === "absent") continue;
+    if (state === "readable") return { stores: SYSTEM_CA_STORES };
+    return {
+      warning:
+        `the system trust store ${f} cannot be read by this user, so it is not used (Deno's bundled Mozilla roots and the CA bundle are): make it readable, or set SSL_CERT_FILE to a readable bundle`,
+    };
+  }
+  return {};
+}
+
+/** Whether `path` is a regular file this process can open for reading. */
+export function lookPath(path: string): PathState {
+  try {
+    using f = Deno.openSync(path, { read: true });
+    return f.statSync().isFile ? "readable" : "unreadable";
+  } catch (e) {
+    return e instanceof Deno.errors.NotFound ? "absent" : "unreadable";
+  }
+}
+
+/**
+ * The root stores `stores` names and the CA bundle's PEM blocks, checked by
+ * one HTTP client built and closed before the first TLS use: Deno reads
+ * {@linkcode CA_STORE_VARIABLE} only then, so it is removed again for the
+ * processes this one starts.
+ *
+ * @throws {Error} Naming the bundle (or its bad certificate) or the stores.
+ */
+export function readTrust(
+  bundleFile: string | undefined,
+  stores: string | undefined,
+): string[] | undefined {
+  let pems: string[] | undefined;
+  if (bundleFile !== undefined) {
+    let text: string;
+    try {
+      text = Deno.readTextFileSync(bundleFile);
+    } catch (e) {
+      throw new Error(
+        `CA bundle file ${bundleFile} cannot be read (${
+          (e as Error).message
+        }); set --ca-bundle-file / BERTH_CA_BUNDLE_FILE to a readable PEM file`,
+      );
+    }
+    pems = text.match(
+      /-----BEGIN CERTIFICATE-----[\s\S]*?-----END CERTIFICATE-----/g,
+    ) ?? undefined;
+    if (pems === undefined) {
+      throw new Error(
+        `CA bundle file ${bundleFile} contains no PEM certificate (no "-----BEGIN CERTIFICATE-----" block); give the CA certificate(s) of the API server in PEM form`,
+      );
+    }
+  }
+  const chosen = stores ?? Deno.env.get(CA_STORE_VARIABLE);
+  if (pems === undefined && chosen === undefined) return undefined;
+  const attempt = (caCerts?: string[]): Error | undefined => {
+    try {
+      Deno.createHttpClient(caCerts ? { caCerts } : {}).close();
+    } catch (e) {
+      return e as Error;
+    }
+  };
+  if (stores !== undefined) Deno.env.set(CA_STORE_VARIABLE, stores);
+  try {
+    const failed = attempt(pems);
+    if (failed === undefined) return pems;
+    // Whose fault: the root stores (a client without the bundle fails too),
+    // or the bundle, one certificate of which is found by trying each.
+    const roots = pems === undefined ? failed : attempt();
+    if (pems !== undefined && roots === undefined) {
+      const errors = pems.map((pem) => attempt([pem]));
+      const i = errors.findIndex((e) => e !== undefined);
+      throw new Error(
+        i < 0
+          ? `CA bundle file ${bundleFile} cannot be used (${failed.message})`
+          : `CA bundle file ${bundleFile}: certificate ${
+            i + 1
+          } of ${pems.length} is not a valid certificate (${
+            errors[i]!.message
+          })`,
+      );
+    }
+    throw new Error(
+      `the trust store cannot be loaded (${roots!.message}); ${
+        stores === undefined && chosen !== undefined
+          ? `check the stores ${CA_STORE_VARIABLE}=${chosen} names`
+          : `fix the system's, or set ${CA_STORE_VARIABLE}=mozilla to trust Deno's bundled roots (and the CA bundle) alone`
+      }`,
+    );
+  } finally {
+    if (stores !== undefined) Deno.env.delete(CA_STORE_VARIABLE);
+  }
 }

@@ -1,38 +1,19 @@
 /**
  * Why no answer came: both transports' errors classified by one table and
- * worded once as a failure a user can act on, with a fix when no wait heals
- * it (the URL's scheme, the certificate).
+ * worded once, with a fix when no wait heals it.
  *
  * @module
  */
 import { FIXES, type LeaseFailure } from "./rpc.ts";
 import type { Target } from "./wire.ts";
 
-/** Why no answer came, in the terms the messages need (docs/lease-client.md, "Transport errors"). */
-export type TransportErrorKind =
-  | "refused"
-  | "dns"
-  | "not-tls"
-  | "not-http"
-  | "untrusted"
-  | "ca-as-leaf"
-  | "dates"
-  | "wrong-name"
-  | "blocked-port"
-  | "other";
-
-/** A request that ended without an answer; `detail` is shown for `other`. */
-export interface TransportError {
-  error: TransportErrorKind;
-  detail: string;
-}
-
 /**
  * First match wins: the texts of `fetch`'s errors (no code or class, only
  * Deno 2's rustls, hyper and socket wording), and the codes `node:http(s)`
- * gives, matched as `CODE: message`.
+ * gives, matched as `CODE: message`; each kind is worded once below
+ * (docs/lease-client.md, "Transport errors").
  */
-export const ERROR_TABLE: readonly (readonly [RegExp, TransportErrorKind])[] = [
+export const ERROR_TABLE = [
   [/connection refused|ECONNREFUSED/i, "refused"],
   [/dns error|failed to lookup address|ENOTFOUND|EAI_AGAIN/i, "dns"],
   [/InvalidContentType|corrupt message|wrong.version.number/i, "not-tls"],
@@ -53,7 +34,13 @@ export const ERROR_TABLE: readonly (readonly [RegExp, TransportErrorKind])[] = [
     /invalid peer certificate|UnknownIssuer|BadSignature|UNABLE_TO_(VERIFY_LEAF_SIGNATURE|GET_ISSUER_CERT)|SELF_SIGNED_CERT|CERT_(UNTRUSTED|SIGNATURE_FAILURE)/i,
     "untrusted",
   ],
-];
+] as const;
+
+/** Why no answer came, in the terms the messages need. */
+export type TransportErrorKind = (typeof ERROR_TABLE)[number][1] | "other";
+
+/** A request that ended without an answer; `detail` is shown for `other`. */
+export type TransportError = { error: TransportErrorKind; detail: string };
 
 /**
  * A failed request's error (or its cause's: `fetch` throws a `TypeError`
@@ -76,15 +63,15 @@ export function classifyError(e: unknown): TransportError {
     /^error sending request (?:from \S+ )?for (?:url \([^)]*\)|\S+)(?: \([^)]*\))?: /,
     "",
   );
-  const error = ERROR_TABLE.find(([re]) => re.test(detail))?.[1] ?? "other";
+  const error: TransportErrorKind =
+    ERROR_TABLE.find(([re]) => re.test(detail))?.[1] ?? "other";
   return { error, detail };
 }
 
-/** Where a transport error happened. */
+/** Where a transport error happened; through a `proxy` a refusal may be its, and the certificate is not looked at directly. */
 export interface ErrorContext {
   target: Target;
   serverName?: string;
-  /** Set: a refusal may be the proxy's, and the certificate is not looked at directly. */
   proxy?: string;
   signal: AbortSignal;
 }
@@ -112,8 +99,6 @@ export async function describeTransportError(
           : `connection refused, by the proxy ${proxy} names or by the API server behind it; check ${proxy} and --api-server / BERTH_API_SERVER`,
       );
     case "dns":
-      // Through a proxy this node resolves the proxy's host (an http or https
-      // proxy resolves the API server's; NO_PROXY or socks5:// leave it here).
       return fail(
         proxy === undefined
           ? `cannot resolve ${target.hostname}; check --api-server / BERTH_API_SERVER and the cluster DNS`
@@ -125,8 +110,7 @@ export async function describeTransportError(
         FIXES.useHttp,
       );
     case "not-http":
-      // Over http://, a port that completes a TLS handshake is a TLS port:
-      // no wait heals that. Anything else is said as it is, without a fix.
+      // Over http://, a port that completes a TLS handshake is a TLS port.
       if (!target.secure && await presentedValidity(ctx) !== undefined) {
         return fail(
           "the server answered with something that is not HTTP, and the port speaks TLS: the URL says http:// for a TLS port",
@@ -186,9 +170,7 @@ export async function describeTransportError(
 
 type Validity = { notBefore: number; notAfter: number };
 
-function iso(ms: number): string {
-  return new Date(ms).toISOString().replace(/\.000Z$/, "Z");
-}
+const iso = (ms: number) => new Date(ms).toISOString().replace(/\.000Z$/, "Z");
 
 /**
  * The validity period of the certificate `target` presents, by a handshake

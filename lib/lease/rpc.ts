@@ -11,16 +11,9 @@ import { GO_MESSAGES } from "../obs/go_messages.ts";
 export const DEFAULT_REQUEST_TIMEOUT_MS = 10_000;
 
 /** Which lease: `/v1alpha1/namespaces/{namespace}/leases/{name}`. */
-export interface LeaseKey {
-  namespace: string;
-  name: string;
-}
+export type LeaseKey = { namespace: string; name: string };
 
-/**
- * A lease record as the server described it, absent fields normalised
- * (`holder` "", `fencingToken` 0). The times are on the server's clock,
- * which the helper never trusts for safety.
- */
+/** A lease as the server described it (`holder` "", `fencingToken` 0 when absent); its times are the server's clock's, never trusted for safety. */
 export interface LeaseRecord {
   holder: string;
   fencingToken: number;
@@ -64,11 +57,7 @@ export type ReleaseOutcome =
   | { kind: "released"; requestId?: string }
   | LeaseFailure;
 
-/**
- * The three RPCs, bound to one lease and one set of credentials. Every call
- * takes the signal that bounds it; implementations add their own default
- * bound on top, never a longer one. Release is idempotent on the server.
- */
+/** The three RPCs, bound to one lease and one set of credentials; `signal` bounds each call, and an implementation's own bound is never longer. */
 export interface LeaseClient {
   acquire(
     holder: string,
@@ -88,13 +77,9 @@ export interface LeaseClient {
   ): Promise<ReleaseOutcome>;
 }
 
-/**
- * Whether `f` will not change by retrying alone: a 400, 401, 403 or 404
- * means a setting is wrong (lease name, key, holder, URL). Callers may keep
- * retrying (a rotated key heals), but should say so loudly.
- */
+/** Whether `f` will not change by retrying alone (a 400, 401, 403 or 404: a setting is wrong); a rotated key may still heal it, so callers retry, loudly. */
 export function isPersistentFailure(f: LeaseFailure): boolean {
-  return f.kind === "server-error" && PERSISTENT_STATUSES.has(f.status);
+  return f.kind === "server-error" && [400, 401, 403, 404].includes(f.status);
 }
 
 /**
@@ -115,7 +100,7 @@ export function configFix(f: LeaseFailure): string | undefined {
   return "fix" in f ? f.fix : undefined;
 }
 
-/** The fixes {@linkcode configFix} gives: one per cause, each naming the setting to change. */
+/** The fixes {@linkcode configFix} gives, one per cause (docs/lease-client.md, "Failures no wait can heal"). */
 export const FIXES = {
   useHttp:
     "use http:// in --api-server / BERTH_API_SERVER (the server on that port speaks plain HTTP, not TLS), or the server's TLS port",
@@ -132,12 +117,9 @@ export const FIXES = {
     "this is not a Berth API server: check --api-server / BERTH_API_SERVER",
 } as const;
 
-const PERSISTENT_STATUSES = new Set([400, 401, 403, 404]);
-
 /**
- * One line for a log or error message, naming the request id when the
- * server gave one, and for the statuses that need an operator (see
- * {@linkcode isPersistentFailure}) what to do.
+ * One line for a log or error message, with the request id the server gave
+ * and, for a status that needs an operator, what to do.
  *
  * @example
  * ```ts
@@ -174,7 +156,6 @@ export function statusFix(f: LeaseFailure): string | undefined {
     : undefined;
 }
 
-/** The what-to-do tail for a status that will not heal by itself, or "". */
 function whatToDo(status: number, url: string | undefined): string {
   const requested = url === undefined ? "" : ` (requested ${url})`;
   switch (status) {
@@ -194,15 +175,9 @@ function whatToDo(status: number, url: string | undefined): string {
   }
 }
 
-function rid(id: string | undefined): string {
-  return id ? ` (request id ${id})` : "";
-}
+const rid = (id?: string) => id ? ` (request id ${id})` : "";
 
-/**
- * What a Renew answer means for the lease held with a known token. `reason`
- * may quote the server (logs only); `summary` is in this project's words
- * (for `/healthz`); `message` is the Go helper's line.
- */
+/** What a Renew answer means: `reason` may quote the server (logs only), `summary` is for `/healthz`, `message` the Go helper's line. */
 export type RenewVerdict =
   | { kind: "confirmed" }
   | { kind: "cancelled" }
@@ -211,17 +186,17 @@ export type RenewVerdict =
     reason: string;
     summary: string;
     message?: string;
-    /** Who holds it now, when someone else does. */
+    /** Someone else, who holds it now. */
     holder?: string;
   }
   /** No answer that counts: the lease stands until its local deadline. */
   | { kind: "unconfirmed"; reason: string; failure: LeaseFailure };
 
 /**
- * Classifies the answer to a Renew of `token` for `holder`. Only a definite
- * answer loses the lease at once (409, `acquired:false`, another token); a
- * failure to get one (5xx, timeout, network) leaves the local deadline in
- * charge, because the lease may well still be ours.
+ * The answer to a Renew of `token` for `holder`. Only a definite answer
+ * loses the lease at once (409, `acquired:false`, another token); no answer
+ * (5xx, timeout, network) leaves the local deadline in charge, because the
+ * lease may well still be ours.
  *
  * @example
  * ```ts
@@ -282,10 +257,9 @@ export function classifyRenew(
 }
 
 /**
- * A grant's age on the server's clock when this answer renewed it
- * (`expiresAt` less the TTL, less `acquiredAt`): the live holder's Acquire
- * is answered like a Renew, keeping `acquiredAt`, so a fresh grant has age 0.
- * Undefined when either time is unknown (old servers).
+ * A grant's age on the server's clock (`expiresAt` less the TTL, less
+ * `acquiredAt`): the live holder's Acquire is answered like a Renew, keeping
+ * `acquiredAt`, so a fresh grant has age 0. Undefined without both times.
  *
  * @example
  * ```ts
@@ -310,8 +284,8 @@ const RFC3339 =
   /^(\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2})(?:\.(\d{1,9}))?([Zz]|[+-]\d{2}:\d{2})$/;
 
 /**
- * Parses an RFC 3339 time to nanoseconds since the epoch, keeping all nine
- * fractional digits (`Date.parse` keeps three, hiding a gap of up to 1 ms).
+ * An RFC 3339 time in nanoseconds since the epoch, all nine fractional
+ * digits kept (`Date.parse` keeps three).
  *
  * @example
  * ```ts

@@ -1,49 +1,42 @@
 /**
  * The transports (docs/lease-client.md, "Transports"): each sends one POST
- * and reads at most {@linkcode MAX_RESPONSE_BYTES} of its answer (reading a
- * wrong endpoint's unbounded would let it eat the sidecar's memory). `fetch`
- * serves the common path; `node:http(s)` what `fetch` cannot do, loaded by
- * the first request that needs it so that no other process pays its load.
+ * and reads at most {@linkcode MAX_RESPONSE_BYTES} of its answer, so a wrong
+ * endpoint cannot eat the sidecar's memory. `node:http(s)` does what `fetch`
+ * cannot, loaded by the first request that needs it.
  *
  * @module
  */
-import type { RawResponse } from "./answer.ts";
+import type { RawResponse, Target } from "./wire.ts";
 import {
   classifyError,
   type TransportError,
   type TransportErrorKind,
 } from "./errors.ts";
+import type { LeaseFailure } from "./rpc.ts";
 import type { Logger } from "../obs/log.ts";
-import type { Target } from "./wire.ts";
 
 export const MAX_RESPONSE_BYTES = 64 * 1024;
 
-/** One request as every transport sends it: headers as given, the path with the base prefix. */
+/** One request as every transport sends it: the path with the base prefix. */
 export interface WireRequest {
   path: string;
   headers: Record<string, string>;
   body: string;
 }
 
-export type Answer =
-  | RawResponse
-  | TransportError
-  | { tooLarge: number; requestId?: string };
+/** An answer, no answer, or one too large to read. */
+export type Answer = RawResponse | TransportError | LeaseFailure;
 
 /** Sends one POST; resolves, never rejects (an abort resolves as an error too). */
-export type Transport = (
-  request: WireRequest,
-  signal: AbortSignal,
-) => Promise<Answer>;
+export type Transport = (r: WireRequest, s: AbortSignal) => Promise<Answer>;
 
-/** The body up to the cap, as UTF-8 (bad bytes become U+FFFD); a longer one is left unread. */
+/** The body up to the cap, as UTF-8 (bad bytes become U+FFFD); a longer one is left unread. The request id is repeated only when printable. */
 async function readAnswer(
   status: number,
   header: (name: string) => string | null | undefined,
   body: AsyncIterable<Uint8Array> | Uint8Array[],
 ): Promise<Answer> {
   const id = header("x-request-id");
-  // Repeated in messages only when printable.
   const requestId = id && /^[\x21-\x7e]{1,128}$/.test(id) ? id : undefined;
   const decoder = new TextDecoder();
   let text = "";
@@ -51,7 +44,12 @@ async function readAnswer(
   try {
     for await (const chunk of body) {
       size += chunk.length;
-      if (size > MAX_RESPONSE_BYTES) return { tooLarge: status, requestId };
+      if (size > MAX_RESPONSE_BYTES) {
+        const message = `response body exceeds ${
+          MAX_RESPONSE_BYTES / 1024
+        } KiB; is --api-server pointing at the Berth API server?`;
+        return { kind: "bad-response", status, message, requestId };
+      }
       text += decoder.decode(chunk, { stream: true });
     }
   } catch (e) {
@@ -94,8 +92,7 @@ export function fetchTransport(
     } catch (e) {
       return classifyError(e);
     }
-    // A 408 says the server never took the request (RFC 9110, 15.5.9): left
-    // on a kept connection it times out, it answers the next request.
+    // A 408 left on a kept connection: the server never took this request.
     if (res.status === 408 && !retried) {
       await res.body?.cancel().catch(() => {});
       return await send(request, signal, true);
@@ -105,7 +102,6 @@ export function fetchTransport(
   };
 }
 
-/** The TLS settings of a node transport: `caCerts` beside the default roots, `serverName` sent as SNI and verified. */
 export interface NodeTls {
   caCerts?: string[];
   serverName?: string;
@@ -114,9 +110,9 @@ export interface NodeTls {
 
 /**
  * A {@linkcode Transport} over `node:https` (`node:http` for an `http:`
- * target), loaded by its first request. It reads no proxy variable: it
- * connects to the server directly. A keep-alive agent holds the connection
- * between renewals; an idle pooled socket never keeps the process alive.
+ * target), loaded by its first request: `caCerts` beside the default roots,
+ * `serverName` sent as SNI and verified. It reads no proxy variable, and a
+ * keep-alive agent holds the connection between renewals.
  *
  * @example
  * ```ts
@@ -139,8 +135,7 @@ export function nodeTransport(target: Target, tls: NodeTls): Transport {
       port: target.port,
       path: request.path,
       headers: request.headers,
-      // The first request, often the only one (`acquire`), goes on a
-      // one-shot connection: a fresh keep-alive one's answer waits.
+      // The first request (`acquire`'s only one) on a one-shot connection.
       agent: agent(sent++ > 0),
       signal,
     };
@@ -191,16 +186,12 @@ async function load(target: Target, o: NodeTls) {
 }
 
 /** A transport, and the proxy variable requests may go through now (none once they go direct). */
-export interface Route {
-  send: Transport;
-  proxy: () => string | undefined;
-}
+export type Route = { send: Transport; proxy: () => string | undefined };
 
 /**
  * `first` (`fetch`) until it refuses what the node transport gets past (a
- * port `fetch` blocks; on a direct connection, a server certificate that is
- * its own CA); then the node transport, for that request (the refusal sent
- * nothing of it) and every later one.
+ * blocked port; directly, a server certificate that is its own CA); then the
+ * node transport, for that request (the refusal sent nothing) and the rest.
  *
  * @example
  * ```ts

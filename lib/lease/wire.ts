@@ -1,21 +1,28 @@
 /**
- * What the client puts on the wire, as pure functions: the API server URL
- * checked and split, the request bodies and headers. The bodies are byte for
- * byte the Go helper's (docs/lease-client.md, "Request bodies").
+ * The wire both ways, the same over every transport: the API server URL,
+ * the request bodies (the Go helper's bytes) and headers, and what an answer
+ * means: what breaks the API's promises is `bad-response`, never a held
+ * lease (docs/lease-client.md, "Request bodies" and "Answers").
  *
  * @module
  */
+import {
+  FIXES,
+  type GrantOutcome,
+  type LeaseFailure,
+  type LeaseRecord,
+  type ReleaseOutcome,
+} from "./rpc.ts";
 import { VERSION } from "../version.ts";
 
 export const INT32_MAX = 2147483647;
 
-/** The API server URL, checked and split: IPv6 without brackets, the scheme's default port, the path prefix without a trailing slash. */
+/** The API server URL, split: `hostname` without IPv6's brackets, `origin` as the URL spells it (for messages). */
 export interface Target {
   secure: boolean;
   hostname: string;
   port: number;
   basePath: string;
-  /** `scheme://host:port` as the URL spells it, for messages. */
   origin: string;
 }
 
@@ -68,9 +75,8 @@ export function parseApiServer(apiServer: string): Target {
 }
 
 /**
- * A string as Go's `encoding/json` writes it: `<`, `>`, `&`, U+2028 and
- * U+2029 escaped too, and a lone surrogate as `\ufffd` (as Go writes invalid
- * UTF-8).
+ * A string as Go's `encoding/json` writes it (`<`, `>`, `&`, U+2028, U+2029
+ * escaped too, a lone surrogate as `\ufffd`).
  *
  * @example
  * ```ts
@@ -91,8 +97,7 @@ export function goJsonString(s: string): string {
 /**
  * An RPC's body as Go marshals the map of its fields: keys sorted.
  *
- * @throws {RangeError} On a token or TTL outside 1..2147483647 (a caller
- * bug: config validation keeps them in range).
+ * @throws {RangeError} On a token or TTL outside 1..2147483647 (a caller bug).
  *
  * @example
  * ```ts
@@ -117,10 +122,7 @@ export function requestBody(
   return `{${members.join(",")}}`;
 }
 
-/**
- * The request headers of one RPC. Content-Length is given explicitly so
- * both transports send the same bytes; no Authorization without a key.
- */
+/** The request headers of one RPC; Content-Length explicit, so both transports send the same bytes. */
 export function requestHeaders(
   body: string,
   requestId: string,
@@ -134,4 +136,222 @@ export function requestHeaders(
     "Content-Length": String(new TextEncoder().encode(body).length),
     ...(apiKey === undefined ? {} : { Authorization: `Bearer ${apiKey}` }),
   };
+}
+
+/** What came back over the wire, the body cut at the transport's cap. */
+export interface RawResponse {
+  status: number;
+  body: string;
+  requestId?: string;
+  location?: string;
+}
+
+export type Redact = (text: string) => string;
+
+/** The request an answer is for (a grant must name its holder); `redact` applies before a cut, so no part of a secret survives it. */
+export type AnswerContext = { holder: string; url: string; redact?: Redact };
+
+/** An Acquire or Renew answer: `acquired` only for a 200 that keeps every promise of the API. */
+export function grantOutcome(r: RawResponse, ctx: AnswerContext): GrantOutcome {
+  if (r.status !== 200) return statusFailure(r, "200", ctx);
+  const parsed = parseJsonObject(r.body);
+  // Every answer of the API is a JSON object: this one is someone else's.
+  if (typeof parsed === "string") return bad(r, parsed, ctx, FIXES.notBerth);
+  const redact = ctx.redact ?? ((t) => t);
+  const record = parseGrant(parsed, redact);
+  if (typeof record === "string") return bad(r, record, ctx);
+  const { acquired, lease } = record;
+  if (acquired && lease.holder !== ctx.holder) {
+    const [got, want] = [show(lease.holder, redact), show(ctx.holder, redact)];
+    return bad(
+      r,
+      `"acquired" is true but "holder" is ${got}, not the holder requested (${want})`,
+      ctx,
+    );
+  }
+  const kind = acquired ? "acquired" : "not-acquired";
+  return { kind, lease, requestId: r.requestId };
+}
+
+/** A Release answer: 204 (or 200) is success, whatever the body. */
+export function releaseOutcome(
+  r: RawResponse,
+  ctx: AnswerContext,
+): ReleaseOutcome {
+  return r.status === 204 || r.status === 200
+    ? { kind: "released", requestId: r.requestId }
+    : statusFailure(r, "204 or 200", ctx);
+}
+
+function statusFailure(
+  r: RawResponse,
+  expected: string,
+  ctx: AnswerContext,
+): LeaseFailure {
+  const { status, body } = r;
+  const parsed = parseJsonObject(body);
+  const envelope = typeof parsed === "string" ? undefined : parsed.value;
+  const error = envelope?.error;
+  let message: string;
+  let requestId = r.requestId;
+  if (typeof error === "string") {
+    message = excerpt(error, ctx);
+    const id = envelope?.requestId;
+    if (typeof id === "string" && id !== "") requestId = excerpt(id, ctx);
+  } else if (isHtml(body)) {
+    const title = /<title[^>]*>([^<]*)<\/title>/i.exec(body)?.[1];
+    const named = title?.trim()
+      ? ` titled ${JSON.stringify(excerpt(title, ctx))}`
+      : "";
+    message = `an HTML page${named}, not the API's JSON`;
+  } else {
+    message = excerpt(body, ctx);
+  }
+  if (status === 409) return { kind: "conflict", message, requestId };
+  let fix: string | undefined;
+  if (
+    status === 400 && ctx.url.startsWith("http:") && PLAIN_ON_TLS.test(body)
+  ) {
+    fix = FIXES.useHttps;
+  } else if (status >= 200 && status < 300) {
+    fix = envelope !== undefined || body === "" ? undefined : FIXES.notBerth;
+  } else if (
+    status < 300 || (status >= 400 && status < 500) || status === 501
+  ) {
+    const foreign = !BERTH.has(status) && typeof error !== "string";
+    fix = isHtml(body) || foreign ? FIXES.notBerth : undefined;
+  }
+  const withFix = fix === undefined ? {} : { fix };
+  if (status >= 200 && status < 300) {
+    message = `unexpected success status (want ${expected}): ${message}`;
+    return { kind: "bad-response", status, message, requestId, ...withFix };
+  }
+  if (status >= 300 && status < 400) {
+    message = r.location
+      ? `redirect to ${excerpt(r.location, ctx)}`
+      : "a redirect without a Location header";
+  }
+  const url = ctx.url;
+  return { kind: "server-error", status, message, requestId, url, ...withFix };
+}
+
+/** The statuses a Berth API server answers on its lease paths (its router's 405 and 307 among them). */
+const BERTH = new Set([200, 204, 307, 400, 401, 403, 404, 405, 409, 413, 500]);
+
+/** What the Go TLS server (and nginx) answer to plain HTTP on a TLS port. */
+const PLAIN_ON_TLS =
+  /Client sent an HTTP request to an HTTPS server|plain HTTP request was sent to HTTPS port/i;
+
+const isHtml = (body: string) =>
+  /^\s*<(?:!doctype|html|head|body|\?xml|title|h1)/i.test(body);
+
+function bad(
+  r: RawResponse,
+  why: string,
+  ctx: AnswerContext,
+  fix?: string,
+): LeaseFailure {
+  return {
+    kind: "bad-response",
+    status: r.status,
+    message: `${why}; body: ${excerpt(r.body, ctx)}`,
+    requestId: r.requestId,
+    ...(fix === undefined ? {} : { fix }),
+  };
+}
+
+/** A short, single-line, printable, redacted piece of server text. */
+function excerpt(text: string, ctx: AnswerContext): string {
+  const clean = ctx.redact?.(text) ?? text;
+  // deno-lint-ignore no-control-regex
+  const flat = clean.replace(/[\x00-\x1f\x7f]+/g, " ").trim();
+  if (flat === "") return "(empty body)";
+  return flat.length > 200 ? `${flat.slice(0, 200)}...` : flat;
+}
+
+/** The body as a JSON object, or why not; with its `fencingToken` as written (the last duplicate's), since a token must be an integer literal. */
+function parseJsonObject(
+  body: string,
+): { value: Record<string, unknown>; token?: string } | string {
+  const tokens = new Map<unknown, string>();
+  let value: unknown;
+  try {
+    value = JSON.parse(body, function (key, v, context?: { source?: string }) {
+      if (key === "fencingToken" && typeof v === "number" && context?.source) {
+        tokens.set(this, context.source);
+      }
+      return v;
+    });
+  } catch {
+    return "response body is not JSON";
+  }
+  if (value === null || typeof value !== "object" || Array.isArray(value)) {
+    return "response body is not a JSON object";
+  }
+  return { value: value as Record<string, unknown>, token: tokens.get(value) };
+}
+
+/** The grant, or which promise it broke; unknown fields are ignored so a newer server stays usable. */
+function parseGrant(
+  { value, token: literal }: { value: Record<string, unknown>; token?: string },
+  redact: Redact,
+): { acquired: boolean; lease: LeaseRecord } | string {
+  const { acquired, holder, fencingToken, expiresAt, acquiredAt } = value;
+  const got = (v: unknown) => show(v, redact);
+  if (typeof acquired !== "boolean") {
+    return `"acquired" must be a boolean, got ${got(acquired)}`;
+  }
+  if (holder !== undefined && typeof holder !== "string") {
+    return `"holder" must be a string, got ${got(holder)}`;
+  }
+  if (
+    fencingToken !== undefined &&
+    (typeof fencingToken !== "number" || literal === undefined ||
+      !/^-?(0|[1-9][0-9]*)$/.test(literal) || fencingToken < -INT32_MAX - 1 ||
+      fencingToken > INT32_MAX)
+  ) {
+    const text = literal === undefined
+      ? got(fencingToken)
+      : redact(literal).slice(0, 60);
+    return `"fencingToken" must be a JSON integer in int32 range, got ${text}`;
+  }
+  const token = (fencingToken as number | undefined) ?? 0;
+  if (acquired && token < 1) {
+    return `"fencingToken" must be at least 1 when "acquired" is true, got ${
+      got(fencingToken)
+    }`;
+  }
+  for (const [field, v] of Object.entries({ expiresAt, acquiredAt })) {
+    if (typeof v !== "string" || !isRfc3339(v)) {
+      return `"${field}" must be an RFC 3339 timestamp, got ${got(v)}`;
+    }
+  }
+  return {
+    acquired,
+    lease: {
+      holder: (holder as string | undefined) ?? "",
+      fencingToken: token,
+      expiresAt: expiresAt as string,
+      acquiredAt: acquiredAt as string,
+    },
+  };
+}
+
+/** RFC 3339 as Go writes it: up to 9 fractional digits, fields in range (second 60: a leap second). */
+const RFC3339 =
+  /^(\d{4})-(0[1-9]|1[0-2])-(\d\d)[Tt]([01]\d|2[0-3]):[0-5]\d:([0-5]\d|60)(\.\d{1,9})?([Zz]|[+-]([01]\d|2[0-3]):[0-5]\d)$/;
+
+function isRfc3339(s: string): boolean {
+  const m = RFC3339.exec(s);
+  const lastDay = new Date(0);
+  if (m) lastDay.setUTCFullYear(Number(m[1]), Number(m[2]), 0);
+  return m !== null && Number(m[3]) >= 1 &&
+    Number(m[3]) <= lastDay.getUTCDate();
+}
+
+/** A server value for a message: JSON, redacted, then cut to 60 characters. */
+function show(v: unknown, redact: Redact): string {
+  if (v === undefined) return "nothing";
+  const s = redact(JSON.stringify(v) ?? String(v));
+  return s.length > 60 ? `${s.slice(0, 60)}...` : s;
 }

@@ -9,21 +9,26 @@ import type { MarkerDeadlines } from "../state/marker.ts";
 import type { ProcessGroup } from "../gate/process_group.ts";
 import { aborted } from "../state/clock.ts";
 
-/** Options for {@linkcode ChildEnforcer}. */
-export interface ChildEnforcerOptions {
-  /** Keeps the markers: a `ProbeEnforcer`. */
-  marker: Enforcer;
+/**
+ * Removes every marker, each on its own: one that cannot be removed must
+ * not keep the others passing.
+ *
+ * @throws The first removal's error, once all were tried.
+ */
+export async function removeMarkers(
+  dirs: readonly { removeMarker(): Promise<void> }[],
+): Promise<void> {
+  const results = await Promise.allSettled(dirs.map((d) => d.removeMarker()));
+  const failed = results.find((r) => r.status === "rejected");
+  if (failed) throw failed.reason;
 }
 
-/** See the module doc. */
+/** See the module doc; `marker` (a `ProbeEnforcer`) keeps the markers. */
 export class ChildEnforcer implements Enforcer {
-  #o: ChildEnforcerOptions;
   #child: ProcessGroup | undefined;
   #stops = new Set<Promise<void>>();
 
-  constructor(options: ChildEnforcerOptions) {
-    this.#o = options;
-  }
+  constructor(private marker: Enforcer) {}
 
   attach(child: ProcessGroup): void {
     this.#child = child;
@@ -34,12 +39,12 @@ export class ChildEnforcer implements Enforcer {
   }
 
   open(d: MarkerDeadlines): Promise<void> {
-    return this.#o.marker.open(d);
+    return this.marker.open(d);
   }
 
   /** The markers go first, so the gate's verdict fails before the stop signal reaches it. */
   async close(reason: string): Promise<void> {
-    await this.#o.marker.close(reason);
+    await this.marker.close(reason);
     const child = this.#child;
     if (child) {
       const stop = child.stop(reason);
@@ -71,6 +76,6 @@ export class ChildEnforcer implements Enforcer {
 
   async dispose(): Promise<void> {
     await Promise.all([...this.#stops]);
-    await this.#o.marker.dispose();
+    await this.marker.dispose();
   }
 }

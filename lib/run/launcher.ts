@@ -6,46 +6,17 @@
  */
 import {
   becomeSubreaper,
-  type ChildExit,
   EXIT_CANNOT_EXECUTE,
   EXIT_COMMAND_NOT_FOUND,
   ProcessGroup,
   SpawnError,
 } from "../gate/process_group.ts";
-import type { Clock } from "../state/clock.ts";
-import type { Config } from "../config/config.ts";
 import type { Logger } from "../obs/log.ts";
-import type { Renewer } from "../hold/renewer.ts";
-import type { StateDir } from "../state/state_dir.ts";
-import type { LeaseKeeper } from "../cmd/lease_keeper.ts";
 import { selfArgv } from "../cmd/self_argv.ts";
-
-/** What a {@linkcode CommandLauncher} starts one run of the command with. */
-export interface LaunchContext {
-  command: string[];
-  /** `BERTH_API_KEY` already removed. */
-  env: Record<string, string>;
-  config: Config;
-  clock: Clock;
-  logger: Logger;
-  keeper: LeaseKeeper;
-  renewer: Renewer;
-  /** The private state directory the command's gate watches. */
-  fence: StateDir;
-}
-
-/** The seam tests replace; see {@linkcode gatedLauncher}. */
-export interface CommandLauncher {
-  /** Once, before the lease is acquired; returns why it failed (run logs it and goes on). */
-  prepare(): string | undefined;
-  start(c: LaunchContext): ProcessGroup;
-  /** Why it exited while its group ran on, when that means the gate failed (run exits 70). */
-  deathReason(exit: ChildExit): string | undefined;
-}
+import type { CommandLauncher } from "./run_supervise.ts";
 
 /** run SIGKILLs what is left this much after the gate's own grace: only when the gate could not. */
 const GATE_MARGIN_MS = 500;
-const GATE_INTERVAL = "100ms";
 
 /** The gate logs the command's stop with the grace it really uses: run's own lines of it go at DEBUG. */
 function quieter(logger: Logger): Logger {
@@ -128,7 +99,7 @@ export function gatedLauncher(
           "--grace",
           `${c.config.enforceGraceSeconds}s`,
           "--interval",
-          GATE_INTERVAL,
+          "100ms",
           "--exit-on-close",
           "--parent-pid",
           String(Deno.pid),

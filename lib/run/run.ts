@@ -1,29 +1,26 @@
 /**
  * `berth-acquire run [flags] -- COMMAND [ARGS...]`: hold the lease while a
- * command runs, outside Kubernetes (VMs, systemd, CI, cron) or in any pod.
- * It reuses the acquire loop and the {@linkcode Renewer} unchanged; only the
- * enforcer differs: closing the permission stops the command's whole process
- * group (SIGTERM, SIGKILL after the grace), and the lease is released or given
- * up only once the group is gone.
- *
- * The wait for the lease is `run_acquire.ts`; what `run` differs in at
- * start-up, `run_role.ts`; the command's supervision, `run_supervise.ts`.
+ * command runs, outside Kubernetes (VMs, systemd, CI, cron) or in any pod
+ * (docs/run.md). The acquire loop and the {@linkcode Renewer} are the
+ * sidecar's; only the enforcer differs: closing the permission stops the
+ * command's whole process group, and the lease is released or given up only
+ * once the group is gone. The waits and the command's supervision are
+ * `run_supervise.ts`.
  *
  * @module
  */
 import { handoffMarker, writeHandoff } from "../hold/handoff.ts";
-import {
-  EXIT_CANNOT_EXECUTE,
-  EXIT_COMMAND_NOT_FOUND,
-} from "../gate/process_group.ts";
-import { acquireForRun } from "./run_acquire.ts";
-import { ChildEnforcer } from "./child_enforcer.ts";
+import { ChildEnforcer, removeMarkers } from "./child_enforcer.ts";
 import { type Clock, systemClock } from "../state/clock.ts";
-import { start } from "../cmd/startup.ts";
-import { RUN_ROLE } from "./run_role.ts";
+import { type CommandSpec, start } from "../cmd/startup.ts";
 import type { Config } from "../config/config.ts";
 import { ConfigError } from "../config/argv.ts";
 import type { ExtraFlag } from "../config/settings.ts";
+import {
+  RUN_GRACE_DEFAULT_TEXT,
+  runGraceDefaultSeconds,
+  SIGNAL_SENDER_LEAD_DEFAULT,
+} from "../config/lead.ts";
 import { type MarkerStore, ProbeEnforcer } from "../enforce/enforcer.ts";
 import {
   HEALTH_ADDR_ENV,
@@ -33,44 +30,19 @@ import {
 import type { LeaseClient } from "../lease/rpc.ts";
 import type { LogFields, Logger } from "../obs/log.ts";
 import { GO_MESSAGES } from "../obs/go_messages.ts";
-import type { RenewerStatus } from "../hold/lease.ts";
+import type { RenewerStore } from "../hold/handoff.ts";
 import { prepareStateDir, StateDir } from "../state/state_dir.ts";
 import { LeaseKeeper } from "../cmd/lease_keeper.ts";
-import { MemoryRenewerStore } from "./memory_store.ts";
-import { SignalRouter, type SignalSource } from "./run_signals.ts";
+import type { SignalSource } from "../cmd/signals.ts";
+import { executableProblem, gatedLauncher } from "./launcher.ts";
 import {
+  acquireForRun,
   type CommandLauncher,
-  executableProblem,
-  gatedLauncher,
-} from "./launcher.ts";
-
-import { EXIT_CONFIG, supervise } from "./run_supervise.ts";
-
-export { FORWARDED_SIGNALS, type SignalSource } from "./run_signals.ts";
-export { EXIT_CANNOT_EXECUTE, EXIT_COMMAND_NOT_FOUND };
-export {
-  EXIT_ACQUIRE_TIMEOUT,
-  EXIT_CANCELLED,
   EXIT_CONFIG,
-  EXIT_CONFIRMED_LATE,
-  EXIT_GATE_DIED,
-  EXIT_LEASE_LOST,
+  SignalRouter,
+  supervise,
+  watchChanges,
 } from "./run_supervise.ts";
-
-/**
- * Removes every marker, each on its own: one that cannot be removed must
- * not keep the others passing.
- *
- * @param dirs The state directories whose markers go.
- * @throws The first removal's error, once all were tried.
- */
-export async function removeMarkers(
-  dirs: readonly { removeMarker(): Promise<void> }[],
-): Promise<void> {
-  const results = await Promise.allSettled(dirs.map((d) => d.removeMarker()));
-  const failed = results.find((r) => r.status === "rejected");
-  if (failed) throw failed.reason;
-}
 
 /** Lines that `run`'s own lines already say, at DEBUG under it. */
 const ROUTINE = new Set<string>([
@@ -87,8 +59,6 @@ const ONCE_PER_HOLDER = new Set<string>([
  * `run`'s logger: one line per event at INFO and above, the renewer's and
  * the acquire loop's routine lines demoted to DEBUG.
  *
- * @param inner The logger `run` was started with.
- * @returns A logger that writes through `inner`.
  * @example
  * ```ts
  * import assert from "node:assert/strict";
@@ -174,6 +144,44 @@ const RUN_FLAGS: Record<string, ExtraFlag> = {
   },
 };
 
+/**
+ * What `run` differs in at start-up from `acquire` and `renew`: the signal
+ * sender's lead default (it stops its own command), a grace default that
+ * lets the command clean up, a holder from the host when no pod fact is
+ * set, runtime-singleton semantics only (`--mode`, `--enforce` and
+ * `--signal-target` refused as flags, their env variables ignored but for
+ * `BERTH_MODE`), and one message naming every missing setting.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * assert.equal(RUN_ROLE.hostHolder, true);
+ * assert.deepEqual(RUN_ROLE.unused?.envRead, ["mode"]);
+ * ```
+ */
+export const RUN_ROLE = {
+  leadDefault: SIGNAL_SENDER_LEAD_DEFAULT,
+  hiddenSettings: ["mode", "enforce", "signal-target"],
+  helpDefaults: {
+    "release-on-shutdown": "true",
+    // Without it run keeps its state private and writes nothing shared.
+    "state-dir": "none (nothing is written)",
+    "enforce-grace-seconds": RUN_GRACE_DEFAULT_TEXT,
+    "holder-identity":
+      "from the pod when POD_* is set, else from the host: HOST/pid:PID:uid:RANDOM (CLUSTER/HOST:pid:PID:uid:RANDOM with --cluster-id), new for every start",
+  },
+  graceDefault: runGraceDefaultSeconds,
+  hostHolder: true,
+  unused: {
+    settings: ["mode", "enforce", "signal-target"],
+    why:
+      "run keeps the lease while its command runs and stops the command's own process group itself",
+    // BERTH_MODE=startup-gate asks for what run does not do: refused (78).
+    envRead: ["mode"],
+  },
+  listMissing: true,
+} satisfies Partial<CommandSpec>;
+
 /** `berth-acquire run`: see the usage text. */
 export async function main(args: string[]): Promise<number> {
   const env = Deno.env.toObject() as Record<string, string | undefined>;
@@ -197,10 +205,8 @@ export async function main(args: string[]): Promise<number> {
     started.configProblem(msg);
     return EXIT_CONFIG;
   };
-  if (command.length === 0) {
-    // The command hint (given to start above) says where to put it.
-    return problem("no command to run");
-  }
+  // The command hint (given to start above) says where to put it.
+  if (command.length === 0) return problem("no command to run");
   // Before anything is acquired: a command that cannot start would only
   // take the lease to give it back.
   const notExecutable = executableProblem(command[0]);
@@ -224,13 +230,14 @@ export async function main(args: string[]): Promise<number> {
     if (!(e instanceof ConfigError)) throw e;
     return problem(e.problem);
   }
-  const stateDirGiven = started.given.has("state-dir");
   return await runWith({
     config,
     command,
     restart: extra["restart-on-reacquire"] === true,
     healthAddr,
-    state: stateDirGiven ? new StateDir(config.stateDir) : undefined,
+    state: started.given.has("state-dir")
+      ? new StateDir(config.stateDir)
+      : undefined,
     logger,
     clock: systemClock,
     guardSharedHolder: started.given.has("holder-identity"),
@@ -238,33 +245,25 @@ export async function main(args: string[]): Promise<number> {
 }
 
 /**
- * Everything {@linkcode runWith} needs, resolved. Its own type so that a
- * test can run `run` in-process with a scripted server, a fake clock and
- * fake signals, and stop it at points a real process cannot be stopped at.
+ * Everything {@linkcode runWith} needs, resolved: a test runs `run`
+ * in-process with a scripted server, a fake clock and fake signals.
  */
 export interface RunOptions {
-  /** The resolved configuration (runtime-singleton mode). */
   config: Config;
-  /** The command and its arguments, run directly (no shell). */
+  /** Run directly (no shell). */
   command: string[];
-  /** `--restart-on-reacquire`: run the command again after a reacquire instead of exiting 75. */
+  /** `--restart-on-reacquire`. */
   restart: boolean;
-  /** Where to serve /healthz and /metrics; undefined: not served. */
   healthAddr: HealthAddr | undefined;
-  /** The state directory, when one was configured; undefined: nothing is written. */
+  /** Undefined: nothing is written. */
   state: StateDir | undefined;
-  /** Receives every record. */
   logger: Logger;
-  /** Monotonic and boot-time clocks and waits. */
   clock: Clock;
-  /** The lease RPCs; default: the client the configuration describes. */
+  /** Default: the client the configuration describes. */
   client?: LeaseClient;
-  /**
-   * Starts each run of the command; default {@linkcode gatedLauncher}`()`,
-   * this program's `gate` around the command.
-   */
+  /** Default {@linkcode gatedLauncher}`()`: this program's `gate` around the command. */
   launcher?: CommandLauncher;
-  /** Where the stop signals come from; default `Deno` (the process's own). */
+  /** Default `Deno`. */
   signalSource?: SignalSource;
   /** A holder identity given explicitly may be another process's too (see `RenewerOptions`). */
   guardSharedHolder?: boolean;
@@ -273,7 +272,6 @@ export interface RunOptions {
 /**
  * `run` once its configuration is resolved: acquire, hand over, supervise
  * the command, release. Returns the exit status (see the usage text).
- * Exported so tests can drive it in-process; the CLI calls {@linkcode main}.
  */
 export async function runWith(o: RunOptions): Promise<number> {
   const { config, clock, state } = o;
@@ -335,36 +333,32 @@ export async function runWith(o: RunOptions): Promise<number> {
       },
       removeMarker: () => removeMarkers(dirs),
     });
-    const enforcer = new ChildEnforcer({
-      marker: new ProbeEnforcer({ marker: markers, logger }),
-    });
-    let change = new AbortController();
-    let deadline: number | undefined;
-    let lateMs: number | undefined;
-    const onChange = (st: RenewerStatus) => {
-      if (st.permissionOpen) {
-        deadline = st.deadline;
-      } else if (deadline !== undefined && clock.now() > deadline) {
-        lateMs = clock.now() - deadline;
-        logger.error(
-          "the lease's local deadline passed before run could act (was it frozen or starved?); the command's gate stops it by that deadline on its own",
-          { late_ms: Math.round(lateMs) },
-        );
-        deadline = undefined;
-      }
-      change.abort();
-      change = new AbortController();
+    const enforcer = new ChildEnforcer(
+      new ProbeEnforcer({ marker: markers, logger }),
+    );
+    const changes = watchChanges(clock, logger);
+    // The renewer adopts run's own acquisition from memory, as the sidecar
+    // adopts the init container's from the volume; writes go to every dir.
+    let [holder, token] = [config.holder, lease.token];
+    const marker = handoffMarker(config, lease);
+    const store: RenewerStore = {
+      readHolder: () => holder,
+      readToken: () => token,
+      readMarkerDeadlines: () => marker,
+      writeHolder: async (h) => {
+        for (const d of dirs) await d.writeHolder(h);
+        holder = h;
+      },
+      writeToken: async (t) => {
+        for (const d of dirs) await d.writeToken(t);
+        token = t;
+      },
     };
     const renewer = keeper.renewer(
       enforcer,
-      new MemoryRenewerStore(
-        config.holder,
-        lease.token,
-        handoffMarker(config, lease),
-        dirs,
-      ),
+      store,
       o.guardSharedHolder ?? false,
-      onChange,
+      changes.changed,
     );
     const stopRenewer = new AbortController();
     const renewerFailed = new AbortController();
@@ -389,12 +383,7 @@ export async function runWith(o: RunOptions): Promise<number> {
         renewerFailed: renewerFailed.signal,
         fence,
         launcher,
-        nextChange: () => change.signal,
-        takeLateClose: () => {
-          const late = lateMs;
-          lateMs = undefined;
-          return late;
-        },
+        changes,
       });
     } finally {
       // The command is gone: only now release (when configured and held).

@@ -1,9 +1,10 @@
 /**
- * `run`'s supervision of its command once the lease is held: wait for the
- * renewer to permit the command to run, start the command under `gate`, watch
- * it, and say how it ended (its exit statuses are defined here). The command's
- * gate watches run's private marker and run itself, so a killed or frozen `run`
- * cannot leave the command running past the last confirmed deadline.
+ * `run`'s waits and its supervision of the command: wait for the lease, then
+ * for the renewer to permit the command, start it under `gate`, watch it,
+ * and say how each ended, in its own line and exit status
+ * (docs/run-and-gate.md, "Exit status"). The command's gate watches run's
+ * private marker and run itself, so a killed or frozen `run` cannot leave
+ * the command running past the last confirmed deadline.
  *
  * @module
  */
@@ -18,50 +19,32 @@ import { aborted, type Clock } from "../state/clock.ts";
 import type { Config } from "../config/config.ts";
 import type { Logger } from "../obs/log.ts";
 import type { Renewer } from "../hold/renewer.ts";
+import type { RenewerStatus } from "../hold/lease.ts";
 import type { StateDir } from "../state/state_dir.ts";
-import { EXIT_GATE_CLOSED } from "../gate/gate_args.ts";
+import { EXIT_GATE_CLOSED } from "../gate/gate_loop.ts";
 import type { LeaseKeeper } from "../cmd/lease_keeper.ts";
-import type { SignalRouter } from "./run_signals.ts";
-import type { CommandLauncher } from "./launcher.ts";
+import { SHUTDOWN_SIGNALS, type SignalSource } from "../cmd/signals.ts";
+import { type AcquiredLease, acquireLease } from "../hold/acquire.ts";
+import type { LeaseClient } from "../lease/rpc.ts";
 
-/**
- * The command was stopped because the lease was lost (or could not be
- * confirmed before its local deadline). 75 is sysexits' `EX_TEMPFAIL`
- * ("try again later"), which is what it means to a supervisor: another
- * holder has the lease now. The `run` codes sit in the sysexits block
- * (64-78), which ordinary programs rarely use, away from 1/2 (generic
- * errors), 126/127 (cannot execute / not found) and 128+N (killed by signal
- * N), so a caller can tell them from the command's own statuses.
- */
+/** The command was stopped because the lease was lost (sysexits' `EX_TEMPFAIL`: another holder has it now). */
 export const EXIT_LEASE_LOST = 75;
-/** `--acquire-timeout` passed before the lease was acquired; the command never ran (or, after a loss, did not run again). */
+/** `--acquire-timeout` passed before the lease was acquired (again). */
 export const EXIT_ACQUIRE_TIMEOUT = 76;
-/** SIGTERM/SIGINT/SIGHUP/SIGQUIT arrived while waiting for the lease; the command did not run (again). */
+/** A stop signal arrived while waiting for the lease; the command did not run (again). */
 export const EXIT_CANCELLED = 77;
-/**
- * The command was stopped because the lease could not be confirmed in time,
- * and a renewal confirmed it after all while the command was being stopped:
- * the lease is held, but the command is gone. Not a loss (75): the next run
- * may well hold the lease. Outside the sysexits block, so it is not read as
- * one of its meanings.
- */
+/** A renewal confirmed the lease while the command was being stopped: held, but the command is gone. Not a loss. */
 export const EXIT_CONFIRMED_LATE = 79;
-/**
- * The command's gate (run's own watcher of the command) ended while the
- * command was still running: killed by a signal (the OOM killer, say) or
- * failed; run stopped the command it left. Not the command's status, nor a
- * loss: sysexits' `EX_SOFTWARE`.
- */
+/** The command's gate ended while the command still ran; run stopped what it left (sysexits' `EX_SOFTWARE`). */
 export const EXIT_GATE_DIED = 70;
-/** Invalid configuration or start-up failure (flags, env, CA bundle, key file, state directory, listener). sysexits' `EX_CONFIG`. */
+/** Invalid configuration or start-up failure (sysexits' `EX_CONFIG`). */
 export const EXIT_CONFIG = 78;
 
-export function isTimeout(signal: AbortSignal): boolean {
-  return (signal.reason as Error | undefined)?.name === "TimeoutError";
-}
+const isTimeout = (signal: AbortSignal) =>
+  (signal.reason as Error | undefined)?.name === "TimeoutError";
 
 /** A bound on one wait for the lease: the signals, and `--acquire-timeout`. */
-export function waitBound(
+function waitBound(
   config: Config,
   clock: Clock,
   ...signals: AbortSignal[]
@@ -70,6 +53,153 @@ export function waitBound(
     signals.push(clock.timeout(config.acquireTimeoutMs));
   }
   return AbortSignal.any(signals);
+}
+
+/**
+ * Waits for the lease with `acquire`'s loop, bound by `--acquire-timeout`
+ * and by run's stop signals (`cancelled`), and ended at once by an API
+ * server no wait can fix. Returns the lease, or the exit status.
+ */
+export async function acquireForRun(o: {
+  config: Config;
+  client: LeaseClient;
+  clock: Clock;
+  logger: Logger;
+  cancelled: AbortSignal;
+}): Promise<AcquiredLease | number> {
+  const { config, clock, logger } = o;
+  logger.info("acquiring lease", {
+    ttl_seconds: config.ttlSeconds,
+    enforce_lead_ms: config.enforceLeadMs,
+    enforce_grace_seconds: config.enforceGraceSeconds,
+  });
+  const bound = waitBound(config, clock, o.cancelled);
+  const { lease, last, fix } = await acquireLease({
+    client: o.client,
+    holder: config.holder,
+    ttlSeconds: config.ttlSeconds,
+    heartbeatMs: config.heartbeatMs,
+    enforceLeadMs: config.enforceLeadMs,
+    signal: bound,
+    clock,
+    logger,
+    guardSharedHolder: true,
+    endOnFix: true,
+  });
+  if (fix !== undefined) {
+    logger.error(`the API server cannot be used as configured: ${fix}`, {
+      error: last,
+      fix,
+    });
+    return EXIT_CONFIG;
+  }
+  if (!lease) {
+    if (isTimeout(bound)) {
+      logger.error(
+        "gave up waiting for the lease: --acquire-timeout reached",
+        { last_attempt: last },
+      );
+      return EXIT_ACQUIRE_TIMEOUT;
+    }
+    // A standby stopped on purpose (systemctl stop): no failure, INFO.
+    logger.info("stopped before the lease was acquired", {
+      reason: bound.reason instanceof Error
+        ? bound.reason.message
+        : String(bound.reason),
+    });
+    return EXIT_CANCELLED;
+  }
+  logger.info("lease acquired", { fencing_token: lease.token });
+  return lease;
+}
+
+/** `run`'s stop signals: they end a wait (`cancelled`), or go to the running command. */
+export class SignalRouter {
+  #cancel = new AbortController();
+  #target: ProcessGroup | undefined;
+  #stopForwarded = false;
+  #handlers: [Deno.Signal, () => void][];
+
+  constructor(private logger: Logger, private source: SignalSource) {
+    this.#handlers = SHUTDOWN_SIGNALS.map((name) => {
+      const handler = () => this.#on(name);
+      source.addSignalListener(name, handler);
+      return [name, handler];
+    });
+  }
+
+  get cancelled(): AbortSignal {
+    return this.#cancel.signal;
+  }
+
+  /** SIGTERM, SIGINT or SIGQUIT reached the current command: `run` does not restart it after a loss. */
+  get stopForwarded(): boolean {
+    return this.#stopForwarded;
+  }
+
+  /** Undefined: nothing runs. */
+  forwardTo(target: ProcessGroup | undefined): void {
+    if (target !== this.#target && target !== undefined) {
+      this.#stopForwarded = false;
+    }
+    this.#target = target;
+  }
+
+  dispose(): void {
+    for (const [n, h] of this.#handlers) this.source.removeSignalListener(n, h);
+  }
+
+  #on(name: Deno.Signal): void {
+    if (this.#target) {
+      if (name !== "SIGHUP") this.#stopForwarded = true;
+      this.logger.info("signal received; forwarding it to the command", {
+        signal: name,
+        pgid: this.#target.pid,
+      });
+      this.#target.signal(name);
+    } else if (!this.#cancel.signal.aborted) {
+      this.logger.info("signal received; shutting down", { signal: name });
+      this.#cancel.abort(new DOMException(`received ${name}`, "AbortError"));
+    } else {
+      this.logger.info("signal received again; still finishing", {
+        signal: name,
+      });
+    }
+  }
+}
+
+/**
+ * The renewer's changes as the supervision waits on them (`next` aborts at
+ * the next change of the permission or the token), and how late run noticed
+ * a close that came after the lease deadline itself (it was frozen or
+ * starved): said at once, and taken by the stop it explains.
+ */
+export function watchChanges(clock: Clock, logger: Logger) {
+  let change = new AbortController();
+  let deadline: number | undefined;
+  let lateMs: number | undefined;
+  return {
+    changed(st: RenewerStatus) {
+      if (st.permissionOpen) {
+        deadline = st.deadline;
+      } else if (deadline !== undefined && clock.now() > deadline) {
+        lateMs = clock.now() - deadline;
+        logger.error(
+          "the lease's local deadline passed before run could act (was it frozen or starved?); the command's gate stops it by that deadline on its own",
+          { late_ms: Math.round(lateMs) },
+        );
+        deadline = undefined;
+      }
+      change.abort();
+      change = new AbortController();
+    },
+    next: () => change.signal,
+    takeLate() {
+      const late = lateMs;
+      lateMs = undefined;
+      return late;
+    },
+  };
 }
 
 /** Everything {@linkcode supervise} works with once the lease is held. */
@@ -86,25 +216,27 @@ export interface Supervision {
   renewerFailed: AbortSignal;
   /** The private state directory the command's gate watches. */
   fence: StateDir;
-  /** Starts each run of the command (see `RunOptions.launcher`). */
   launcher: CommandLauncher;
-  /** Aborts at the renewer's next change of the permission or the token. */
-  nextChange(): AbortSignal;
-  /**
-   * How late run noticed the last close, when that was after the lease
-   * deadline itself (it was frozen or starved); cleared by the call.
-   */
-  takeLateClose(): number | undefined;
+  changes: ReturnType<typeof watchChanges>;
+}
+
+/** How each run of the command starts (`gatedLauncher`): the seam tests replace. */
+export interface CommandLauncher {
+  /** Once, before the lease is acquired; returns why it failed (run logs it and goes on). */
+  prepare(): string | undefined;
+  /** `env`: `BERTH_API_KEY` already removed. */
+  start(c: Supervision & { env: Record<string, string> }): ProcessGroup;
+  /** Why it exited while its group ran on, when that means the gate failed (run exits 70). */
+  deathReason(exit: ChildExit): string | undefined;
 }
 
 /**
- * Waits until the renewer's permission is open: it decides alone (the
- * enforcer keeps no copy), and every decision before it has been applied, so
- * a close still queued cannot stop the command it would find attached; the
- * command's own gate also waits for the marker the enforcer writes. Returns
- * undefined when the command's gate may be started, else `run`'s exit status:
- * cancelled by a signal (checked first, so a signal that arrived just before
- * the start is not lost), the renewer failed, or `--acquire-timeout` passed.
+ * Waits until the renewer's permission is open as decided and every earlier
+ * decision applied (a close still queued would stop the command it found
+ * attached); the command's gate also waits for the enforcer's marker.
+ * Returns undefined then, else run's exit status: cancelled by a signal
+ * (checked first, so one that arrived just before the start is not lost),
+ * the renewer failed, or `--acquire-timeout` passed.
  */
 async function whenOpen(
   s: Supervision,
@@ -122,8 +254,6 @@ async function whenOpen(
       return EXIT_CANCELLED;
     }
     if (s.renewerFailed.aborted) return EXIT_LEASE_LOST;
-    // Open as decided and with every earlier decision applied: a close
-    // still queued would stop the command it found attached.
     if (renewer.status().permissionOpen && renewer.applied) return undefined;
     if (renewer.status().permissionOpen) {
       await Promise.race([
@@ -143,14 +273,14 @@ async function whenOpen(
       );
       return EXIT_ACQUIRE_TIMEOUT;
     }
-    await aborted(AbortSignal.any([s.nextChange(), bound]));
+    await aborted(AbortSignal.any([s.changes.next(), bound]));
   }
 }
 
 /**
  * Runs the command while the permission is open, again after each reacquire
- * with `--restart-on-reacquire`, and returns `run`'s exit status. Returns only
- * once no process of the command is left.
+ * with `--restart-on-reacquire`, and returns `run`'s exit status once no
+ * process of the command is left.
  */
 export async function supervise(s: Supervision): Promise<number> {
   const { logger, renewer, enforcer, signals } = s;
@@ -204,7 +334,7 @@ export async function supervise(s: Supervision): Promise<number> {
       });
       return exit.code;
     }
-    const late = s.takeLateClose();
+    const late = s.changes.takeLate();
     const final = !s.restart || signals.stopForwarded ||
       s.renewerFailed.aborted;
     if (s.renewerFailed.aborted) {
@@ -216,7 +346,7 @@ export async function supervise(s: Supervision): Promise<number> {
       );
       return EXIT_LEASE_LOST;
     }
-    // The command's gate stopped it when run's own close would have: run
+    // The gate stopped the command when run's own close would have: run
     // was late.
     const closesAt = renewer.status().permissionClosesAt;
     const unconfirmed = closesAt !== undefined && s.clock.now() >= closesAt;

@@ -11,7 +11,7 @@ import {
   type Started,
 } from "../../lib/cmd/startup.ts";
 import { unreadableVariables } from "../../lib/config/settings.ts";
-import { RUN_ROLE } from "../../lib/run/run_role.ts";
+import { RUN_ROLE } from "../../lib/run/run.ts";
 
 const BASE = {
   BERTH_LEASE_NAME: "web",

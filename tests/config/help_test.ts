@@ -1,8 +1,7 @@
 import assert from "node:assert/strict";
 import { configFlagsHelp } from "../../lib/config/settings.ts";
 import { hostHolderIdentity } from "../../lib/config/identity.ts";
-import { RUN_USAGE } from "../../lib/run/run.ts";
-import { RUN_ROLE } from "../../lib/run/run_role.ts";
+import { RUN_ROLE, RUN_USAGE } from "../../lib/run/run.ts";
 
 function entry(help: string, flag: string): string {
   const i = help.indexOf(`  --${flag} `);

@@ -9,7 +9,7 @@
  */
 import assert from "node:assert/strict";
 import { type DevServer, startDevServer } from "../../lib/devserver/server.ts";
-import { grantOutcome } from "../../lib/lease/answer.ts";
+import { grantOutcome } from "../../lib/lease/wire.ts";
 
 const T0 = Date.UTC(2026, 4, 7); // 2026-05-07T00:00:00Z
 const LEASE = "/v1alpha1/namespaces/prod/leases/checkout";

@@ -7,7 +7,7 @@
  */
 import assert from "node:assert/strict";
 import { LEASE_MARGIN_MS } from "../../lib/gate/marker_watch.ts";
-import { EXIT_GATE_CLOSED } from "../../lib/gate/gate_args.ts";
+import { EXIT_GATE_CLOSED } from "../../lib/gate/gate_loop.ts";
 import { readBootMillis } from "../../lib/state/marker.ts";
 import { StateDir } from "../../lib/state/state_dir.ts";
 import { tempDir, waitFor } from "../support/lease_env.ts";

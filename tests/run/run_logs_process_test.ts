@@ -11,7 +11,7 @@ import { type DevServer, startDevServer } from "../../lib/devserver/server.ts";
 import { HelperProcess, tempDir, waitFor } from "../support/lease_env.ts";
 import { runCli } from "../support/cli.ts";
 import { parseApiKeys } from "../../lib/devserver/api_keys.ts";
-import { parseGateArgs } from "../../lib/gate/gate_args.ts";
+import { parseGateArgs } from "../../lib/gate/gate.ts";
 
 /** A failure bound for conditions that take a few heartbeats. */
 const BOUND_MS = 30_000;

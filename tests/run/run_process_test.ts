@@ -23,19 +23,20 @@ import { resolveConfig } from "../../lib/config/config.ts";
 import { type DevServer, startDevServer } from "../../lib/devserver/server.ts";
 import { createLogger } from "../../lib/obs/log.ts";
 import type { MarkerDeadlines } from "../../lib/state/marker.ts";
+import { runWith } from "../../lib/run/run.ts";
 import {
   EXIT_ACQUIRE_TIMEOUT,
   EXIT_CANCELLED,
-  EXIT_CANNOT_EXECUTE,
-  EXIT_COMMAND_NOT_FOUND,
   EXIT_CONFIG,
   EXIT_CONFIRMED_LATE,
   EXIT_GATE_DIED,
   EXIT_LEASE_LOST,
-  removeMarkers,
-  runWith,
-  type SignalSource,
-} from "../../lib/run/run.ts";
+} from "../../lib/run/run_supervise.ts";
+import {
+  EXIT_CANNOT_EXECUTE,
+  EXIT_COMMAND_NOT_FOUND,
+} from "../../lib/gate/process_group.ts";
+import type { SignalSource } from "../../lib/cmd/signals.ts";
 import { gatedLauncher } from "../../lib/run/launcher.ts";
 import { directLauncher } from "../support/direct_launcher.ts";
 import { StateDir } from "../../lib/state/state_dir.ts";
@@ -1083,20 +1084,4 @@ Deno.test("run fence, the limit: a process started outside the command's tree on
     outside.kill("SIGKILL");
     await outside.status;
   }
-});
-
-Deno.test("run: a marker that cannot be removed does not keep the others from being removed", async () => {
-  const removed: string[] = [];
-  const dir = (name: string, fail = false) => ({
-    removeMarker: () => {
-      if (fail) return Promise.reject(new Error(`${name}: read-only volume`));
-      removed.push(name);
-      return Promise.resolve();
-    },
-  });
-  await assert.rejects(
-    removeMarkers([dir("user", true), dir("fence")]),
-    /user: read-only volume/,
-  );
-  assert.deepEqual(removed, ["fence"]);
 });

@@ -24,12 +24,14 @@ import {
 import {
   EXIT_ACQUIRE_TIMEOUT,
   EXIT_CANCELLED,
-  EXIT_CANNOT_EXECUTE,
-  EXIT_COMMAND_NOT_FOUND,
   EXIT_CONFIG,
   EXIT_LEASE_LOST,
-  FORWARDED_SIGNALS,
-} from "../../lib/run/run.ts";
+} from "../../lib/run/run_supervise.ts";
+import {
+  EXIT_CANNOT_EXECUTE,
+  EXIT_COMMAND_NOT_FOUND,
+} from "../../lib/gate/process_group.ts";
+import { SHUTDOWN_SIGNALS as FORWARDED_SIGNALS } from "../../lib/cmd/signals.ts";
 import {
   checkoutArgv,
   PERMISSION_SET,

@@ -8,7 +8,7 @@
  *
  * @module
  */
-import type { CommandLauncher } from "../../lib/run/launcher.ts";
+import type { CommandLauncher } from "../../lib/run/run_supervise.ts";
 import { ProcessGroup } from "../../lib/gate/process_group.ts";
 import { commandEnv } from "../../lib/gate/gate_loop.ts";
 

@@ -7,7 +7,7 @@ import {
   readTrust,
   SYSTEM_BUNDLE_FILES,
   SYSTEM_CA_STORES,
-} from "../../lib/lease/tls_trust.ts";
+} from "../../lib/lease/client.ts";
 import { makeTestPki, opensslMissing } from "../support/tls.ts";
 
 const envOf = (vars: Record<string, string>) => (name: string) => vars[name];
