@@ -76,10 +76,7 @@ export async function acquireLease(
     if (outcome.kind === "acquired" || outcome.kind === "not-acquired") {
       backoff = Math.min(500, heartbeatMs);
     } else if (outcome.kind !== "aborted") {
-      const fix = configFix(outcome) ??
-        ([401, 403, 404].includes((outcome as { status?: number }).status!)
-          ? statusFix(outcome)
-          : undefined);
+      const fix = configFix(outcome) ?? statusFix(outcome);
       if (fix !== undefined && o.endOnFix) {
         return { last: describeFailure(outcome), fix };
       }

@@ -149,10 +149,10 @@ export function describeFailure(f: LeaseFailure): string {
   }
 }
 
-/** What to do about a status that will not heal by itself (400, 401, 403, 404, 3xx). */
+/** What to do about a 401, 403 or 404: a wrong key, namespace or URL, which no wait heals. */
 export function statusFix(f: LeaseFailure): string | undefined {
-  return f.kind === "server-error"
-    ? whatToDo(f.status, f.url).slice(2) || undefined
+  return f.kind === "server-error" && [401, 403, 404].includes(f.status)
+    ? whatToDo(f.status, f.url).slice(2)
     : undefined;
 }
 
