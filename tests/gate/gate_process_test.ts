@@ -323,7 +323,7 @@ Deno.test("gate --parent-pid: the command is stopped as soon as the parent is go
   ])
     .map((a) => a === "$$" ? a : `'${a}'`).join(" ");
   const parent = new Deno.Command("sh", {
-    args: ["-c", `${quoted} & wait`],
+    args: ["-c", `${quoted} 2>'${dir}/gate.log' & wait`],
     stdin: "null",
     stdout: "null",
     stderr: "null",
@@ -340,6 +340,10 @@ Deno.test("gate --parent-pid: the command is stopped as soon as the parent is go
     await waitFor(() => read(`${dir}/termed`) && !alive(pid), {
       timeoutMs: BOUND_MS,
       what: "the command to stop after its gate's parent died",
+    }).catch((e) => {
+      throw new Error(
+        `${e.message}; the gate said:\n${read(`${dir}/gate.log`)}`,
+      );
     });
   } finally {
     try {
