@@ -274,9 +274,12 @@ export class ProcessGroup {
     if (this.signal("SIGTERM")) onStopSignal?.("SIGTERM");
     this.signal("SIGCONT");
     if (await this.#waitEmpty(clock.timeout(graceMs))) return;
-    logger.warn("the command outlived the grace; sending SIGKILL", {
-      pgid: this.pid,
-    });
+    // A grace of 0 asks for SIGKILL at once (one cut short was real).
+    if (this.#o.graceMs > 0) {
+      logger.warn("the command outlived the grace; sending SIGKILL", {
+        pgid: this.pid,
+      });
+    }
     if (this.signal("SIGKILL")) onStopSignal?.("SIGKILL");
     if (await this.#waitEmpty(clock.timeout(KILL_WAIT_MS))) return;
     logger.error(

@@ -19,6 +19,7 @@ export const ERROR_TABLE = [
   [/InvalidContentType|corrupt message|wrong.version.number/i, "not-tls"],
   // HPE_INVALID_CONSTANT: node:http's parser meeting a TLS alert.
   [/invalid HTTP version parsed|HPE_INVALID_CONSTANT/i, "not-http"],
+  [/closed before message completed|reset by peer|ECONNRESET/i, "reset"],
   [
     /certificate expired|not valid (yet|before)|CERT_(HAS_EXPIRED|NOT_YET_VALID)/i,
     "dates",
@@ -110,16 +111,24 @@ export async function describeTransportError(
         FIXES.useHttp,
       );
     case "not-http":
-      // Over http://, a port that completes a TLS handshake is a TLS port.
-      if (!target.secure && await presentedValidity(ctx) !== undefined) {
+    case "reset": {
+      // Over http://, a port that completes a TLS handshake is a TLS port:
+      // a TLS server not Go's closes on a plain request without a word.
+      const what = e.error === "reset"
+        ? `the server closed the connection without an answer (${e.detail})`
+        : "the server answered with something that is not HTTP";
+      if (!target.secure && await speaksTls(ctx)) {
         return fail(
-          "the server answered with something that is not HTTP, and the port speaks TLS: the URL says http:// for a TLS port",
+          `${what}, and the port speaks TLS: the URL says http:// for a TLS port`,
           FIXES.useHttps,
         );
       }
       return fail(
-        `the server answered with something that is not HTTP (${e.detail}); check the URL's scheme (https:// or http://) and port`,
+        e.error === "reset"
+          ? e.detail
+          : `${what} (${e.detail}); check the URL's scheme (https:// or http://) and port`,
       );
+    }
     case "wrong-name": {
       const name = ctx.serverName ?? target.hostname;
       return fail(
@@ -170,6 +179,22 @@ export async function describeTransportError(
 
 type Validity = { notBefore: number; notAfter: number };
 
+/** Per client (a client's `target` is its own), so an outage is not probed at every attempt. */
+const tlsPorts = new WeakMap<Target, boolean>();
+
+/** Whether the port completes a TLS handshake, any certificate accepted: asked once, within a short bound, never through a proxy. */
+async function speaksTls(ctx: ErrorContext): Promise<boolean> {
+  let known = tlsPorts.get(ctx.target);
+  if (known === undefined) {
+    const signal = AbortSignal.any([ctx.signal, AbortSignal.timeout(2_000)]);
+    known = await presentedValidity({ ...ctx, signal }) !== undefined;
+    if (!ctx.signal.aborted && ctx.proxy === undefined) {
+      tlsPorts.set(ctx.target, known);
+    }
+  }
+  return known;
+}
+
 const iso = (ms: number) => new Date(ms).toISOString().replace(/\.000Z$/, "Z");
 
 /**
@@ -202,9 +227,8 @@ async function presentedValidity(
     socket.on("secureConnect", () => {
       const cert = socket.getPeerCertificate();
       const notBefore = Date.parse(cert?.valid_from ?? "");
-      const notAfter = Date.parse(cert?.valid_to ?? "");
-      const known = Number.isFinite(notBefore) && Number.isFinite(notAfter);
-      done(known ? { notBefore, notAfter } : undefined);
+      // Unknown dates (NaN) compare false: the port speaks TLS all the same.
+      done({ notBefore, notAfter: Date.parse(cert?.valid_to ?? "") });
     });
   });
 }

@@ -1,6 +1,7 @@
 /**
  * How `run` starts its command: once it is known to be executable, under
- * this program's `gate`, so a killed or frozen `run` cannot leave it running.
+ * this program's `gate` watching a private directory, so a killed or frozen
+ * `run` cannot leave it running.
  *
  * @module
  */
@@ -12,8 +13,38 @@ import {
   SpawnError,
 } from "../gate/process_group.ts";
 import type { Logger } from "../obs/log.ts";
+import { StateDir } from "../state/state_dir.ts";
 import { selfArgv } from "../cmd/self_argv.ts";
 import type { CommandLauncher } from "./run_supervise.ts";
+
+/**
+ * The directory the gate watches, private (mode 0700, this run's alone,
+ * `remove`d at exit) and named for `status` to find running `run`s by pid
+ * and lease: `$TMPDIR/berth-run-<pid>-<random>/<namespace>.<name>`
+ * (docs/run-and-gate.md, "State directory").
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * const own = await privateDir({ leaseNamespace: "dev", leaseName: "demo" });
+ * assert.match(own.state.dir, new RegExp(`/berth-run-${Deno.pid}-\\w+/dev\\.demo$`));
+ * await own.remove();
+ * ```
+ */
+export async function privateDir(
+  config: { leaseNamespace: string; leaseName: string },
+): Promise<{ state: StateDir; remove: () => Promise<void> }> {
+  const own = await Deno.makeTempDir({ prefix: `berth-run-${Deno.pid}-` });
+  const remove = () => Deno.remove(own, { recursive: true }).catch(() => {});
+  const state = new StateDir(
+    `${own}/${config.leaseNamespace}.${config.leaseName}`,
+  );
+  await Deno.mkdir(state.dir, { mode: 0o700 }).catch(async (e) => {
+    await remove();
+    throw e;
+  });
+  return { state, remove };
+}
 
 /** run SIGKILLs what is left this much after the gate's own grace: only when the gate could not. */
 const GATE_MARGIN_MS = 500;

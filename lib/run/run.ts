@@ -21,7 +21,7 @@ import {
   runGraceDefaultSeconds,
   SIGNAL_SENDER_LEAD_DEFAULT,
 } from "../config/lead.ts";
-import { type MarkerStore, ProbeEnforcer } from "../enforce/enforcer.ts";
+import { ProbeEnforcer } from "../enforce/enforcer.ts";
 import {
   HEALTH_ADDR_ENV,
   type HealthAddr,
@@ -34,7 +34,7 @@ import type { RenewerStore } from "../hold/handoff.ts";
 import { prepareStateDir, StateDir } from "../state/state_dir.ts";
 import { LeaseKeeper } from "../cmd/lease_keeper.ts";
 import type { SignalSource } from "../cmd/signals.ts";
-import { executableProblem, gatedLauncher } from "./launcher.ts";
+import { executableProblem, gatedLauncher, privateDir } from "./launcher.ts";
 import {
   acquireForRun,
   type CommandLauncher,
@@ -277,7 +277,7 @@ export async function runWith(o: RunOptions): Promise<number> {
   const { config, clock, state } = o;
   const logger = routineAtDebug(o.logger);
   let keeper: LeaseKeeper;
-  let fence: StateDir;
+  let own: Awaited<ReturnType<typeof privateDir>>;
   try {
     if (state) await prepareStateDir(state);
     keeper = await LeaseKeeper.open({
@@ -287,13 +287,14 @@ export async function runWith(o: RunOptions): Promise<number> {
       client: o.client,
       healthAddr: o.healthAddr,
     });
-    fence = new StateDir(await Deno.makeTempDir({ prefix: "berth-run-" }));
+    own = await privateDir(config);
   } catch (e) {
     logger.error("cannot start", {
       error: e instanceof Error ? e.message : String(e),
     });
     return EXIT_CONFIG;
   }
+  const fence = own.state;
   // Should the gate itself die (OOM killer), its command is reparented to
   // run, which then still sees it and stops it before releasing.
   const launcher = o.launcher ?? gatedLauncher();
@@ -313,6 +314,7 @@ export async function runWith(o: RunOptions): Promise<number> {
       clock,
       logger,
       cancelled: signals.cancelled,
+      dirs: { run_dir: fence.dir, state_dir: state?.dir },
     });
     if (typeof lease === "number") return lease;
     const dirs = state ? [fence, state] : [fence];
@@ -327,24 +329,22 @@ export async function runWith(o: RunOptions): Promise<number> {
       });
       if (!handed) return EXIT_CONFIG;
     }
-    const markers: MarkerStore = keeper.metrics.markerStore({
+    const marker = keeper.metrics.markerStore({
       writeMarker: async (d) => {
         for (const dir of dirs) await dir.writeMarker(d);
       },
       removeMarker: () => removeMarkers(dirs),
     });
-    const enforcer = new ChildEnforcer(
-      new ProbeEnforcer({ marker: markers, logger }),
-    );
+    const enforcer = new ChildEnforcer(new ProbeEnforcer({ marker, logger }));
     const changes = watchChanges(clock, logger);
     // The renewer adopts run's own acquisition from memory, as the sidecar
     // adopts the init container's from the volume; writes go to every dir.
     let [holder, token] = [config.holder, lease.token];
-    const marker = handoffMarker(config, lease);
+    const deadlines = handoffMarker(config, lease);
     const store: RenewerStore = {
       readHolder: () => holder,
       readToken: () => token,
-      readMarkerDeadlines: () => marker,
+      readMarkerDeadlines: () => deadlines,
       writeHolder: async (h) => {
         for (const d of dirs) await d.writeHolder(h);
         holder = h;
@@ -394,6 +394,6 @@ export async function runWith(o: RunOptions): Promise<number> {
   } finally {
     signals.dispose();
     await keeper.close();
-    await Deno.remove(fence.dir, { recursive: true }).catch(() => {});
+    await own.remove();
   }
 }

@@ -17,7 +17,7 @@ import {
 import type { ChildEnforcer } from "./child_enforcer.ts";
 import { aborted, type Clock } from "../state/clock.ts";
 import type { Config } from "../config/config.ts";
-import type { Logger } from "../obs/log.ts";
+import type { LogFields, Logger } from "../obs/log.ts";
 import type { Renewer } from "../hold/renewer.ts";
 import type { RenewerStatus } from "../hold/lease.ts";
 import type { StateDir } from "../state/state_dir.ts";
@@ -66,12 +66,15 @@ export async function acquireForRun(o: {
   clock: Clock;
   logger: Logger;
   cancelled: AbortSignal;
+  /** Where run's state is, said once in its first line. */
+  dirs: LogFields;
 }): Promise<AcquiredLease | number> {
   const { config, clock, logger } = o;
   logger.info("acquiring lease", {
     ttl_seconds: config.ttlSeconds,
     enforce_lead_ms: config.enforceLeadMs,
     enforce_grace_seconds: config.enforceGraceSeconds,
+    ...o.dirs,
   });
   const bound = waitBound(config, clock, o.cancelled);
   const { lease, last, fix } = await acquireLease({

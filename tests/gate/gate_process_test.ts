@@ -426,3 +426,31 @@ Deno.test("gate: a SIGHUP forwarded while the verdict fails stops the command bu
   g.kill("SIGTERM");
   assert.equal((await g.wait()).code, 0);
 });
+
+Deno.test("gate: --grace 0s sends SIGKILL at once without saying the command outlived the grace; a grace it does outlive is said", async () => {
+  await using tmp = await tempDir("berth-gate-");
+  const dir = tmp.path;
+  const stubborn = script(
+    dir,
+    `echo $$ > "$D/pid"\ntrap '' TERM\nwhile :; do sleep 0.05; done\n`,
+  );
+  for (const grace of ["0s", "200ms"]) {
+    await confirm(dir);
+    await using g = new GateProcess(dir, [
+      "gate",
+      ...["--state-dir", dir, "--grace", grace, "--exit-on-close"],
+      ...["--", ...stubborn],
+    ]);
+    await waitFor(() => read(`${dir}/pid`), {
+      timeoutMs: BOUND_MS,
+      what: "start",
+    });
+    const pid = Number(read(`${dir}/pid`));
+    await Deno.remove(`${dir}/healthy`);
+    assert.equal((await g.wait(BOUND_MS)).code, 75, g.log);
+    assert.ok(!alive(pid), `${grace}: the command was killed`);
+    assert.match(g.log, /msg="stopping the command"/);
+    assert.equal(/outlived the grace/.test(g.log), grace !== "0s", g.log);
+    await Deno.remove(`${dir}/pid`);
+  }
+});

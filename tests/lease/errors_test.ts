@@ -41,6 +41,10 @@ const ROWS: [string, TransportErrorKind][] = [
     "not-http",
   ],
   [
+    "client error (SendRequest): connection closed before message completed",
+    "reset",
+  ],
+  [
     "client error (Connect): invalid peer certificate: certificate expired: verification time 1796179573 (UNIX), but certificate is not valid after 1580515200 (215664373 seconds ago)",
     "dates",
   ],
@@ -87,12 +91,19 @@ Deno.test("a certificate that is not yet valid is a dates one too", () => {
 });
 
 Deno.test("anything else is other, with fetch's wording of the URL cut (the message names the server)", () => {
-  const text =
-    "client error (Connect): Connection reset by peer (os error 104)";
+  const text = "client error (Connect): unsuccessful tunnel";
   assert.deepEqual(classifyError(fetchError(text)), {
     error: "other",
     detail: text,
   });
+  assert.equal(
+    classifyError(
+      fetchError(
+        "client error (Connect): Connection reset by peer (os error 104)",
+      ),
+    ).error,
+    "reset",
+  );
   // Deno 2.9's other wording, once a connection was made: its local
   // address, the URL unbracketed, the peer address.
   assert.deepEqual(
@@ -104,7 +115,7 @@ Deno.test("anything else is other, with fetch's wording of the URL cut (the mess
       }),
     ),
     {
-      error: "other",
+      error: "reset",
       detail:
         "client error (SendRequest): connection closed before message completed",
     },
@@ -188,8 +199,9 @@ Deno.test("node:https errors are classified by their code (every one in the tabl
     [
       "ECONNRESET",
       "Client network socket disconnected before secure TLS connection was established",
-      "other",
+      "reset",
     ],
+    ["ECONNRESET", "socket hang up", "reset"],
   ];
   for (const [code, message, kind] of cases) {
     const e = Object.assign(new Error(message), { code });
@@ -212,6 +224,7 @@ Deno.test("the scheme and the certificate failures name their fix; refused, DNS 
     ["not-tls", FIXES.useHttp],
     // Through a proxy the port is not probed for TLS: no fix.
     ["not-http", undefined],
+    ["reset", undefined],
     ["untrusted", FIXES.untrusted],
     ["wrong-name", FIXES.wrongName],
     ["ca-as-leaf", FIXES.caAsLeaf],
@@ -248,4 +261,34 @@ Deno.test("a name that does not resolve with a proxy set names the proxy's host 
     proxied.kind === "transport-error" ? proxied.message : "",
     /cannot resolve the host of the proxy HTTPS_PROXY names, or berth\.example; check HTTPS_PROXY \(a password with an unencoded "\/" ends the host early: percent-encode it as %2F\)/,
   );
+});
+
+Deno.test("a reset over http:// asks once per client whether the port speaks TLS: a port that does not (an outage) is said as it is, without a fix, and not asked again", async () => {
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  let connections = 0;
+  const serving = (async () => {
+    for await (const conn of listener) connections++, conn.close();
+  })();
+  const origin = `http://127.0.0.1:${(listener.addr as Deno.NetAddr).port}`;
+  const reset = { error: "reset", detail: "connection closed" } as const;
+  const signal = new AbortController().signal;
+  try {
+    const ctx = { target: parseApiServer(origin), signal };
+    for (const _ of [1, 2]) {
+      assert.deepEqual(await describeTransportError(reset, ctx), {
+        kind: "transport-error",
+        message: `${origin}: connection closed`,
+      });
+    }
+    assert.equal(connections, 1);
+    // Another client (its own target) asks for itself.
+    await describeTransportError(reset, {
+      ...ctx,
+      target: parseApiServer(origin),
+    });
+    assert.equal(connections, 2);
+  } finally {
+    listener.close();
+    await serving.catch(() => {});
+  }
 });
