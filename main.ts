@@ -1,31 +1,22 @@
 /**
- * `berth-acquire`: the CLI. It only dispatches on the first argument. The
- * liveness probe (`check`, started every 2 s in every guarded container) is
- * imported statically: its few small modules are all it loads, and a static
- * import costs its every start less than loading the same modules on demand
- * (about 0.5 MiB of peak RSS under `deno run`). Every other subcommand's
- * module is loaded on demand, so the probe pays for none of them.
- *
- * Those modules are named in {@linkcode COMMANDS} and loaded with
- * `import(specifier)` of a variable, not of a string literal: Deno follows
- * literal dynamic imports when it builds the program's module graph at start,
- * so under `deno run` every start (the probe's too) would read and hash every
- * module of every subcommand. `deno compile` does not see such imports either,
- * so scripts/compile.ts passes each of {@linkcode ON_DEMAND_MODULES} with
- * `--include`.
+ * `berth-acquire`: dispatches on the first argument. The probe (`check`) is
+ * imported statically; every other subcommand's module is named in
+ * {@linkcode COMMANDS} and imported through a variable, which neither Deno's
+ * start-up module graph nor `deno compile` follows, so the probe loads none
+ * of them (docs/development.md). scripts/compile.ts passes each of
+ * {@linkcode ON_DEMAND_MODULES} with `--include`.
  *
  * @module
  */
 
 import { main as check } from "./lib/cmd/check.ts";
 
-/** The probe's subcommand, imported statically (see the module doc). */
+/** The probe's subcommand, imported statically. */
 export const PROBE_COMMAND = "check";
 
 /**
- * The subcommands loaded on demand and the module each one loads, relative
- * to this file. One entry per line; each module exports
- * `main(args): Promise<number>`.
+ * The subcommands loaded on demand and their modules, relative to this file,
+ * one a line; each exports `main(args): Promise<number>`.
  */
 export const COMMANDS: Readonly<Record<string, string>> = {
   acquire: "./lib/cmd/acquire.ts",
@@ -40,19 +31,11 @@ export const COMMANDS: Readonly<Record<string, string>> = {
 /** The module `--version` loads (it exports `VERSION`). */
 export const VERSION_MODULE = "./lib/version.ts";
 
-/**
- * Every module this file loads on demand, relative to it: what a compiled
- * binary must embed besides main.ts.
- */
+/** What a compiled binary must embed besides main.ts. */
 export const ON_DEMAND_MODULES: readonly string[] = [
   ...Object.values(COMMANDS),
   VERSION_MODULE,
 ];
-
-/** What every module in {@linkcode COMMANDS} exports. */
-interface Subcommand {
-  main(args: string[]): Promise<number>;
-}
 
 const USAGE = `berth-acquire: hold a Berth lease for a Kubernetes workload
 
@@ -74,7 +57,7 @@ Configuration comes from BERTH_* environment variables, overridden by flags.
 
 async function run(args: string[]): Promise<number> {
   const [sub, ...rest] = args;
-  if (sub === PROBE_COMMAND) return await check(rest);
+  if (sub === PROBE_COMMAND) return check(rest);
   if (sub === "--version" || sub === "version") {
     const { VERSION } = await import(VERSION_MODULE) as { VERSION: string };
     console.log(`berth-acquire ${VERSION}`);
@@ -90,10 +73,18 @@ async function run(args: string[]): Promise<number> {
     );
     return 1;
   }
-  const command = await import(COMMANDS[sub]) as Subcommand;
+  const command = await import(COMMANDS[sub]) as {
+    main(args: string[]): Promise<number>;
+  };
   return command.main(rest);
 }
 
-if (import.meta.main) {
+// Run as the program, not when imported or tested. The probe is told by its
+// argv without `import.meta`, whose making costs every probe start memory.
+if (
+  Deno.build.standalone ||
+  (Deno.args[0] === PROBE_COMMAND && Deno.mainModule.endsWith("/main.ts")) ||
+  import.meta.main
+) {
   Deno.exit(await run(Deno.args));
 }

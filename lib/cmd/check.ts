@@ -1,27 +1,19 @@
 /**
  * `berth-acquire check`: the exec liveness probe the webhook puts on every
  * main container (`/berth/check check /berth/healthy --max-age 30s`, every
- * 2 s, 1 s timeout, failure threshold 1). Exit 0 and print nothing when the
- * marker is present and fresh; otherwise print one line on stdout (the
- * kubelet shows it in the pod's events) and exit 1. Usage errors exit 1 too:
- * a probe that cannot understand its arguments fails closed.
- *
- * It needs no configuration besides its arguments (and `BERTH_STATE_DIR` for
- * the default path), so it never fails because `BERTH_LEASE_NAME` or other
- * settings of the other roles are missing in the main container.
- *
- * Cost matters more here than anywhere else: it runs inside the workload's
- * container and memory budget, started every 2 s. It imports only
- * lib/state/marker.ts, lib/config/duration.ts and the one argument parser
- * (lib/config/argv.ts, a leaf, with the configuration flag names it skips
- * and the default state directory), and does no work at load.
+ * 2 s). Exit 0 silently when the marker passes; else one line on stdout (the
+ * kubelet shows it in the pod's events) and exit 1, usage errors too: a probe
+ * that cannot understand its arguments fails closed. It reads no setting but
+ * `BERTH_STATE_DIR`, so the other roles' settings, missing in the main
+ * container, never fail it. It starts every 2 s in the workload's container,
+ * so it loads only the argument parser, durations and the marker, and does
+ * nothing at load.
  *
  * @module
  */
 import {
   CONFIG_FLAG_KINDS,
   DEFAULT_STATE_DIR,
-  type FlagKind,
   isSet,
   lastValue,
   parseArgv,
@@ -47,61 +39,44 @@ one line and exit 1 (a usage error exits 1 too: the probe fails closed).
 The other roles' flags (--lease-name, --ttl-seconds, ...) are accepted and
 ignored, as the Go helper accepts them.`;
 
-/** The configuration flags check skips: every one but its own --state-dir. */
-const IGNORED: Record<string, FlagKind> = Object.fromEntries(
-  Object.entries(CONFIG_FLAG_KINDS).filter(([name]) => name !== "state-dir"),
-);
-
-/** check's own flags. */
-const FLAGS = {
-  "max-age": { kind: "value", wants: "a duration such as 30s" },
-  "state-dir": { kind: "value", wants: "a directory" },
-  help: { kind: "boolean", short: "h" },
-} as const;
-
-/**
- * Runs the probe; see the module doc. Returns the exit code.
- *
- * @param args The arguments after `check`.
- * @returns 0 when healthy, else 1.
- */
-export function main(args: string[]): Promise<number> {
+/** Runs the probe on the arguments after `check`; returns 0 when healthy, else 1. */
+export function main(args: string[]): number {
   let path: string;
   let maxAgeMs = 0;
   try {
     const argv = parseArgv(args, {
-      flags: FLAGS,
-      ignored: IGNORED,
+      flags: {
+        "max-age": { kind: "value", wants: "a duration such as 30s" },
+        "state-dir": { kind: "value", wants: "a directory" },
+        help: { kind: "boolean", short: "h" },
+      },
+      // The other roles' flags are skipped with their values; its own
+      // --state-dir comes first.
+      ignored: CONFIG_FLAG_KINDS,
       positionals: 1,
       positionalHint: "check takes one marker path",
       dashDash: "positionals",
     });
     if (isSet(argv, "help")) {
       console.log(USAGE);
-      return Promise.resolve(0);
+      return 0;
     }
     const maxAge = lastValue(argv, "max-age");
     if (maxAge !== undefined) {
       maxAgeMs = parseDurationMs(maxAge, "--max-age", { negative: "zero" });
     }
-    // An empty path or state directory falls back as an absent one, as in
-    // the Go helper.
-    const given = argv.positionals[0];
-    if (given !== undefined && given !== "") {
-      path = given;
-    } else {
-      const dir = lastValue(argv, "state-dir") ||
-        Deno.env.get("BERTH_STATE_DIR") || DEFAULT_STATE_DIR;
-      path = `${dir.replace(/\/+$/, "")}/healthy`;
-    }
+    // An empty path or state directory counts as absent, as in Go.
+    path = argv.positionals[0] ||
+      `${
+        (lastValue(argv, "state-dir") || Deno.env.get("BERTH_STATE_DIR") ||
+          DEFAULT_STATE_DIR).replace(/\/+$/, "")
+      }/healthy`;
   } catch (e) {
-    console.log(
-      usageLine("check", (e as Error).message),
-    );
-    return Promise.resolve(1);
+    console.log(usageLine("check", (e as Error).message));
+    return 1;
   }
   const verdict = examineMarker(path, { maxAgeMs });
-  if (verdict.kind === "OK") return Promise.resolve(0);
+  if (verdict.kind === "OK") return 0;
   console.log(verdict.reason);
-  return Promise.resolve(1);
+  return 1;
 }
