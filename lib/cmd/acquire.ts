@@ -2,20 +2,20 @@
  * `berth-acquire acquire`, the init container: block the pod's start until
  * the lease is held, then hand it over to the sidecar and the probe through
  * the state volume (created with its parents when missing, as upstream). The
- * loop and the hand-over are `lib/hold/acquire.ts`, shared with `run`.
+ * loop is `lib/hold/acquire.ts`, shared with `run`; the hand-over
+ * `lib/hold/handoff.ts`.
  *
  * @module
  */
-import { systemClock } from "../state/clock.ts";
-import { clientFor } from "./client_for.ts";
-import { EXIT_FAILURE, start, startupFailure } from "./startup.ts";
-import { shutdownSignal } from "./signals.ts";
 import { acquireLease } from "../hold/acquire.ts";
 import { writeHandoff } from "../hold/handoff.ts";
 import type { LeaseClient } from "../lease/rpc.ts";
-import { prepareStateDir, StateDir } from "../state/state_dir.ts";
 import { GO_MESSAGES } from "../obs/go_messages.ts";
+import { systemClock } from "../state/clock.ts";
+import { prepareStateDir, StateDir } from "../state/state_dir.ts";
 import { installProbe } from "./install_check.ts";
+import { shutdownSignal } from "./signals.ts";
+import { clientFor, start, startupFailure } from "./startup.ts";
 
 const USAGE = `Usage: berth-acquire acquire [flags]
 
@@ -28,7 +28,7 @@ exits 0. Exits 1 on a configuration error, on --acquire-timeout, or when
 stopped by SIGTERM, SIGINT, SIGHUP or SIGQUIT before the lease was acquired.
 `;
 
-/** `berth-acquire acquire`: see the usage text. */
+/** `berth-acquire acquire`: see the usage text. Returns the exit code. */
 export async function main(args: string[]): Promise<number> {
   const started = start(
     { name: "acquire", usage: USAGE, goFailureLine: true },
@@ -72,16 +72,16 @@ export async function main(args: string[]): Promise<number> {
       logger,
     });
     if (!lease) {
-      const timedOut =
-        (signal.reason as Error | undefined)?.name === "TimeoutError";
       // The line that ends the wait names what it waited on.
-      const cause = last ? `; the last attempt: ${last}` : "";
-      logger.error(GO_MESSAGES.failed, {
-        error: timedOut
-          ? `acquire: gave up waiting for the lease: --acquire-timeout reached${cause}`
-          : "acquire: stopped before the lease was acquired",
-      });
-      return EXIT_FAILURE;
+      return startupFailure(
+        logger,
+        "acquire",
+        (signal.reason as Error | undefined)?.name === "TimeoutError"
+          ? `gave up waiting for the lease: --acquire-timeout reached${
+            last ? `; the last attempt: ${last}` : ""
+          }`
+          : "stopped before the lease was acquired",
+      );
     }
     if (
       !await writeHandoff({
@@ -94,11 +94,11 @@ export async function main(args: string[]): Promise<number> {
         installCheck: () => installProbe(state, logger),
       })
     ) {
-      logger.error(GO_MESSAGES.failed, {
-        error:
-          "acquire: persist lease state: the state volume cannot be written (see the lines above)",
-      });
-      return EXIT_FAILURE;
+      return startupFailure(
+        logger,
+        "acquire",
+        "persist lease state: the state volume cannot be written (see the lines above)",
+      );
     }
     logger.info(GO_MESSAGES.leaseAcquired, { fencing_token: lease.token });
     return 0;

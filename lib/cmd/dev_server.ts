@@ -1,24 +1,24 @@
 /**
- * The `berth-acquire dev-server` subcommand: the development lease server
- * (`lib/devserver/`) started from flags, serving until a stop signal.
- * Its own module so the server stays a library the tests and the simulator
- * start in-process, and so its errors read like the rest of the CLI's: one
- * line on stderr naming the flag, the value and what is wanted.
+ * `berth-acquire dev-server`: the development lease server (`lib/devserver/`,
+ * a library the tests and the simulator start in-process) started from
+ * flags, serving until a stop signal; its errors read like the rest of the
+ * CLI's: one line on stderr naming the flag, the value and what is wanted.
  *
  * @module
  */
 import {
+  EXIT_USAGE,
   isSet,
+  lastValue,
   parseArgv,
-  UsageError as ArgvUsageError,
+  UsageError,
 } from "../config/argv.ts";
 import { parseApiKeys } from "../devserver/api_keys.ts";
 import { type DevServer, startDevServer } from "../devserver/server.ts";
-import { type HostPort, ListenError, parseHostPort } from "../net/addr.ts";
+import { ListenError, parseHostPort } from "../net/addr.ts";
+import { createLogger, parseLogLevel } from "../obs/log.ts";
 import { aborted } from "../state/clock.ts";
-import { createLogger, type LogLevel, parseLogLevel } from "../obs/log.ts";
 import { shutdownSignal } from "./signals.ts";
-import { EXIT_USAGE } from "./exit_codes.ts";
 
 const HELP = `berth-acquire dev-server: a DEVELOPMENT Berth lease server
 
@@ -49,97 +49,51 @@ is one line on stderr and exit 78; a start-up error (the address cannot be
 bound, a TLS file cannot be read) one line and exit 1.
 `;
 
-/**
- * The flags that take a value, and what the value must be (for "needs a
- * value" errors). `--api-key` takes one per use; for the others the last one
- * given wins, as in Go. `--help` (`-h`) is the one flag without a value.
- */
-const VALUE_FLAGS = {
-  listen: "HOST:PORT",
-  "tls-cert-file": "a PEM certificate file",
-  "tls-key-file": "a PEM private key file",
-  "api-key": "KEY_ID:SHA256",
-  "log-level": "debug, info, warn or error",
+/** The flags, and what a value must be (said when one is missing). */
+const FLAGS = {
+  listen: { kind: "value", wants: "HOST:PORT" },
+  "tls-cert-file": { kind: "value", wants: "a PEM certificate file" },
+  "tls-key-file": { kind: "value", wants: "a PEM private key file" },
+  "api-key": { kind: "value", wants: "KEY_ID:SHA256" },
+  "log-level": { kind: "value", wants: "debug, info, warn or error" },
+  help: { kind: "boolean", short: "h" },
 } as const;
 
-type ValueFlag = keyof typeof VALUE_FLAGS;
-
-/** A command-line mistake; printed as one line after the subcommand's name. */
-class UsageError extends Error {}
-
-/** The server's settings from the command line. */
-interface DevServerFlags {
-  /** Where to listen. */
-  listen: HostPort;
-  /** HTTPS files, when both were given. */
-  tls?: { certFile: string; keyFile: string };
-  /** The `--api-key` specs, validated. */
-  apiKeys: string[];
-  /** The lowest level logged. */
-  logLevel: LogLevel;
-}
-
 /**
- * Parses the subcommand's arguments: syntax and flag names first (a
- * misspelt flag is reported even next to `--help`), then `--help` (which
- * works whatever the values), then the values. Addresses and file paths are
- * echoed in errors; API keys and words that may be a key typed after a
- * space are not.
+ * The server's settings from the command line: syntax and flag names first
+ * (a misspelt flag is reported even next to `--help`), then `--help`, which
+ * works whatever the values, then the values. `--api-key` takes one per use;
+ * for the others the last one wins, as in Go. Addresses and paths are echoed
+ * in errors; API keys, and words that may be a key typed after a space, not.
  *
- * @returns `"help"`, or the validated settings.
  * @throws {UsageError} Naming the flag and what it wants.
  */
-function parseFlags(
-  args: string[],
-  env: Record<string, string | undefined>,
-): DevServerFlags | "help" {
-  let argv;
+function parseFlags(args: string[], env: Record<string, string | undefined>) {
+  const argv = parseArgv(args, {
+    flags: FLAGS,
+    positionalHint:
+      "dev-server takes flags only (--name=value); run with --help for the list",
+  });
+  const last = (name: keyof typeof FLAGS) => lastValue(argv, name);
   try {
-    argv = parseArgv(args, {
-      flags: {
-        listen: { kind: "value", wants: VALUE_FLAGS.listen },
-        "tls-cert-file": { kind: "value", wants: VALUE_FLAGS["tls-cert-file"] },
-        "tls-key-file": { kind: "value", wants: VALUE_FLAGS["tls-key-file"] },
-        "api-key": { kind: "value", wants: VALUE_FLAGS["api-key"] },
-        "log-level": { kind: "value", wants: VALUE_FLAGS["log-level"] },
-        help: { kind: "boolean", short: "h" },
-      },
-      positionalHint:
-        "dev-server takes flags only (--name=value); run with --help for the list",
-    });
-  } catch (e) {
-    if (e instanceof ArgvUsageError) throw new UsageError(e.message);
-    throw e;
-  }
-  const given = argv.values as Partial<Record<ValueFlag, string[]>>;
-  let help: boolean;
-  try {
-    help = isSet(argv, "help");
-  } catch (e) {
-    throw new UsageError((e as Error).message);
-  }
-  if (help) return "help";
-
-  const one = (name: "tls-cert-file" | "tls-key-file") => {
-    const value = given[name]?.at(-1);
-    if (value === "") {
-      throw new UsageError(
-        `flag --${name} needs a value: ${VALUE_FLAGS[name]}`,
+    if (isSet(argv, "help")) return "help";
+    const file = (name: "tls-cert-file" | "tls-key-file") => {
+      const value = last(name);
+      if (value === "") {
+        throw new Error(`flag --${name} needs a value: ${FLAGS[name].wants}`);
+      }
+      return value;
+    };
+    const certFile = file("tls-cert-file");
+    const keyFile = file("tls-key-file");
+    if ((certFile === undefined) !== (keyFile === undefined)) {
+      throw new Error(
+        "--tls-cert-file and --tls-key-file go together: give both for HTTPS, or neither for plain HTTP",
       );
     }
-    return value;
-  };
-  const certFile = one("tls-cert-file");
-  const keyFile = one("tls-key-file");
-  if ((certFile === undefined) !== (keyFile === undefined)) {
-    throw new UsageError(
-      "--tls-cert-file and --tls-key-file go together: give both for HTTPS, or neither for plain HTTP",
-    );
-  }
-  const apiKeys = given["api-key"] ?? [];
-  try {
+    const apiKeys = argv.values["api-key"] ?? [];
     parseApiKeys(apiKeys, "--api-key");
-    const levelFlag = given["log-level"]?.at(-1);
+    const levelFlag = last("log-level");
     const levelEnv = env.BERTH_LOG_LEVEL || undefined;
     const logLevel = levelFlag !== undefined
       ? parseLogLevel(levelFlag, "--log-level")
@@ -147,10 +101,7 @@ function parseFlags(
       ? parseLogLevel(levelEnv, "BERTH_LOG_LEVEL")
       : "INFO";
     return {
-      listen: parseHostPort(
-        given.listen?.at(-1) ?? "127.0.0.1:8080",
-        "--listen",
-      ),
+      listen: parseHostPort(last("listen") ?? "127.0.0.1:8080", "--listen"),
       tls: certFile && keyFile ? { certFile, keyFile } : undefined,
       apiKeys,
       logLevel,
@@ -160,18 +111,9 @@ function parseFlags(
   }
 }
 
-/**
- * Runs `berth-acquire dev-server`: starts the server from flags, prints
- * `berth dev-server listening on URL` on stdout and serves until a stop
- * signal (SIGINT, SIGTERM, SIGHUP, SIGQUIT).
- *
- * @param args The arguments after `dev-server`.
- * @returns The exit code: 0 after `--help` or a signal, 78 on a usage
- * error, 1 on a start-up error (one line on stderr: the address that cannot be bound, the
- * flag and what it wants).
- */
+/** `berth-acquire dev-server`: see the help text. Returns the exit code. */
 export async function main(args: string[]): Promise<number> {
-  let flags: DevServerFlags | "help";
+  let flags: ReturnType<typeof parseFlags>;
   try {
     flags = parseFlags(args, Deno.env.toObject());
   } catch (e) {

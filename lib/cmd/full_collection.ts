@@ -1,17 +1,10 @@
 /**
- * Periodic full garbage collections for the processes that live as long as
- * the pod or its workload (`renew` and `run` through `lease_keeper.ts`, and
- * `gate`).
- *
- * A renewal leaves a little garbage behind, and V8 runs a full collection
- * only when its old generation reaches a limit it raises as it goes: over
- * thousands of renewals the heap's pages grew (by about 2 MiB in 10,000)
- * while what they held after a full collection stayed the same. One full
- * collection every {@linkcode FULL_COLLECTION_EVERY_MS} keeps the heap at
- * what it holds, for a few milliseconds of CPU each.
- *
- * The collector is V8's `gc()`, which exists only with `--expose-gc` among
- * the V8 flags (`V8_FLAGS` in `self_argv.ts`); without it nothing runs.
+ * A full garbage collection once a minute in the processes that live as long
+ * as the pod or its workload (`renew` and `run` through `lease_keeper.ts`,
+ * and `gate`): V8 collects in full only when its old generation reaches a
+ * limit it raises as it goes, so what each renewal leaves behind spread over
+ * more of the heap's pages (docs/development.md). The collector is V8's
+ * `gc()`, there only with `--expose-gc` among the V8 flags (`self_argv.ts`).
  *
  * @module
  */
@@ -19,66 +12,34 @@
 /** How often a long-lived process collects its garbage in full. */
 export const FULL_COLLECTION_EVERY_MS = 60_000;
 
-/** Options for {@linkcode startFullCollections}. */
-export interface FullCollectionOptions {
-  /** Time between collections; default {@linkcode FULL_COLLECTION_EVERY_MS}. */
-  everyMs?: number;
-  /** The collector; default V8's `gc()` when exposed. Tests pass their own. */
-  collect?: () => void;
-  /**
-   * Calls `fn` every `ms` until the returned handle is disposed; default an
-   * interval timer that does not keep the process alive.
-   */
-  every?: (fn: () => void, ms: number) => Disposable;
-}
-
 /**
- * Starts collecting garbage in full at a fixed interval, on a timer that
- * does not keep the process alive.
- *
- * @param o When and how to collect.
- * @returns A handle whose disposal stops the collections; a no-op when no
- * collector is there.
+ * Collects in full every `everyMs` with V8's `gc()`, on a timer that does not
+ * keep the process alive, until the handle is disposed; without `gc()`
+ * nothing is scheduled.
  *
  * @example
  * ```ts
  * import assert from "node:assert/strict";
- * let collections = 0;
- * let tick = () => {};
+ * const g = globalThis as { gc?: () => void };
+ * const saved = g.gc;
+ * let runs = 0;
+ * g.gc = () => runs++;
+ * const hold = setTimeout(() => {}, 10_000); // the interval alone keeps nothing alive
  * {
- *   using _collections = startFullCollections({
- *     collect: () => collections++,
- *     every: (fn) => {
- *       tick = fn;
- *       return { [Symbol.dispose]: () => (tick = () => {}) };
- *     },
- *   });
- *   tick();
- *   assert.equal(collections, 1);
+ *   using _collections = startFullCollections(1);
+ *   while (runs < 2) await new Promise((r) => setTimeout(r, 1));
  * }
- * tick(); // disposed: no more collections
- * assert.equal(collections, 1);
+ * clearTimeout(hold);
+ * g.gc = saved;
+ * assert.equal(runs, 2);
  * ```
  */
 export function startFullCollections(
-  o: FullCollectionOptions = {},
+  everyMs: number = FULL_COLLECTION_EVERY_MS,
 ): Disposable {
-  const collect = o.collect ?? v8Collector();
-  if (collect === undefined) return { [Symbol.dispose]() {} };
-  return (o.every ?? unrefInterval)(
-    collect,
-    o.everyMs ?? FULL_COLLECTION_EVERY_MS,
-  );
-}
-
-function unrefInterval(fn: () => void, ms: number): Disposable {
-  const id = setInterval(fn, ms);
+  const gc = (globalThis as { gc?: unknown }).gc;
+  if (typeof gc !== "function") return { [Symbol.dispose]() {} };
+  const id = setInterval(() => gc(), everyMs);
   Deno.unrefTimer(id);
   return { [Symbol.dispose]: () => clearInterval(id) };
-}
-
-/** V8's `gc()`, when `--expose-gc` put it on the global object. */
-function v8Collector(): (() => void) | undefined {
-  const gc = (globalThis as { gc?: unknown }).gc;
-  return typeof gc === "function" ? () => gc() : undefined;
 }

@@ -1,17 +1,17 @@
 /**
  * `berth-acquire install-check [--from FILE] [STATE_DIR]`: installs the
- * probe `<state>/check` so that it runs in any main image (static, scratch,
- * distroless, musl): the executable with its loader and library names
- * rewritten to the state directory, and the loader and libraries copied
- * beside it (lib/probe/install.ts, docs/probe-in-any-image.md). For image
- * builders and custom init containers; `acquire` does the same through
- * {@linkcode installProbe}, which falls back to a plain copy where this
- * subcommand fails.
+ * probe `<state>/check` so that it runs in any main image: the executable
+ * with its loader and library names rewritten to the state directory, and
+ * the loader and libraries copied beside it (docs/probe-in-any-image.md).
+ * For image builders and custom init containers; `acquire` does the same
+ * through {@linkcode installProbe}, which falls back to a plain copy where
+ * this subcommand fails.
  *
  * @module
  */
 import {
   DEFAULT_STATE_DIR,
+  EXIT_USAGE,
   isSet,
   lastValue,
   parseArgv,
@@ -27,7 +27,6 @@ import {
   StateDir,
 } from "../state/state_dir.ts";
 import { CHECKOUT_ROOT, denoRunArgv } from "./self_argv.ts";
-import { EXIT_FAILURE, EXIT_USAGE } from "./exit_codes.ts";
 
 const USAGE = `Usage: berth-acquire install-check [--from FILE] [STATE_DIR]
 
@@ -46,41 +45,10 @@ when missing.
 Exit status 0 when installed; 78 on a usage error; 1 with one line on stderr
 when it cannot install (nothing half-written is left in STATE_DIR).`;
 
-interface InstallArgs {
-  help: boolean;
-  from?: string;
-  dir?: string;
-}
-
 /**
- * Parses install-check's arguments with the one argument parser.
+ * The line `install-check` prints when it has installed the probe `check`
+ * from `from` with `companions` beside it (the loader first).
  *
- * @throws {UsageError} Naming what is wrong.
- */
-function parseInstallArgs(args: string[]): InstallArgs {
-  const argv = parseArgv(args, {
-    flags: {
-      from: { kind: "value", wants: "the executable to install" },
-      help: { kind: "boolean", short: "h" },
-    },
-    positionals: 1,
-    positionalHint: "install-check takes one state directory",
-    dashDash: "positionals",
-  });
-  const from = lastValue(argv, "from");
-  if (from === "") throw new UsageError("flag --from is empty");
-  const dir = argv.positionals[0];
-  if (dir === "") throw new UsageError("the state directory is empty");
-  return { help: isSet(argv, "help"), from, dir };
-}
-
-/**
- * The line `install-check` prints when it has installed the probe.
- *
- * @param check The installed probe's path.
- * @param from The executable it was made from.
- * @param companions The loader and libraries beside it, the loader first.
- * @returns The line, without a newline.
  * @example
  * ```ts
  * import assert from "node:assert/strict";
@@ -110,29 +78,42 @@ export function installedLine(
 
 /** `berth-acquire install-check`: see the usage text. Returns the exit code. */
 export async function main(args: string[]): Promise<number> {
-  const fail = (msg: string, code = EXIT_FAILURE) => {
+  const fail = (msg: string, code = 1) => {
     console.error(`berth-acquire install-check: ${msg}`);
     return code;
   };
-  let parsed: InstallArgs;
+  let given: string | undefined;
+  let dir: string | undefined;
   try {
-    parsed = parseInstallArgs(args);
+    const argv = parseArgv(args, {
+      flags: {
+        from: { kind: "value", wants: "the executable to install" },
+        help: { kind: "boolean", short: "h" },
+      },
+      positionals: 1,
+      positionalHint: "install-check takes one state directory",
+      dashDash: "positionals",
+    });
+    given = lastValue(argv, "from");
+    if (given === "") throw new UsageError("flag --from is empty");
+    dir = argv.positionals[0];
+    if (dir === "") throw new UsageError("the state directory is empty");
+    if (isSet(argv, "help")) {
+      console.log(USAGE);
+      return 0;
+    }
   } catch (e) {
     if (!(e instanceof UsageError)) throw e;
     return fail(e.message, EXIT_USAGE);
   }
-  if (parsed.help) {
-    console.log(USAGE);
-    return 0;
-  }
-  if (parsed.from === undefined && !Deno.build.standalone) {
+  if (given === undefined && !Deno.build.standalone) {
     return fail(
       `under "deno run" there is no single executable to install; pass --from with a compiled berth-acquire`,
     );
   }
-  const from = parsed.from ?? Deno.execPath();
+  const from = given ?? Deno.execPath();
   const state = new StateDir(
-    parsed.dir ?? (Deno.env.get("BERTH_STATE_DIR") || DEFAULT_STATE_DIR),
+    dir ?? (Deno.env.get("BERTH_STATE_DIR") || DEFAULT_STATE_DIR),
   );
   const existed = await Deno.lstat(state.dir).then(() => true, () => false);
   try {
@@ -150,32 +131,21 @@ export async function main(args: string[]): Promise<number> {
   }
 }
 
-/** Seams of {@linkcode installProbe}; the defaults describe this process. */
-export interface InstallProbeOptions {
-  /** Whether this process is a compiled binary that can copy itself; default `Deno.build.standalone`. */
-  standalone?: boolean;
-  /** The running executable; default `Deno.execPath()`. */
-  execPath?: string;
-  /** The checkout whose `main.ts` the `deno run` wrapper runs; default this one. */
-  repoRoot?: string;
-}
-
 /**
- * The probe install `acquire` does: under `deno run` the shell wrapper
- * (lib/state/state_dir.ts); compiled, the rewritten copy of itself with
- * its loader and libraries, or, when that cannot be (the state directory's
- * path is too long, its own executable cannot be rewritten), the plain copy
- * and one WARN line: the probe then needs glibc in the main image.
+ * The probe install `acquire` does: under `deno run` the shell wrapper;
+ * compiled, the rewritten copy of itself with its loader and libraries, or,
+ * where that cannot be (the state directory's path is too long, its own
+ * executable cannot be rewritten), the plain copy and one WARN line: the
+ * probe then needs glibc in the main image. `options` are seams for tests,
+ * by default this process: whether it is a compiled binary, its executable,
+ * the checkout the wrapper runs.
  *
- * @param state The state directory.
- * @param logger For the WARN line.
- * @param options Seams; see {@linkcode InstallProbeOptions}.
  * @throws {StateFileError} When the state directory cannot be written.
  */
 export async function installProbe(
   state: StateDir,
   logger: Logger,
-  options: InstallProbeOptions = {},
+  options: { standalone?: boolean; execPath?: string; repoRoot?: string } = {},
 ): Promise<void> {
   const execPath = options.execPath ?? Deno.execPath();
   if (!(options.standalone ?? Deno.build.standalone)) {

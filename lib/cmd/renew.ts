@@ -5,21 +5,20 @@
  *
  * @module
  */
-import { GO_MESSAGES } from "../obs/go_messages.ts";
-import { systemClock } from "../state/clock.ts";
-import { EXIT_FAILURE, start, startupFailure } from "./startup.ts";
-import { shutdownSignal } from "./signals.ts";
-import type { Config } from "../config/config.ts";
 import { ConfigError } from "../config/argv.ts";
+import type { Config } from "../config/config.ts";
 import { type Enforcer, ProbeEnforcer } from "../enforce/enforcer.ts";
-import { SignalEnforcer } from "../enforce/signal.ts";
-import { HEALTH_ADDR_ENV, type HealthAddr, healthAddrFrom } from "./health.ts";
-import type { Logger } from "../obs/log.ts";
-import type { EnforcementWrappers } from "./lease_metrics.ts";
 import { LinuxProcessTable } from "../enforce/proc.ts";
+import { SignalEnforcer } from "../enforce/signal.ts";
 import type { Renewer } from "../hold/renewer.ts";
-import { LeaseKeeper } from "./lease_keeper.ts";
+import { GO_MESSAGES } from "../obs/go_messages.ts";
+import type { Logger } from "../obs/log.ts";
+import { systemClock } from "../state/clock.ts";
 import { prepareStateDir, StateDir } from "../state/state_dir.ts";
+import { HEALTH_ADDR_ENV, type HealthAddr, healthAddrFrom } from "./health.ts";
+import { LeaseKeeper, type LeaseMetrics } from "./lease_keeper.ts";
+import { shutdownSignal } from "./signals.ts";
+import { EXIT_FAILURE, start, startupFailure } from "./startup.ts";
 
 const USAGE = `Usage: berth-acquire renew [flags]
 
@@ -48,22 +47,17 @@ const RENEW_FLAGS = {
 } as const;
 
 /**
- * The enforcer `config` asks for, writing the marker through `state`. Only
- * signal mode builds a process table (probe mode never reads `/proc`).
- *
- * @param config The resolved configuration (`enforce`, `signalTarget`, grace).
- * @param state The state directory whose marker the enforcer keeps.
- * @param logger Where enforcement events go.
- * @param wrap When given, instruments the marker store and the process table (metrics).
- * @returns A {@linkcode ProbeEnforcer} or a {@linkcode SignalEnforcer}.
+ * The enforcer `config` asks for, keeping the marker in `state`, counted by
+ * `metrics` when given. Only signal mode builds a process table (probe mode
+ * never reads `/proc`).
  */
 export function enforcerFor(
   config: Config,
   state: StateDir,
   logger: Logger,
-  wrap?: EnforcementWrappers,
+  metrics?: LeaseMetrics,
 ): Enforcer {
-  const marker = wrap ? wrap.markerStore(state) : state;
+  const marker = metrics ? metrics.markerStore(state) : state;
   if (config.enforce === "probe") return new ProbeEnforcer({ marker, logger });
   const processTable = new LinuxProcessTable();
   return new SignalEnforcer({
@@ -71,19 +65,14 @@ export function enforcerFor(
     graceMs: config.enforceGraceSeconds * 1000,
     clock: systemClock,
     logger,
-    processTable: wrap ? wrap.processTable(processTable) : processTable,
+    processTable: metrics ? metrics.processTable(processTable) : processTable,
     marker,
     // The probe the init container installed runs in the workload's container.
     ownCopies: [state.checkPath],
   });
 }
 
-/**
- * `berth-acquire renew`: see the usage text.
- *
- * @param args The arguments after `renew`.
- * @returns 0 after a shutdown, 1 on a configuration or start-up error.
- */
+/** `berth-acquire renew`: see the usage text. */
 export async function main(args: string[]): Promise<number> {
   const started = start(
     { name: "renew", usage: USAGE, flags: RENEW_FLAGS, goFailureLine: true },
@@ -99,8 +88,7 @@ export async function main(args: string[]): Promise<number> {
     );
   } catch (e) {
     if (!(e instanceof ConfigError)) throw e;
-    started.configProblem(e.problem);
-    return EXIT_FAILURE;
+    return started.configProblem(e.problem);
   }
   if (config.mode !== "runtime-singleton") {
     logger.error(GO_MESSAGES.failed, {

@@ -1,40 +1,32 @@
 /**
- * How this program starts itself again (`run` starts its command under
- * `gate`), and how the simulator, the benchmarks and the tests start it: the
- * compiled binary runs itself; under `deno run` the same `deno`, with a
- * checkout's `main.ts`, `deno.json`, the binary's permission set and its V8
- * flags, and so does the probe wrapper (lib/cmd/install_check.ts). One
- * builder, so every place that starts the CLI starts it the same way, and
+ * How this program starts itself and is started: `run` starts its command
+ * under `gate`; the probe wrapper, the simulator, the benchmarks and the
+ * tests start the CLI. The compiled binary runs itself; under `deno run` the
+ * same `deno` runs a checkout's `main.ts` with its `deno.json`, the binary's
+ * permission set and V8 flags. One builder, so every start is the same, and
  * the compile script takes the permission set and the flags from here.
  *
  * @module
  */
 
-/** The checkout this module belongs to (the directory holding deno.json and main.ts). */
+/** The checkout this module belongs to (the directory of deno.json and main.ts). */
 export const CHECKOUT_ROOT: string = decodeURIComponent(
   new URL("../..", import.meta.url).pathname,
 ).replace(/\/+$/, "");
 
 /**
- * The name of the permission set in deno.json that the binary is compiled
- * with and every `deno run` of the CLI passes (`-P=berth-acquire`), so a
- * permission the program needs can never be granted in one and forgotten in
- * the other.
+ * The permission set in deno.json that the binary is compiled with and
+ * every `deno run` of the CLI passes, so a permission can never be granted
+ * in one and forgotten in the other.
  */
 export const PERMISSION_SET = "berth-acquire";
 
 /**
- * The V8 flags the binary is compiled with (`deno compile --v8-flags`) and
- * every `deno run` of the CLI passes, so both run the same engine: V8's
- * interpreter alone, without its baseline and optimising compilers. The
- * helper's own JavaScript is a few calls per renewal or per probe, and the
- * compilers' work and memory were what a sidecar grew by: in the benchmark a
- * jitless sidecar used less CPU per hour and its RSS stayed close to where
- * it started (see docs/benchmarks.md). WebAssembly, which needs the
- * compilers, is not used. `--expose-gc` gives the long-lived processes V8's
- * `gc()`, which they call once a minute (`full_collection.ts`): left to
- * itself, V8 let garbage spread over more of the heap's pages for
- * thousands of renewals before it needed a full collection.
+ * The V8 flags of the binary and of every `deno run` of the CLI: V8's
+ * interpreter alone (the compilers' work and memory were what a sidecar grew
+ * by; WebAssembly, which needs them, is not used), and `gc()` for the
+ * long-lived processes' full collections (`full_collection.ts`). See
+ * docs/development.md.
  */
 export const V8_FLAGS: readonly string[] = ["--jitless", "--expose-gc"];
 
@@ -42,15 +34,8 @@ export const V8_FLAGS: readonly string[] = ["--jitless", "--expose-gc"];
 export const V8_FLAGS_ARG: string = `--v8-flags=${V8_FLAGS.join(",")}`;
 
 /**
- * The argv that runs a Deno program with a checkout's configuration, the
- * permissions the compiled binary gets (the deno.json permission set, no
- * prompts) and its V8 flags.
- *
- * @param root The checkout whose `deno.json` to use.
- * @param script The program to run.
- * @param args Its arguments.
- * @param deno The `deno` executable; default this process's.
- * @returns An executable and its arguments, for `Deno.Command`.
+ * The argv (for `Deno.Command`) that runs `script` with the `deno.json` of
+ * checkout `root`, the binary's permissions (no prompts) and its V8 flags.
  */
 export function denoRunArgv(
   root: string,
@@ -72,23 +57,12 @@ export function denoRunArgv(
   ];
 }
 
-/**
- * The argv that runs `berth-acquire ...args` from a checkout under `deno run`.
- *
- * @param root The checkout.
- * @param args The subcommand and its arguments.
- * @returns An executable and its arguments, for `Deno.Command`.
- */
+/** The argv that runs `berth-acquire ...args` from checkout `root` under `deno run`. */
 export function checkoutArgv(root: string, args: string[]): string[] {
   return denoRunArgv(root, `${root}/main.ts`, args);
 }
 
-/**
- * The argv that runs `berth-acquire ...args` the way this process runs.
- *
- * @param args The subcommand and its arguments.
- * @returns An executable and its arguments, for `Deno.Command`.
- */
+/** The argv that runs `berth-acquire ...args` the way this process runs. */
 export function selfArgv(args: string[]): string[] {
   if (Deno.build.standalone) return [Deno.execPath(), ...args];
   return checkoutArgv(CHECKOUT_ROOT, args);

@@ -1,31 +1,21 @@
 /**
- * Stop signals, in one place: SIGTERM, SIGINT, SIGHUP and SIGQUIT become an `AbortSignal`
- * that every wait of a role honours. Where the signals come from is a
- * {@linkcode SignalSource}, the process itself (`Deno`) in production, so a
- * test can deliver a signal at an exact point without signalling the test
- * process.
+ * The stop signals, SIGTERM, SIGINT, SIGHUP and SIGQUIT, as the
+ * `AbortSignal` every wait of a role honours. They come from a
+ * {@linkcode SignalSource}, `Deno` in production, so a test delivers one at
+ * an exact point without signalling the test process. SIGHUP and SIGQUIT are
+ * among them so that none ends a process by its default action without a word.
  *
  * @module
  */
 import type { Logger } from "../obs/log.ts";
 
-/**
- * Where a role hears the stop signals: `Deno` itself in production, or a
- * fake in tests.
- */
-export interface SignalSource {
-  /** Calls `handler` whenever `signal` arrives. */
-  addSignalListener(signal: Deno.Signal, handler: () => void): void;
-  /** Stops calling `handler` for `signal`. */
-  removeSignalListener(signal: Deno.Signal, handler: () => void): void;
-}
+/** Where a role hears the stop signals. */
+export type SignalSource = Pick<
+  typeof Deno,
+  "addSignalListener" | "removeSignalListener"
+>;
 
-/**
- * The signals that ask a role to stop: `acquire` and `renew` shut down on
- * them, `run` ends its wait on them or forwards them to its command. SIGHUP
- * and SIGQUIT are among them so that none of them ends a process by its
- * default action without a word.
- */
+/** The signals that ask a role to stop (`run` forwards them to its command). */
 export const SHUTDOWN_SIGNALS: readonly Deno.Signal[] = [
   "SIGTERM",
   "SIGINT",
@@ -33,31 +23,11 @@ export const SHUTDOWN_SIGNALS: readonly Deno.Signal[] = [
   "SIGQUIT",
 ];
 
-/** Options for {@linkcode shutdownSignal}. */
-export interface ShutdownOptions {
-  /** Where the signals come from; default `Deno` (the process's own). */
-  source?: SignalSource;
-  /** Which signals shut down; default {@linkcode SHUTDOWN_SIGNALS}. */
-  signals?: readonly Deno.Signal[];
-}
-
-/** A shutdown request as an `AbortSignal`, and how to stop listening. */
-export interface Shutdown {
-  /** Aborts, with an `AbortError` naming the signal, on the first signal. */
-  signal: AbortSignal;
-  /** Removes the listeners. */
-  dispose(): void;
-}
-
 /**
- * An `AbortSignal` that aborts on the first of the stop signals. The listeners
- * stay installed until `dispose()`, so a second signal does not kill the
- * process by default action while it finishes (for example a release); it is
- * logged and otherwise ignored.
- *
- * @param logger Where each signal is reported.
- * @param options The signal source and the signals.
- * @returns The signal and its `dispose`.
+ * An `AbortSignal` that aborts, with an `AbortError` naming it, on the first
+ * stop signal. The listeners stay until `dispose()`, so a second signal does
+ * not kill the process by default action while it finishes (a release, say):
+ * it is logged and otherwise ignored.
  *
  * @example
  * ```ts
@@ -69,7 +39,7 @@ export interface Shutdown {
  *   addSignalListener: (s: Deno.Signal, h: () => void) => handlers.set(s, h),
  *   removeSignalListener: (s: Deno.Signal) => handlers.delete(s),
  * };
- * const shutdown = shutdownSignal(discardLogger, { source });
+ * const shutdown = shutdownSignal(discardLogger, source);
  * try {
  *   handlers.get("SIGTERM")?.();
  *   assert.equal(shutdown.signal.aborted, true);
@@ -82,11 +52,10 @@ export interface Shutdown {
  */
 export function shutdownSignal(
   logger: Logger,
-  options: ShutdownOptions = {},
-): Shutdown {
-  const source = options.source ?? Deno;
+  source: SignalSource = Deno,
+): { signal: AbortSignal; dispose(): void } {
   const controller = new AbortController();
-  const handlers = (options.signals ?? SHUTDOWN_SIGNALS).map((name) => {
+  const handlers = SHUTDOWN_SIGNALS.map((name) => {
     const handler = () => {
       if (controller.signal.aborted) {
         logger.info("signal received again; still finishing", { signal: name });

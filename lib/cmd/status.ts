@@ -1,28 +1,23 @@
 /**
  * `berth-acquire status [STATE_DIR] [--json]`: the operator's read-only view
- * of a pod's lease, from the state volume alone: holder, fencing token, the
+ * of a pod's lease from the state volume alone: holder, fencing token, the
  * probe's verdict on the marker, and the time left before the workload's
- * permission closes (the line "gate closes") and before the lease deadline,
- * on both clocks the marker carries.
- *
- * It runs where the probe runs, inside the main container
- * (`kubectl exec POD -c MAIN -- /berth/check status /berth`): the binary is
- * already on the state volume, it needs no shell and no configuration, it
- * only reads (the main container's mount is read-only), and it never talks
- * to the lease server. It is a module of its own, loaded only for `status`,
- * so the probe's start-up does not pay for it.
+ * permission closes ("gate closes") and before the lease deadline, on both
+ * clocks the marker carries. It runs where the probe runs, in the main
+ * container, with the binary already on the volume: no shell, no
+ * configuration, only reads (the mount is read-only), never the lease server.
  *
  * @module
  */
-import { formatDurationMs, parseDurationMs } from "../config/duration.ts";
 import {
   DEFAULT_STATE_DIR,
+  EXIT_USAGE,
   isSet,
   lastValue,
   parseArgv,
   usageLine,
 } from "../config/argv.ts";
-import { EXIT_USAGE as EXIT_USAGE_CONFIG } from "./exit_codes.ts";
+import { formatDurationMs, parseDurationMs } from "../config/duration.ts";
 import {
   type Read,
   readSnapshot,
@@ -30,14 +25,7 @@ import {
   type TimeLeft,
 } from "../state/snapshot.ts";
 
-/** Exit status when the marker's verdict is OK: the workload may run. */
-const EXIT_HELD = 0;
-/** Exit status when the verdict is anything else (absent, stale, indeterminate). */
-const EXIT_NOT_HELD = 1;
-/** Exit status for a usage error: see exit_codes.ts. */
-const EXIT_USAGE = EXIT_USAGE_CONFIG;
-
-/** The webhook's probe argv has `--max-age 30s`; the view judges the same way. */
+/** The webhook's probe has `--max-age 30s`; the view judges the same way. */
 const DEFAULT_MAX_AGE = "30s";
 
 const USAGE =
@@ -57,41 +45,11 @@ Run it where the probe runs, e.g.
                         presence only; default ${DEFAULT_MAX_AGE} (the webhook's probe)
   --help                show this help
 
-Exit status: ${EXIT_HELD} when the verdict is OK (the workload may run), ${EXIT_NOT_HELD} when it
+Exit status: 0 when the verdict is OK (the workload may run), 1 when it
 is not, ${EXIT_USAGE} on a usage error.`;
 
-interface StatusArgs {
-  help: boolean;
-  json: boolean;
-  dir?: string;
-  maxAge: string;
-}
-
-function parseStatusArgs(args: string[]): StatusArgs {
-  const argv = parseArgv(args, {
-    flags: {
-      json: { kind: "boolean" },
-      "max-age": { kind: "value", wants: "a duration such as 30s" },
-      help: { kind: "boolean", short: "h" },
-    },
-    positionals: 1,
-    positionalHint: "status takes one state directory",
-    dashDash: "positionals",
-  });
-  return {
-    help: isSet(argv, "help"),
-    json: isSet(argv, "json"),
-    dir: argv.positionals[0],
-    maxAge: lastValue(argv, "max-age") ?? DEFAULT_MAX_AGE,
-  };
-}
-
-/** `in 13.2s` or `passed 1.2s ago`, in Go duration syntax. */
-/**
- * A duration as status shows every one of them: to a tenth of a second
- * (`4.2s`, `300ms`, `1m5.1s`), whatever it measures.
- */
-export function shownDuration(ms: number): string {
+/** Every duration status shows, to a tenth of a second (`4.2s`, `300ms`, `1m5.1s`). */
+function shownDuration(ms: number): string {
   return formatDurationMs(Math.round(Math.abs(ms) / 100) * 100);
 }
 
@@ -100,11 +58,7 @@ function wholeMs(ms: number | undefined): number | null {
   return ms === undefined ? null : Math.round(ms);
 }
 
-/**
- * Why the state directory cannot hold a lease, when it cannot: it does not
- * exist, or is not a directory. Undefined when it is a directory (or cannot
- * be looked at: the reads below say why).
- */
+/** Why the state directory cannot hold a lease; none when it cannot be looked at (the reads say why). */
 function dirProblem(dir: string): string | undefined {
   try {
     return Deno.statSync(dir).isDirectory ? undefined : "not a directory";
@@ -147,12 +101,7 @@ function describeRead<T>(r: Read<T>, absent: string): string {
   return r.value === undefined ? absent : String(r.value);
 }
 
-/**
- * The text view: one `label  value` line per fact, aligned, for a terminal.
- *
- * @param s The snapshot.
- * @returns The lines, each ending in a newline.
- */
+/** The text view: one aligned `label  value` line per fact, each ending in a newline. */
 export function formatStatusText(s: StateSnapshot): string {
   const v = s.marker.verdict;
   const age = s.marker.ageMs === undefined
@@ -174,18 +123,7 @@ export function formatStatusText(s: StateSnapshot): string {
   return rows.map(([k, val]) => `${k.padEnd(17)}${val}\n`).join("");
 }
 
-/** `Read` as JSON: the value, or null when absent or unreadable (the problem goes to `problems`). */
-function readJson<T>(r: Read<T>): T | null {
-  return r.ok ? r.value ?? null : null;
-}
-
-/**
- * The `--json` view: one object whose fields are always present (null when
- * unknown), so a script can rely on its shape.
- *
- * @param s The snapshot.
- * @returns The object `status --json` prints.
- */
+/** The `--json` view: every field always present (null when unknown), so a script can rely on its shape. */
 function statusJson(s: StateSnapshot): Record<string, unknown> {
   const v = s.marker.verdict;
   const d = s.marker.deadlines;
@@ -201,8 +139,9 @@ function statusJson(s: StateSnapshot): Record<string, unknown> {
   if (missing) problems.push(`the state directory ${s.dir} ${missing}`);
   return {
     stateDir: s.dir,
-    holder: readJson(s.holder),
-    fencingToken: readJson(s.token),
+    // null when absent or unreadable: the problem is in `problems`.
+    holder: s.holder.ok ? s.holder.value ?? null : null,
+    fencingToken: s.token.ok ? s.token.value ?? null : null,
     marker: {
       path: s.marker.path,
       verdict: v.kind,
@@ -230,30 +169,42 @@ function statusJson(s: StateSnapshot): Record<string, unknown> {
 
 /** `berth-acquire status`: see the usage text. Returns the exit code. */
 export function main(args: string[]): Promise<number> {
-  let parsed: StatusArgs;
+  let json: boolean;
+  let dir: string | undefined;
   let maxAgeMs: number;
   try {
-    parsed = parseStatusArgs(args);
-    if (parsed.help) {
+    const argv = parseArgv(args, {
+      flags: {
+        json: { kind: "boolean" },
+        "max-age": { kind: "value", wants: "a duration such as 30s" },
+        help: { kind: "boolean", short: "h" },
+      },
+      positionals: 1,
+      positionalHint: "status takes one state directory",
+      dashDash: "positionals",
+    });
+    const help = isSet(argv, "help");
+    json = isSet(argv, "json");
+    if (help) {
       console.log(USAGE);
       return Promise.resolve(0);
     }
-    maxAgeMs = parseDurationMs(parsed.maxAge, "--max-age", {
-      negative: "zero",
-    });
-    if (parsed.dir === "") throw new Error("the state directory is empty");
-  } catch (e) {
-    console.error(
-      usageLine("status", (e as Error).message),
+    maxAgeMs = parseDurationMs(
+      lastValue(argv, "max-age") ?? DEFAULT_MAX_AGE,
+      "--max-age",
+      { negative: "zero" },
     );
+    dir = argv.positionals[0];
+    if (dir === "") throw new Error("the state directory is empty");
+  } catch (e) {
+    console.error(usageLine("status", (e as Error).message));
     return Promise.resolve(EXIT_USAGE);
   }
-  const dir = parsed.dir ??
-    (Deno.env.get("BERTH_STATE_DIR") || DEFAULT_STATE_DIR);
-  const snapshot = readSnapshot(dir, { maxAgeMs });
-  if (parsed.json) console.log(JSON.stringify(statusJson(snapshot)));
-  else console.log(formatStatusText(snapshot).trimEnd());
-  return Promise.resolve(
-    snapshot.marker.verdict.kind === "OK" ? EXIT_HELD : EXIT_NOT_HELD,
+  const snapshot = readSnapshot(
+    dir ?? (Deno.env.get("BERTH_STATE_DIR") || DEFAULT_STATE_DIR),
+    { maxAgeMs },
   );
+  if (json) console.log(JSON.stringify(statusJson(snapshot)));
+  else console.log(formatStatusText(snapshot).trimEnd());
+  return Promise.resolve(snapshot.marker.verdict.kind === "OK" ? 0 : 1);
 }

@@ -1,17 +1,15 @@
 /**
- * The one command-line parser, by the Go helper's flag rules, and what the
- * probe needs of the configuration: the flags it skips, the default state
- * directory. The probe loads it at every start: it imports nothing.
+ * The one command-line parser, by Go's flag rules, how a usage error reads
+ * and exits, and what the probe needs of the configuration: the flags it
+ * skips, the default state directory. The probe loads it at every start: it
+ * imports nothing.
  *
  * @module
  */
 
-/** Whether a flag takes a value (`--x=v`, `--x v`) or is a boolean (`--x`, `--x=false`). */
-export type FlagKind = "value" | "boolean";
-
-/** One flag: `short` is a one-letter alias, `wants` is named when the value is missing. */
+/** A value flag (`--x=v`, `--x v`) or a boolean (`--x`, `--x=false`); `short` is a one-letter alias, `wants` is named when the value is missing. */
 export interface FlagDef {
-  kind: FlagKind;
+  kind: "value" | "boolean";
   short?: string;
   wants?: string;
 }
@@ -23,7 +21,7 @@ export interface FlagDef {
  */
 export interface ArgvSpec {
   flags: Readonly<Record<string, FlagDef>>;
-  ignored?: Readonly<Record<string, FlagKind>>;
+  ignored?: Readonly<Record<string, FlagDef["kind"]>>;
   positionals?: number;
   positionalHint?: string;
   dashDash?: "positionals" | "command" | "end";
@@ -64,6 +62,14 @@ export class ConfigError extends Error {
 /** The state directory the webhook mounts when nothing else is configured. */
 export const DEFAULT_STATE_DIR = "/berth";
 
+/**
+ * The exit status of a usage or configuration error in the subcommands the
+ * Go helper lacks (`run`, `gate`, `status`, `dev-server`, `install-check`):
+ * sysexits' `EX_CONFIG`, clear of their other statuses and of a command's
+ * own. `acquire`, `renew` and `check` exit 1 on every failure, as Go's do.
+ */
+export const EXIT_USAGE = 78;
+
 /** The configuration flags (a test keeps them the settings table's): the probe skips them without loading it. */
 // deno-fmt-ignore
 export const CONFIG_FLAG_KINDS = {
@@ -77,7 +83,7 @@ export const CONFIG_FLAG_KINDS = {
   "server-name": "value", "insecure-skip-tls-verify": "boolean",
   "acquire-timeout": "value", "log-format": "value", "log-level": "value",
   "pod-namespace": "value", "pod-name": "value", "pod-uid": "value",
-} as const satisfies Record<string, FlagKind>;
+} as const satisfies Record<string, FlagDef["kind"]>;
 
 // A flag or a stray word is echoed only when shaped like one (or a path), and
 // not right after a flag given an empty value: it may be a key.
@@ -187,7 +193,6 @@ export function parseArgv(args: readonly string[], spec: ArgvSpec): Argv {
 }
 
 const NO_FLAG = { name: "", boolean: false, empty: false, dash: false };
-type Previous = typeof NO_FLAG;
 
 function parseInto(out: Argv, args: readonly string[], spec: ArgvSpec): Argv {
   const shorts = new Map<string, string>();
@@ -271,7 +276,7 @@ function parseInto(out: Argv, args: readonly string[], spec: ArgvSpec): Argv {
 function unexpectedArgument(
   word: string,
   index: number,
-  previous: Previous,
+  previous: typeof NO_FLAG,
   spec: ArgvSpec,
 ): UsageError {
   const shown = !previous.empty && WORD_SHAPE.test(word)

@@ -11,8 +11,13 @@
  * @module
  */
 import { formatDurationMs, parseDurationMs } from "../config/duration.ts";
-import { isSet, lastValue, parseArgv, usageLine } from "../config/argv.ts";
-import { EXIT_USAGE } from "../cmd/exit_codes.ts";
+import {
+  EXIT_USAGE,
+  isSet,
+  lastValue,
+  parseArgv,
+  usageLine,
+} from "../config/argv.ts";
 import { type GateOptions, runGate } from "./gate_loop.ts";
 import { startFullCollections } from "../cmd/full_collection.ts";
 import {

@@ -1,6 +1,6 @@
 /**
  * A tiny Prometheus registry that writes the text exposition format 0.0.4,
- * tested byte for byte; the `berth_acquire_*` set is `lib/cmd/lease_metrics.ts`.
+ * tested byte for byte; the `berth_acquire_*` set is `lib/cmd/lease_keeper.ts`.
  * @module
  */
 

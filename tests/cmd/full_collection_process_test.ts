@@ -1,8 +1,8 @@
 /**
- * The periodic full collections of the long-lived processes: they run at
- * their interval, stop when disposed, and use V8's `gc()` only where the V8
- * flags expose it; one Deno process started with the CLI's flags shows the
- * real `gc()` called.
+ * The periodic full collections of the long-lived processes: they call V8's
+ * `gc()` at their interval until disposed, schedule nothing where the V8
+ * flags do not expose it; one Deno process started with the CLI's flags
+ * shows the real `gc()` called.
  *
  * @module
  */
@@ -15,81 +15,51 @@ import { denoRunArgv, V8_FLAGS } from "../../lib/cmd/self_argv.ts";
 import { REPO_ROOT } from "../support/cli.ts";
 import { tempDir } from "../support/lease_env.ts";
 
-/** A stand-in interval: records what was scheduled and whether it stopped. */
-function fakeEvery() {
-  const timers: { fn: () => void; ms: number; stopped: boolean }[] = [];
-  return {
-    timers,
-    every(fn: () => void, ms: number): Disposable {
-      const t = { fn, ms, stopped: false };
-      timers.push(t);
-      return { [Symbol.dispose]: () => t.stopped = true };
-    },
-  };
-}
+const g = globalThis as { gc?: () => void };
 
-Deno.test("a full collection runs at each interval until disposed", () => {
-  const f = fakeEvery();
-  let runs = 0;
-  {
-    using _c = startFullCollections({
-      collect: () => runs++,
-      every: f.every,
-    });
-    assert.equal(f.timers.length, 1);
-    assert.equal(f.timers[0].ms, FULL_COLLECTION_EVERY_MS);
-    f.timers[0].fn();
-    f.timers[0].fn();
-    assert.equal(runs, 2);
-    assert.equal(f.timers[0].stopped, false);
-  }
-  assert.equal(f.timers[0].stopped, true);
-});
-
-Deno.test("the default collector is V8's gc() when the flags expose it", () => {
-  const g = globalThis as { gc?: () => void };
+/** Runs `fn` with `gc` in place of V8's (or none), and a ref'd timer: the collections' own timer keeps nothing alive. */
+async function withGc(
+  gc: (() => void) | undefined,
+  fn: () => Promise<void>,
+): Promise<void> {
   const saved = g.gc;
-  let runs = 0;
-  g.gc = () => runs++;
-  const f = fakeEvery();
+  const hold = setTimeout(() => {}, 60_000);
+  if (gc) g.gc = gc;
+  else delete g.gc;
   try {
-    using _c = startFullCollections({ every: f.every });
-    f.timers[0].fn();
+    await fn();
   } finally {
+    clearTimeout(hold);
     if (saved === undefined) delete g.gc;
     else g.gc = saved;
   }
-  assert.equal(runs, 1);
+}
+
+/** Resolves after every timer due within `ms` has fired (timers fire in deadline order). */
+const after = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+Deno.test("a full collection runs at each interval until disposed", async () => {
+  let runs = 0;
+  await withGc(() => runs++, async () => {
+    {
+      using _c = startFullCollections(2);
+      while (runs < 2) await after(1);
+    }
+    const seen = runs;
+    await after(20);
+    assert.equal(runs, seen, "no collection after disposal");
+  });
 });
 
-Deno.test("without gc() exposed nothing is scheduled", () => {
-  const g = globalThis as { gc?: unknown };
-  const saved = g.gc;
-  delete g.gc;
-  const f = fakeEvery();
-  try {
-    using _c = startFullCollections({ every: f.every });
-  } finally {
-    if (saved !== undefined) g.gc = saved;
-  }
-  assert.equal(f.timers.length, 0);
-});
-
-Deno.test("the default interval timer fires while the process has work", async () => {
-  // The timer itself does not keep the event loop alive (awaiting it alone
-  // ends the test with a pending promise), so a ref'd timer holds it here.
-  const hold = setTimeout(() => {}, 60_000);
-  try {
-    let runs = 0;
-    const fired = Promise.withResolvers<void>();
-    using _c = startFullCollections({
-      everyMs: 5,
-      collect: () => ++runs === 2 && fired.resolve(),
-    });
-    await fired.promise;
-  } finally {
-    clearTimeout(hold);
-  }
+Deno.test("without gc() exposed nothing is scheduled", async () => {
+  let runs = 0;
+  await withGc(undefined, async () => {
+    using _c = startFullCollections(2);
+    // A gc() that appears later is not called: no timer was started.
+    g.gc = () => runs++;
+    await after(20);
+  });
+  assert.equal(runs, 0);
 });
 
 Deno.test("the CLI's V8 flags expose gc(), collected at most once a minute", () => {
@@ -100,8 +70,8 @@ Deno.test("the CLI's V8 flags expose gc(), collected at most once a minute", () 
 Deno.test("under the CLI's V8 flags the collections call V8's own gc()", async () => {
   await using dir = await tempDir();
   const script = `${dir.path}/collect.ts`;
-  // The real gc(), wrapped to count its calls: the default collector must
-  // find it on the global object and call it at each interval.
+  // The real gc(), wrapped to count its calls: the collections must find it
+  // on the global object and call it at each interval.
   await Deno.writeTextFile(
     script,
     `import { startFullCollections } from ${
@@ -123,7 +93,7 @@ g.gc = () => {
 };
 const hold = setTimeout(() => {}, 60_000);
 {
-  using _c = startFullCollections({ everyMs: 5 });
+  using _c = startFullCollections(5);
   await twice.promise;
 }
 clearTimeout(hold);

@@ -7,7 +7,6 @@ import {
   healthAddrFrom,
   healthHandler,
   healthVerdict,
-  parseHealthAddr,
 } from "../../lib/cmd/health.ts";
 import type { RenewerStatus } from "../../lib/hold/lease.ts";
 import { runCli } from "../support/cli.ts";
@@ -111,21 +110,21 @@ Deno.test("handler: /metrics in the Prometheus text content type; 404 without me
 });
 
 Deno.test("address: HOST:PORT, [V6]:PORT, :PORT; the flag wins over env, empty turns it off", () => {
-  assert.deepEqual(parseHealthAddr("127.0.0.1:8471", "x"), {
+  assert.deepEqual(healthAddrFrom("127.0.0.1:8471", undefined), {
     hostname: "127.0.0.1",
     port: 8471,
   });
-  assert.deepEqual(parseHealthAddr("[::1]:0", "x"), {
+  assert.deepEqual(healthAddrFrom("[::1]:0", undefined), {
     hostname: "::1",
     port: 0,
   });
-  assert.deepEqual(parseHealthAddr(":8471", "x"), {
+  assert.deepEqual(healthAddrFrom(":8471", undefined), {
     hostname: "0.0.0.0",
     port: 8471,
   });
   for (const bad of ["8471", "localhost", "h:99999", "h:port", "::1:80"]) {
     assert.throws(
-      () => parseHealthAddr(bad, "BERTH_HEALTH_ADDR"),
+      () => healthAddrFrom(undefined, bad),
       (e: Error) =>
         e.message.includes(`BERTH_HEALTH_ADDR=${JSON.stringify(bad)}`) &&
         e.message.includes("HOST:PORT"),

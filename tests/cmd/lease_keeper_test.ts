@@ -7,7 +7,7 @@ import type {
   LeaseClient,
   ReleaseOutcome,
 } from "../../lib/lease/rpc.ts";
-import { LeaseMetrics } from "../../lib/cmd/lease_metrics.ts";
+import { LeaseMetrics } from "../../lib/cmd/lease_keeper.ts";
 import {
   escapeHelp,
   escapeLabelValue,

@@ -279,7 +279,6 @@ Deno.test("status loads only the state modules it reads with: no configuration, 
     specifier: string;
   }[]).map((m) => m.specifier.replace(`file://${REPO_ROOT}/`, "")).sort();
   assert.deepEqual(modules, [
-    "lib/cmd/exit_codes.ts",
     "lib/cmd/status.ts",
     "lib/config/argv.ts",
     "lib/config/duration.ts",
