@@ -45,7 +45,7 @@ export class UsageError extends Error {
 
 /**
  * A configuration the helper must not start with (the pod spec is to fix,
- * not a bug). The message never holds the API key.
+ * not a bug); the message never holds the API key.
  * @example
  * ```ts
  * import assert from "node:assert/strict";
@@ -62,12 +62,7 @@ export class ConfigError extends Error {
 /** The state directory the webhook mounts when nothing else is configured. */
 export const DEFAULT_STATE_DIR = "/berth";
 
-/**
- * The exit status of a usage or configuration error in the subcommands the
- * Go helper lacks (`run`, `gate`, `status`, `dev-server`, `install-check`):
- * sysexits' `EX_CONFIG`, clear of their other statuses and of a command's
- * own. `acquire`, `renew` and `check` exit 1 on every failure, as Go's do.
- */
+/** The exit status of a usage error in the subcommands Go's helper lacks (docs/exit-codes.md). */
 export const EXIT_USAGE = 78;
 
 /** The configuration flags (a test keeps them the settings table's): the probe skips them without loading it. */
@@ -192,6 +187,7 @@ export function parseArgv(args: readonly string[], spec: ArgvSpec): Argv {
   }
 }
 
+// What the word before was, for the message about a stray word.
 const NO_FLAG = { name: "", boolean: false, empty: false, dash: false };
 
 function parseInto(out: Argv, args: readonly string[], spec: ArgvSpec): Argv {

@@ -1,8 +1,8 @@
 /**
  * The resolved configuration of `acquire`, `renew` and `run`: env, then the
- * flags given, then defaults, then validation: the Go helper's checks in its
- * order and words, then those it lacks, each turning a silent hang into an
- * error at start-up (docs/configuration.md). The first problem is reported.
+ * flags given, then defaults, then validation: Go's checks in its order and
+ * words, then those it lacks, each turning a silent hang into an error at
+ * start-up (docs/configuration.md). The first problem is reported.
  *
  * @module
  */
@@ -37,7 +37,7 @@ export type { EnforceMode, Mode };
 
 const MAX_TTL_SECONDS = 2147483647;
 
-/** The validated configuration of `acquire`, `renew` and `run`, as the settings table describes it. */
+/** The validated configuration, as the settings table describes it. */
 export interface Config {
   leaseName: string;
   leaseNamespace: string;
@@ -62,7 +62,7 @@ export interface Config {
   logLevel: LogLevel;
 }
 
-/** What differs between the roles: the lead and grace defaults, and the host a holder comes from when no pod fact is given. */
+/** What differs between the roles: the lead and grace defaults, the host a holder comes from when no pod fact is given. */
 export interface ResolveOptions {
   leadDefault?: LeadDefault;
   graceDefault?: (room: GraceRoom) => number;
@@ -72,8 +72,7 @@ export interface ResolveOptions {
 const where = (flag: ConfigFlagName) => `${settingOf(flag)!.env} or --${flag}`;
 
 /**
- * Builds the validated configuration from the environment and the flags
- * given (`parseCommandLine`'s).
+ * The validated configuration from the environment and the flags given.
  * @throws {ConfigError} The first problem found.
  * @example
  * ```ts
@@ -124,59 +123,45 @@ export function resolveConfig(
     mode === "runtime-singleton" && !holderInput.explicit &&
     !holderInput.podUid && !holderInput.podName && !podNamespace;
 
-  const fail = (problem: string | false | undefined) => {
-    if (problem) throw new ConfigError(problem);
-  };
-  // 1-11: the Go helper's list, in its order.
-  fail(
-    leaseName === "" && `lease name is required (set ${where("lease-name")})`,
-  );
-  fail(
-    leaseNamespace === "" &&
-      "lease namespace is required (set --lease-namespace or POD_NAMESPACE), or set BERTH_LEASE_NAMESPACE",
-  );
-  fail(
-    mode !== "startup-gate" && mode !== "runtime-singleton" &&
+  const ttl = ttlSeconds ?? 0;
+  const grace = get<number>("enforce-grace-seconds") ??
+    options.graceDefault?.({ ttl, heartbeatSeconds, leadSeconds }) ?? 0;
+  const lead = leadSeconds ?? leadDefault.seconds(enforce, grace);
+  const holder = onHost
+    ? hostHolderIdentity(holderInput.clusterId, options.hostHolder!)
+    : holderIdentity(holderInput);
+  const key = leaseKeyProblem(leaseNamespace, leaseName);
+  const singleton = mode === "runtime-singleton";
+  // 1-11: Go's list, in its order; then the checks Go lacks.
+  const problem = (leaseName === "" &&
+    `lease name is required (set ${where("lease-name")})`) ||
+    (leaseNamespace === "" &&
+      "lease namespace is required (set --lease-namespace or POD_NAMESPACE), or set BERTH_LEASE_NAMESPACE") ||
+    (mode !== "startup-gate" && !singleton &&
       `invalid mode ${
         JSON.stringify(mode)
-      } (want "startup-gate" or "runtime-singleton")`,
-  );
-  fail(
-    enforce !== "probe" && enforce !== "signal" &&
-      `invalid enforce ${JSON.stringify(enforce)} (want "probe" or "signal")`,
-  );
-  fail(
-    mode === "runtime-singleton" && enforce === "signal" && !signalTarget &&
+      } (want "startup-gate" or "runtime-singleton")`) ||
+    (enforce !== "probe" && enforce !== "signal" &&
+      `invalid enforce ${
+        JSON.stringify(enforce)
+      } (want "probe" or "signal")`) ||
+    (singleton && enforce === "signal" && !signalTarget &&
       'enforce "signal" in runtime-singleton mode needs BERTH_SIGNAL_TARGET (or --signal-target): ' +
         "an empty target would signal every process in the shared PID namespace, " +
         "including co-located sidecars; set it to the workload's process name (comm) " +
-        "or executable basename, e.g. nginx",
-  );
-  fail(!onHost && runtimeHolderProblem(holderInput));
-  const ttl = ttlSeconds ?? 0;
-  fail(
-    (ttl < 1 || ttl > MAX_TTL_SECONDS) &&
+        "or executable basename, e.g. nginx") ||
+    (!onHost && runtimeHolderProblem(holderInput)) ||
+    ((ttl < 1 || ttl > MAX_TTL_SECONDS) &&
       `ttl must be positive and at most ${MAX_TTL_SECONDS} seconds (the API limit)` +
-        (ttlSeconds === undefined ? `; set ${where("ttl-seconds")}` : ""),
-  );
-  const grace = get<number>("enforce-grace-seconds") ??
-    options.graceDefault?.({ ttl, heartbeatSeconds, leadSeconds }) ?? 0;
-  fail(
-    heartbeatSeconds !== undefined && heartbeatSeconds >= ttl &&
+        (ttlSeconds === undefined ? `; set ${where("ttl-seconds")}` : "")) ||
+    (heartbeatSeconds !== undefined && heartbeatSeconds >= ttl &&
       `heartbeat must be less than the ttl (heartbeat ${heartbeatSeconds}s, ttl ${ttl}s; ` +
-        "set BERTH_HEARTBEAT_SECONDS below BERTH_TTL_SECONDS, or leave it unset for ttl/3)",
-  );
-  fail(grace < 0 && "enforce grace must not be negative");
-  fail(!apiServer && `api server URL is required (set ${where("api-server")})`);
-  fail(
-    apiKey !== "" && apiKeyFile !== "" &&
-      "api key and api key file are mutually exclusive",
-  );
-
-  // The checks the Go helper lacks.
-  const key = leaseKeyProblem(leaseNamespace, leaseName);
-  fail(
-    key &&
+        "set BERTH_HEARTBEAT_SECONDS below BERTH_TTL_SECONDS, or leave it unset for ttl/3)") ||
+    (grace < 0 && "enforce grace must not be negative") ||
+    (!apiServer && `api server URL is required (set ${where("api-server")})`) ||
+    (apiKey !== "" && apiKeyFile !== "" &&
+      "api key and api key file are mutually exclusive") ||
+    (key &&
       `${key.message}; ${
         key.part === "namespace"
           ? `set ${
@@ -185,31 +170,21 @@ export function resolveConfig(
           : key.part === "name"
           ? `set ${where("lease-name")} to a valid name`
           : "shorten the lease name or namespace"
-      }`,
-  );
-  const holder = onHost
-    ? hostHolderIdentity(holderInput.clusterId, options.hostHolder!)
-    : holderIdentity(holderInput);
-  fail(holderProblem(holder));
-  fail(
-    stateDir === "" &&
+      }`) ||
+    holderProblem(holder) ||
+    (stateDir === "" &&
       `state directory must not be empty (set ${
         where("state-dir")
-      }, default ${DEFAULT_STATE_DIR})`,
-  );
-  fail(apiServerProblem(apiServer));
-  const lead = leadSeconds ?? leadDefault.seconds(enforce, grace);
-  fail(lead < 0 && "enforce lead must not be negative");
-  fail(
-    mode === "runtime-singleton" && leadSeconds !== undefined &&
-      leadDefault.signals(enforce) &&
-      leadProblem(given.get("enforce-lead-seconds")!.source, lead, grace),
-  );
-  const heartbeatMs = heartbeatSeconds === undefined
-    ? ttl * 1000 / 3
-    : heartbeatSeconds * 1000;
-  const room = { ttl, heartbeatSeconds, lead, grace, leadSeconds, enforce };
-  fail(mode === "runtime-singleton" && roomProblem(room, leadDefault));
+      }, default ${DEFAULT_STATE_DIR})`) ||
+    apiServerProblem(apiServer) ||
+    (lead < 0 && "enforce lead must not be negative") ||
+    (singleton && leadSeconds !== undefined && leadDefault.signals(enforce) &&
+      leadProblem(given.get("enforce-lead-seconds")!.source, lead, grace)) ||
+    (singleton && roomProblem(
+      { ttl, heartbeatSeconds, lead, grace, leadSeconds, enforce },
+      leadDefault,
+    ));
+  if (problem) throw new ConfigError(problem);
 
   const optional = (o: Partial<Config>) =>
     Object.fromEntries(Object.entries(o).filter(([, v]) => v));
@@ -220,11 +195,12 @@ export function resolveConfig(
     enforce,
     signalTarget,
     ttlSeconds: ttl,
-    heartbeatMs,
+    heartbeatMs: heartbeatSeconds === undefined
+      ? ttl * 1000 / 3
+      : heartbeatSeconds * 1000,
     enforceGraceSeconds: grace,
     enforceLeadMs: lead * 1000,
-    releaseOnShutdown: get<boolean>("release-on-shutdown") ??
-      mode === "runtime-singleton",
+    releaseOnShutdown: get<boolean>("release-on-shutdown") ?? singleton,
     holder,
     stateDir,
     apiServer,
@@ -242,8 +218,8 @@ export function resolveConfig(
 }
 
 /**
- * The settings given, as {@linkcode resolveConfig} counts them (an empty
- * variable is not given, an empty flag is), for `run`'s state directory.
+ * The settings given, as {@linkcode resolveConfig} counts them: an empty
+ * variable is not given, an empty flag is.
  * @example
  * ```ts
  * import assert from "node:assert/strict";
@@ -261,7 +237,7 @@ export function givenSettings(
   );
 }
 
-/** A required setting that is not given: its variable, its flag, and another way to give it when there is one. */
+/** A required setting not given: its variable, its flag, another way to give it when there is one. */
 export interface MissingSetting {
   env: string;
   flag: string;
@@ -269,8 +245,8 @@ export interface MissingSetting {
 }
 
 /**
- * Every required setting not given, in the validation order, so one message
- * names them all (a host holder needs no `POD_UID`).
+ * Every required setting not given, in the validation order, for one
+ * message that names them all (a host holder needs no `POD_UID`).
  * @example
  * ```ts
  * import assert from "node:assert/strict";
@@ -306,9 +282,9 @@ export function missingSettings(
 }
 
 /**
- * `url` with any user information replaced by `***`, for messages; in text
- * that does not parse as a URL, all up to the last `@`: over-redacting a
- * malformed URL is safe, leaking a password is not.
+ * `url` with any user information replaced by `***`; in text that does not
+ * parse as a URL, all up to the last `@`: over-redacting a malformed URL is
+ * safe, leaking a password is not.
  * @example
  * ```ts
  * import assert from "node:assert/strict";
@@ -330,7 +306,7 @@ export function redactUrl(url: string): string {
   return `${url.slice(0, from)}***${url.slice(cut)}`;
 }
 
-/** The API server URL's problem, quoting it redacted: http(s) with a host, no credentials, query or fragment, no empty path segment (the path prefixes the API's). */
+/** The API server URL's problem, quoted redacted: http(s), a host, no credentials, query or fragment, no empty path segment (it prefixes the API's). */
 export function apiServerProblem(url: string): string | undefined {
   const shown = JSON.stringify(redactUrl(url));
   const hint =

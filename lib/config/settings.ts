@@ -1,8 +1,8 @@
 /**
  * The settings table, which the command line, the env reader, the help text
- * and the "did you mean" suggestions are made from. Values parse as the Go
- * helper parsed them: a pod spec that worked there works here, and the rest
- * is refused.
+ * and the "did you mean" suggestions are made from. Values parse as Go's
+ * helper parsed them: a pod spec that worked there works here, the rest is
+ * refused.
  *
  * @module
  */
@@ -79,9 +79,8 @@ export type ConfigFlags = Partial<Record<ConfigFlagName, string>>;
 const BY_FLAG = new Map(CONFIG_SETTINGS.map((s) => [s.flag as string, s]));
 
 /** The row of a configuration flag; undefined for any other name. */
-export function settingOf(flag: string): Setting | undefined {
-  return BY_FLAG.get(flag);
-}
+export const settingOf = (flag: string): Setting | undefined =>
+  BY_FLAG.get(flag);
 
 const DECIMAL = /^[+-]?[0-9]+$/;
 
@@ -103,19 +102,15 @@ function parseInteger(value: string, source: string, flag: boolean): number {
   const decimal = DECIMAL.test(value) ? BigInt(value) : undefined;
   const go = flag ? goFlagInteger(value) : decimal;
   const what = `${source}=${JSON.stringify(value)}`;
-  if (go !== decimal && go === undefined) {
-    throw new ConfigError(
-      `${what}: the Go helper refuses it (a leading zero means octal there); write ${decimal} without the leading zero, which both helpers read alike`,
-    );
-  }
-  if (go !== decimal && decimal === undefined) {
-    throw new ConfigError(
-      `${what}: the Go helper reads it as ${go} (Go integer syntax), this one reads plain decimal only; write ${go}`,
-    );
-  }
   if (go !== decimal) {
     throw new ConfigError(
-      `${what}: the Go helper reads a leading zero as octal (${go}, not ${decimal}); write ${go} or ${decimal} without the leading zero, which both helpers read alike`,
+      `${what}: ${
+        go === undefined
+          ? `the Go helper refuses it (a leading zero means octal there); write ${decimal} without the leading zero, which both helpers read alike`
+          : decimal === undefined
+          ? `the Go helper reads it as ${go} (Go integer syntax), this one reads plain decimal only; write ${go}`
+          : `the Go helper reads a leading zero as octal (${go}, not ${decimal}); write ${go} or ${decimal} without the leading zero, which both helpers read alike`
+      }`,
     );
   }
   const n = Number(value);
@@ -132,8 +127,6 @@ function parseInteger(value: string, source: string, flag: boolean): number {
 // A duration of 0 is none: `undefined`.
 type ParsedValue = string | number | boolean | undefined;
 
-type Parser = (value: string, source: string, flag: boolean) => ParsedValue;
-
 const PARSERS = {
   string: (value) => value,
   integer: parseInteger,
@@ -141,7 +134,10 @@ const PARSERS = {
   duration: (value, source) => parseDurationMs(value, source) || undefined,
   "log-format": parseLogFormat,
   "log-level": parseLogLevel,
-} satisfies Record<string, Parser>;
+} satisfies Record<
+  string,
+  (value: string, source: string, flag: boolean) => ParsedValue
+>;
 
 export type ValueKind = keyof typeof PARSERS;
 
@@ -192,13 +188,11 @@ export interface CommandLine {
   command?: string[];
 }
 
-function configFlags(values: Record<string, string[]>): ConfigFlags {
-  return Object.fromEntries(
-    Object.entries(values).filter(([name]) => settingOf(name)).map((
-      [name, v],
-    ) => [name, v.at(-1)]),
+const configFlags = (values: Record<string, string[]>): ConfigFlags =>
+  Object.fromEntries(
+    Object.entries(values).filter(([name]) => settingOf(name))
+      .map(([name, v]) => [name, v.at(-1)]),
   );
-}
 
 /**
  * Parses the configuration flags and a subcommand's own (`--help` then works
@@ -226,8 +220,10 @@ export function parseCommandLine(
         `extra flag --${name} collides with a configuration flag`,
       );
     }
-    const kind = spec.type === "boolean" ? "boolean" : "value";
-    defs[name] = { kind, short: spec.short };
+    defs[name] = {
+      kind: spec.type === "boolean" ? "boolean" : "value",
+      short: spec.short,
+    };
   }
   let argv: Argv | undefined;
   try {
@@ -253,14 +249,8 @@ export function parseCommandLine(
   }
 }
 
-function helpEntry(
-  flag: string,
-  value: string,
-  help: string,
-  note: string,
-): string {
-  return `  --${flag}${value}\n        ${help}${note ? ` [${note}]` : ""}\n`;
-}
+const helpEntry = (flag: string, value: string, help: string, note: string) =>
+  `  --${flag}${value}\n        ${help}${note ? ` [${note}]` : ""}\n`;
 
 /** What differs in one role's help text: its lead default, the settings it does not offer, defaults it states differently. */
 export interface HelpOptions {
