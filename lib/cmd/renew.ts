@@ -1,7 +1,6 @@
 /**
- * `berth-acquire renew`, the native sidecar of a runtime-singleton pod: it
- * wires the configuration to a {@linkcode Renewer} with the chosen enforcer
- * and runs it until a stop signal (SIGTERM, SIGINT, SIGHUP, SIGQUIT).
+ * `berth-acquire renew`, the native sidecar of a runtime-singleton pod: the
+ * renewer with the configured enforcer, run until a stop signal.
  *
  * @module
  */

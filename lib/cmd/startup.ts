@@ -129,35 +129,29 @@ export function start(
   // The command line first: the log format to report even its own mistakes
   // in is on it (the last valid --log-format before the mistake), else in a
   // valid BERTH_LOG_FORMAT; a malformed one is the configuration's to report.
-  let line: CommandLine | undefined;
-  let lineProblem: ConfigError | undefined;
-  let given: ConfigFlags;
-  try {
-    line = parseCommandLine(args, flags, {
-      takesCommand: spec.command !== undefined,
-      positionalHint: spec.command?.hint,
-    });
-    given = line.flags;
-  } catch (e) {
-    if (!(e instanceof CommandLineError)) throw e;
-    lineProblem = e;
-    given = e.given;
-  }
+  const line = ((): CommandLine | CommandLineError => {
+    try {
+      return parseCommandLine(args, flags, {
+        takesCommand: spec.command !== undefined,
+        positionalHint: spec.command?.hint,
+      });
+    } catch (e) {
+      if (e instanceof CommandLineError) return e;
+      throw e;
+    }
+  })();
+  const failed = line instanceof CommandLineError;
+  const given: ConfigFlags = failed ? line.given : line.flags;
   const valid = (v?: string): v is LogFormat => v === "text" || v === "json";
-  const flagFormat = given["log-format"];
-  const format = valid(flagFormat)
-    ? flagFormat
-    : valid(env.BERTH_LOG_FORMAT)
-    ? env.BERTH_LOG_FORMAT
-    : "text";
+  const format = [given["log-format"], env.BERTH_LOG_FORMAT].find(valid) ??
+    "text";
   const { writeError } = options;
   const base = createLogger({ format, write: writeError });
   // A stray word is told where the command goes by the parser itself; a
   // flag that took the `--` as its value (`run --state-dir -- CMD`) is named.
-  const took = Object.entries({ ...line?.flags, ...line?.extra })
+  const took = failed ? undefined : Object.entries({ ...given, ...line.extra })
     .find(([, v]) => v === "--")?.[0];
-  const hint = spec.command === undefined || line === undefined ||
-      line.command?.length
+  const hint = spec.command === undefined || failed || line.command?.length
     ? undefined
     : took === undefined || line.command !== undefined
     ? spec.command.hint
@@ -203,9 +197,9 @@ export function start(
       );
     }
   };
-  if (line === undefined) {
+  if (line instanceof CommandLineError) {
     warnUnknown();
-    return configProblem(lineProblem!.problem);
+    return configProblem(line.problem);
   }
   const refused = spec.unused?.settings.find((f) =>
     line.flags[f] !== undefined

@@ -49,13 +49,8 @@ Exit status: 0 when the verdict is OK (the workload may run), 1 when it
 is not, ${EXIT_USAGE} on a usage error.`;
 
 /** Every duration status shows, to a tenth of a second (`4.2s`, `300ms`, `1m5.1s`). */
-function shownDuration(ms: number): string {
+function shown(ms: number): string {
   return formatDurationMs(Math.round(Math.abs(ms) / 100) * 100);
-}
-
-/** Milliseconds in JSON: whole ones, as every field gives them. */
-function wholeMs(ms: number | undefined): number | null {
-  return ms === undefined ? null : Math.round(ms);
 }
 
 /** Why the state directory cannot hold a lease; none when it cannot be looked at (the reads say why). */
@@ -65,12 +60,6 @@ function dirProblem(dir: string): string | undefined {
   } catch (e) {
     return e instanceof Deno.errors.NotFound ? "does not exist" : undefined;
   }
-}
-
-function inOrAgo(ms: number): string {
-  return ms >= 0
-    ? `in ${shownDuration(ms)}`
-    : `passed ${shownDuration(ms)} ago`;
 }
 
 function describeLeft(left: TimeLeft | undefined, s: StateSnapshot): string {
@@ -87,18 +76,19 @@ function describeLeft(left: TimeLeft | undefined, s: StateSnapshot): string {
     }[s.marker.content as string] ?? "no deadlines";
     return `not in the marker (${found}: judged by its age alone)`;
   }
-  const boot = left.bootMs === undefined
-    ? `boot-time clock unreadable (${s.clocks.bootProblem})`
-    : `${inOrAgo(left.bootMs)} on the boot-time clock`;
-  const wall = left.wallMs === undefined
-    ? "no wall-clock copy in the marker"
-    : `${inOrAgo(left.wallMs)} on the wall clock`;
-  return `${boot}, ${wall}`;
-}
-
-function describeRead<T>(r: Read<T>, absent: string): string {
-  if (!r.ok) return `unreadable: ${r.problem}`;
-  return r.value === undefined ? absent : String(r.value);
+  const when = (ms: number, clock: string) =>
+    `${
+      ms >= 0 ? `in ${shown(ms)}` : `passed ${shown(ms)} ago`
+    } on the ${clock}`;
+  return `${
+    left.bootMs === undefined
+      ? `boot-time clock unreadable (${s.clocks.bootProblem})`
+      : when(left.bootMs, "boot-time clock")
+  }, ${
+    left.wallMs === undefined
+      ? "no wall-clock copy in the marker"
+      : when(left.wallMs, "wall clock")
+  }`;
 }
 
 /** The text view: one aligned `label  value` line per fact, each ending in a newline. */
@@ -106,16 +96,20 @@ export function formatStatusText(s: StateSnapshot): string {
   const v = s.marker.verdict;
   const age = s.marker.ageMs === undefined
     ? ""
-    : ` (written ${shownDuration(Math.max(0, s.marker.ageMs))} ago)`;
+    : ` (written ${shown(Math.max(0, s.marker.ageMs))} ago)`;
   const missing = dirProblem(s.dir);
-  const none = (file: string) =>
-    missing === undefined
+  const read = <T>(r: Read<T>, file: string) =>
+    !r.ok
+      ? `unreadable: ${r.problem}`
+      : r.value !== undefined
+      ? String(r.value)
+      : missing === undefined
       ? `none (no ${file} file)`
       : `none (the state directory ${missing})`;
   const rows: [string, string][] = [
     ["state directory", missing ? `${s.dir} (${missing})` : s.dir],
-    ["holder", describeRead(s.holder, none("holder"))],
-    ["fencing token", describeRead(s.token, none("token"))],
+    ["holder", read(s.holder, "holder")],
+    ["fencing token", read(s.token, "token")],
     ["marker", v.kind === "OK" ? `OK${age}` : `${v.kind}: ${v.reason}${age}`],
     ["gate closes", describeLeft(s.gateCloses, s)],
     ["lease deadline", describeLeft(s.leaseDeadline, s)],
@@ -127,6 +121,8 @@ export function formatStatusText(s: StateSnapshot): string {
 function statusJson(s: StateSnapshot): Record<string, unknown> {
   const v = s.marker.verdict;
   const d = s.marker.deadlines;
+  // Whole milliseconds, as every field gives them.
+  const wholeMs = (ms?: number) => ms === undefined ? null : Math.round(ms);
   const left = (t: TimeLeft | undefined) => ({
     boottime: wholeMs(t?.bootMs),
     wall: wholeMs(t?.wallMs),
