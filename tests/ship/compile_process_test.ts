@@ -20,7 +20,7 @@ import {
   TARGETS,
 } from "../../scripts/compile.ts";
 import { VERSION } from "../../lib/version.ts";
-import { ON_DEMAND_MODULES } from "../../main.ts";
+import { COMMANDS, ON_DEMAND_MODULES, PROBE_COMMAND } from "../../main.ts";
 import { shortTempDir } from "../support/short_dir.ts";
 import { tempDir } from "../support/lease_env.ts";
 
@@ -97,8 +97,8 @@ Deno.test("compileArgs embeds every module main.ts loads on demand, found from t
     ON_DEMAND_MODULES.map((m) => `/src dir/${m.replace(/^\.\//, "")}`),
   );
   assert.ok(ON_DEMAND_MODULES.includes("./lib/cmd/renew.ts"));
-  // The probe is a static import of main.ts: compile embeds it anyway.
-  assert.ok(!ON_DEMAND_MODULES.includes("./lib/cmd/check.ts"));
+  // The probe is main.ts's own: compile embeds it as the entry.
+  assert.ok(!Object.hasOwn(COMMANDS, PROBE_COMMAND));
   assert.equal(args.at(-1), "/src dir/main.ts", "the entry module comes last");
 });
 
