@@ -165,6 +165,9 @@ export function usageLine(subcommand: string, message: string): string {
     : `${line} (run "berth-acquire ${subcommand} --help")`;
 }
 
+// What the word before was, for the message about a stray word.
+const NO_FLAG = { name: "", boolean: false, empty: false, dash: false };
+
 /**
  * Parses a subcommand's arguments (booleans as text: read them with
  * {@linkcode isSet}).
@@ -180,93 +183,86 @@ export function usageLine(subcommand: string, message: string): string {
 export function parseArgv(args: readonly string[], spec: ArgvSpec): Argv {
   const out: Argv = { values: {}, positionals: [] };
   try {
-    return parseInto(out, args, spec);
+    const shorts = new Map<string, string>();
+    for (const [name, def] of Object.entries(spec.flags)) {
+      if (def.short !== undefined) shorts.set(def.short, name);
+    }
+    let positionalOnly = false;
+    let previous = NO_FLAG;
+    for (let i = 0; i < args.length; i++) {
+      const arg = args[i];
+      if (positionalOnly || !arg.startsWith("-") || arg === "-") {
+        if (out.positionals.length >= (spec.positionals ?? 0)) {
+          throw unexpectedArgument(arg, i, previous, spec);
+        }
+        out.positionals.push(arg);
+        previous = NO_FLAG;
+        continue;
+      }
+      if (arg === "--") {
+        if (spec.dashDash === "command") {
+          out.command = args.slice(i + 1);
+          return out;
+        }
+        if (spec.dashDash === "positionals") {
+          positionalOnly = true;
+          continue;
+        }
+        if (i + 1 < args.length) {
+          throw unexpectedArgument(args[i + 1], i + 1, {
+            ...previous,
+            name: "",
+          }, spec);
+        }
+        break;
+      }
+      const body = arg.replace(/^--?/, "");
+      const eq = body.indexOf("=");
+      const given = eq < 0 ? body : body.slice(0, eq);
+      const written = arg.slice(0, arg.length - body.length) + given;
+      if (given === "" || given.startsWith("-")) {
+        throw new UsageError(
+          `bad flag syntax${
+            shownFlag(written, i)
+          } (write --name=value or --name value)`,
+        );
+      }
+      let value = eq < 0 ? undefined : body.slice(eq + 1);
+      const name = Object.hasOwn(spec.flags, given) ? given : shorts.get(given);
+      const kind = name !== undefined
+        ? spec.flags[name].kind
+        : spec.ignored && Object.hasOwn(spec.ignored, given)
+        ? spec.ignored[given]
+        : undefined;
+      if (kind === undefined) {
+        throw new UsageError(
+          unknownFlagMessage(written, i, Object.keys(spec.flags)),
+        );
+      }
+      if (kind === "boolean") {
+        value ??= "true";
+      } else if (value === undefined) {
+        if (i + 1 >= args.length) {
+          const wants = name === undefined ? undefined : spec.flags[name].wants;
+          throw new UsageError(
+            `flag --${name ?? given} needs a value${wants ? `: ${wants}` : ""}`,
+          );
+        }
+        value = args[++i];
+      }
+      if (name !== undefined) (out.values[name] ??= []).push(value);
+      previous = {
+        name: eq < 0 ? name ?? given : "",
+        boolean: kind === "boolean",
+        empty: value === "",
+        dash: eq < 0 && value === "--",
+      };
+    }
+    return out;
   } catch (e) {
     if (e instanceof UsageError) e.given = out.values;
     throw e;
   }
-}
-
-// What the word before was, for the message about a stray word.
-const NO_FLAG = { name: "", boolean: false, empty: false, dash: false };
-
-function parseInto(out: Argv, args: readonly string[], spec: ArgvSpec): Argv {
-  const shorts = new Map<string, string>();
-  for (const [name, def] of Object.entries(spec.flags)) {
-    if (def.short !== undefined) shorts.set(def.short, name);
-  }
-  let positionalOnly = false;
-  let previous = NO_FLAG;
-  for (let i = 0; i < args.length; i++) {
-    const arg = args[i];
-    if (positionalOnly || !arg.startsWith("-") || arg === "-") {
-      if (out.positionals.length >= (spec.positionals ?? 0)) {
-        throw unexpectedArgument(arg, i, previous, spec);
-      }
-      out.positionals.push(arg);
-      previous = NO_FLAG;
-      continue;
-    }
-    if (arg === "--") {
-      if (spec.dashDash === "command") {
-        out.command = args.slice(i + 1);
-        return out;
-      }
-      if (spec.dashDash === "positionals") {
-        positionalOnly = true;
-        continue;
-      }
-      if (i + 1 < args.length) {
-        throw unexpectedArgument(args[i + 1], i + 1, {
-          ...previous,
-          name: "",
-        }, spec);
-      }
-      break;
-    }
-    const body = arg.replace(/^--?/, "");
-    const eq = body.indexOf("=");
-    const given = eq < 0 ? body : body.slice(0, eq);
-    const written = arg.slice(0, arg.length - body.length) + given;
-    if (given === "" || given.startsWith("-")) {
-      throw new UsageError(
-        `bad flag syntax${
-          shownFlag(written, i)
-        } (write --name=value or --name value)`,
-      );
-    }
-    let value = eq < 0 ? undefined : body.slice(eq + 1);
-    const name = Object.hasOwn(spec.flags, given) ? given : shorts.get(given);
-    const kind = name !== undefined
-      ? spec.flags[name].kind
-      : spec.ignored && Object.hasOwn(spec.ignored, given)
-      ? spec.ignored[given]
-      : undefined;
-    if (kind === undefined) {
-      throw new UsageError(
-        unknownFlagMessage(written, i, Object.keys(spec.flags)),
-      );
-    }
-    if (kind === "boolean") {
-      value ??= "true";
-    } else if (value === undefined) {
-      if (i + 1 >= args.length) {
-        const wants = name === undefined ? undefined : spec.flags[name].wants;
-        throw new UsageError(
-          `flag --${name ?? given} needs a value${wants ? `: ${wants}` : ""}`,
-        );
-      }
-      value = args[++i];
-    }
-    if (name !== undefined) (out.values[name] ??= []).push(value);
-    previous = {
-      name: eq < 0 ? name ?? given : "",
-      boolean: kind === "boolean",
-      empty: value === "",
-      dash: eq < 0 && value === "--",
-    };
-  }
-  return out;
 }
 
 function unexpectedArgument(

@@ -218,8 +218,7 @@ export function resolveConfig(
 }
 
 /**
- * The settings given, as {@linkcode resolveConfig} counts them: an empty
- * variable is not given, an empty flag is.
+ * The settings given as {@linkcode resolveConfig} counts them: an empty variable is not given, an empty flag is.
  * @example
  * ```ts
  * import assert from "node:assert/strict";
@@ -245,8 +244,7 @@ export interface MissingSetting {
 }
 
 /**
- * Every required setting not given, in the validation order, for one
- * message that names them all (a host holder needs no `POD_UID`).
+ * Every required setting not given, in the validation order, for one message (a host holder needs no `POD_UID`).
  * @example
  * ```ts
  * import assert from "node:assert/strict";

@@ -1,8 +1,8 @@
 /**
- * Go's duration syntax (`30s`, `1m0s`, `1.5s`, `300ms`), which the webhook
- * writes `--max-age` in. The probe loads this module at every start: it
- * imports nothing and makes no `BigInt` (a process's first costs it memory),
- * so nanoseconds up to 2^63 are kept as whole milliseconds and the rest.
+ * Go's duration syntax (`30s`, `1m0s`, `300ms`), which the webhook writes
+ * `--max-age` in. The probe loads it at every start, so it makes no `BigInt`
+ * (a process's first costs it memory): nanoseconds up to 2^63 are whole
+ * milliseconds and the rest.
  *
  * @module
  */

@@ -1,8 +1,8 @@
 /**
  * Who holds which lease: the lease key and the holder identity, checked at
  * start-up as the API server checks them (it answers a bad one with 400 on
- * every attempt; the development server in the same words). The holder's
- * shape is a contract with the server and with the Go helper.
+ * every attempt). The holder's shape is a contract with the server and Go's
+ * helper.
  *
  * @module
  */
@@ -130,11 +130,7 @@ export function quote(s: string): string {
   );
 }
 
-/**
- * In runtime-singleton mode without an explicit holder, the UID keeps two
- * incarnations of a pod from sharing a lease: it must be there, and must not
- * blur the holder's `:`/`/` structure.
- */
+/** Without an explicit holder in runtime-singleton mode, the UID keeps two incarnations of a pod from sharing a lease: it must be there, and not blur the holder's `:`/`/` shape. */
 export function runtimeHolderProblem(input: HolderInput): string | undefined {
   if (input.mode !== "runtime-singleton" || input.explicit) return undefined;
   const uid = input.podUid;
@@ -178,9 +174,9 @@ export interface HostFacts {
 }
 
 /**
- * The holder of `run` outside a pod, joined as the pod holders are. A
- * restarted `run` gets a new one, so it never adopts a lease its
- * predecessor (perhaps frozen, not dead) still holds.
+ * The holder of `run` outside a pod, joined as the pod holders are; new at
+ * every start, so `run` never adopts a lease its predecessor (perhaps frozen,
+ * not dead) still holds.
  * @example
  * ```ts
  * import assert from "node:assert/strict";

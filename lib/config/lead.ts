@@ -1,9 +1,9 @@
 /**
  * The enforcement lead: how long before the local lease deadline the
- * workload's permission to run closes, so the workload is stopped before the
- * server may hand the lease on. Its default depends on who stops the
- * workload, so each role passes its own; a lead that leaves no room to renew,
- * or a signalled workload no time to die, is refused at start-up.
+ * workload's permission closes, so it is stopped before the server may hand
+ * the lease on. Each role passes its default (it depends on who stops the
+ * workload); a lead that leaves no room to renew, or a signalled workload no
+ * time to die, is refused at start-up.
  *
  * @module
  */
@@ -55,10 +55,9 @@ export const SIGNAL_SENDER_LEAD_DEFAULT: LeadDefault = {
 };
 
 /**
- * A lead configured (by `source`, the variable or the flag) for a workload
- * stopped by signals must be at least grace + 1 s: SIGKILL would otherwise go
- * out after the deadline, and a workload that ignores SIGTERM could still run
- * when the next holder starts.
+ * A lead configured (by `source`) for a workload stopped by signals must be
+ * at least grace + 1 s: else SIGKILL goes out after the deadline, and a
+ * workload that ignores SIGTERM could still run when the next holder starts.
  */
 export function leadProblem(
   source: string,
@@ -109,7 +108,6 @@ export function roomProblem(
 // The longest default grace `run` gives its command, as `consul lock` does.
 const RUN_GRACE_CAP = 5;
 
-/** The TTL, heartbeat and lead as configured. */
 export interface GraceRoom {
   ttl: number;
   heartbeatSeconds: number | undefined;

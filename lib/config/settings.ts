@@ -166,7 +166,7 @@ export function readSettings(
   return out;
 }
 
-/** A flag a subcommand adds to the configuration flags (`--help`): `short` is a one-letter alias, `help` and `value` are its help text and placeholder. */
+/** A flag a subcommand adds to the configuration flags: a one-letter alias, its help text and value placeholder. */
 export interface ExtraFlag {
   type: "string" | "boolean";
   short?: string;
@@ -181,7 +181,7 @@ export class CommandLineError extends ConfigError {
   }
 }
 
-/** A command line split into configuration flags, the subcommand's own flags and, with `takesCommand`, the command after `--`. */
+/** A command line: the configuration flags, the subcommand's own, and with `takesCommand` the command after `--`. */
 export interface CommandLine {
   flags: ConfigFlags;
   extra: Record<string, string | boolean | undefined>;
@@ -252,15 +252,12 @@ export function parseCommandLine(
 const helpEntry = (flag: string, value: string, help: string, note: string) =>
   `  --${flag}${value}\n        ${help}${note ? ` [${note}]` : ""}\n`;
 
-/** What differs in one role's help text: its lead default, the settings it does not offer, defaults it states differently. */
-export interface HelpOptions {
+/** The help text of the configuration flags, each with its env variable and default: a role's lead default, the settings it omits, defaults it states otherwise. */
+export function configFlagsHelp(options: {
   leadDefault?: LeadDefault;
   omit?: readonly ConfigFlagName[];
   defaults?: Partial<Record<ConfigFlagName, string>>;
-}
-
-/** The help text of the configuration flags, each with its env variable and default. */
-export function configFlagsHelp(options: HelpOptions = {}): string {
+} = {}): string {
   const defaults: Partial<Record<string, string>> = {
     ...(options.leadDefault
       ? { "enforce-lead-seconds": options.leadDefault.text }
