@@ -20,17 +20,14 @@ export const FULL_COLLECTION_EVERY_MS = 60_000;
  * @example
  * ```ts
  * import assert from "node:assert/strict";
- * const g = globalThis as { gc?: () => void };
- * const saved = g.gc;
  * let runs = 0;
- * g.gc = () => runs++;
- * const hold = setTimeout(() => {}, 10_000); // the interval alone keeps nothing alive
+ * (globalThis as { gc?: () => void }).gc = () => runs++;
+ * const hold = setTimeout(() => {}, 10_000); // the interval keeps nothing alive
  * {
  *   using _collections = startFullCollections(1);
  *   while (runs < 2) await new Promise((r) => setTimeout(r, 1));
  * }
  * clearTimeout(hold);
- * g.gc = saved;
  * assert.equal(runs, 2);
  * ```
  */

@@ -1,9 +1,7 @@
 /**
- * The stop signals, SIGTERM, SIGINT, SIGHUP and SIGQUIT, as the
- * `AbortSignal` every wait of a role honours. They come from a
- * {@linkcode SignalSource}, `Deno` in production, so a test delivers one at
- * an exact point without signalling the test process. SIGHUP and SIGQUIT are
- * among them so that none ends a process by its default action without a word.
+ * The stop signals as the `AbortSignal` every wait of a role honours. They
+ * come from a {@linkcode SignalSource}, `Deno` in production, so a test
+ * delivers one at an exact point without signalling the test process.
  *
  * @module
  */
@@ -15,7 +13,7 @@ export type SignalSource = Pick<
   "addSignalListener" | "removeSignalListener"
 >;
 
-/** The signals that ask a role to stop (`run` forwards them to its command). */
+/** The signals that ask a role to stop (`run` forwards them to its command); SIGHUP and SIGQUIT too, so that none ends a process by its default action without a word. */
 export const SHUTDOWN_SIGNALS: readonly Deno.Signal[] = [
   "SIGTERM",
   "SIGINT",
@@ -33,20 +31,14 @@ export const SHUTDOWN_SIGNALS: readonly Deno.Signal[] = [
  * ```ts
  * import assert from "node:assert/strict";
  * import { discardLogger } from "../obs/log.ts";
- * // A fake source (production uses `Deno`), so the example signals nothing real.
- * const handlers = new Map<Deno.Signal, () => void>();
- * const source = {
- *   addSignalListener: (s: Deno.Signal, h: () => void) => handlers.set(s, h),
- *   removeSignalListener: (s: Deno.Signal) => handlers.delete(s),
- * };
- * const shutdown = shutdownSignal(discardLogger, source);
- * try {
- *   handlers.get("SIGTERM")?.();
- *   assert.equal(shutdown.signal.aborted, true);
- *   assert.equal(shutdown.signal.reason.message, "received SIGTERM");
- * } finally {
- *   shutdown.dispose();
- * }
+ * const handlers = new Map<Deno.Signal, () => void>(); // production: `Deno`
+ * const shutdown = shutdownSignal(discardLogger, {
+ *   addSignalListener: (s, h) => handlers.set(s, h),
+ *   removeSignalListener: (s) => handlers.delete(s),
+ * });
+ * handlers.get("SIGTERM")?.();
+ * assert.equal(shutdown.signal.reason.message, "received SIGTERM");
+ * shutdown.dispose();
  * assert.equal(handlers.size, 0);
  * ```
  */
