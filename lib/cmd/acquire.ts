@@ -1,9 +1,7 @@
 /**
- * `berth-acquire acquire`, the init container: block the pod's start until
- * the lease is held, then hand it over to the sidecar and the probe through
- * the state volume (created with its parents when missing, as upstream). The
- * loop is `lib/hold/acquire.ts`, shared with `run`; the hand-over
- * `lib/hold/handoff.ts`.
+ * `berth-acquire acquire`, the init container: the acquire loop
+ * (`lib/hold/acquire.ts`, shared with `run`), then the hand-over through the
+ * state volume (`lib/hold/handoff.ts`).
  *
  * @module
  */

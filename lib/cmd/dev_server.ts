@@ -60,11 +60,10 @@ const FLAGS = {
 } as const;
 
 /**
- * The server's settings from the command line: syntax and flag names first
- * (a misspelt flag is reported even next to `--help`), then `--help`, which
- * works whatever the values, then the values. `--api-key` takes one per use;
- * for the others the last one wins, as in Go. Addresses and paths are echoed
- * in errors; API keys, and words that may be a key typed after a space, not.
+ * The server's settings: syntax and flag names first (a misspelt flag is
+ * reported even beside `--help`), then `--help`, then the values; the last
+ * one wins but for `--api-key`, as in Go. API keys, and words that may be one
+ * typed after a space, are never echoed.
  *
  * @throws {UsageError} Naming the flag and what it wants.
  */

@@ -1,11 +1,8 @@
 /**
- * `berth-acquire install-check [--from FILE] [STATE_DIR]`: installs the
- * probe `<state>/check` so that it runs in any main image: the executable
- * with its loader and library names rewritten to the state directory, and
- * the loader and libraries copied beside it (docs/probe-in-any-image.md).
- * For image builders and custom init containers; `acquire` does the same
- * through {@linkcode installProbe}, which falls back to a plain copy where
- * this subcommand fails.
+ * `berth-acquire install-check`: the probe `<state>/check` installed to run
+ * in any main image (docs/probe-in-any-image.md), for image builders and
+ * custom init containers; `acquire` installs it through
+ * {@linkcode installProbe}, which falls back to a plain copy.
  *
  * @module
  */

@@ -21,12 +21,7 @@ import { startFullCollections } from "./full_collection.ts";
 import { type HealthAddr, startHealthServer } from "./health.ts";
 import { clientFor } from "./startup.ts";
 
-/**
- * What {@linkcode LeaseMetrics} read: the renewer's state now (none while
- * there is no renewer), the clock of its deadlines, whether the process
- * shuts down (a permission closed then is a release, not a loss), and the
- * lease `berth_acquire_lease_info` names (none: no info metric).
- */
+/** What the metrics read: the renewer's state now, the clock of its deadlines, whether the process shuts down (a permission closed then is a release, not a loss), the lease `berth_acquire_lease_info` names. */
 export interface LeaseMetricsOptions {
   status: () => RenewerStatus | undefined;
   clock: Pick<Clock, "now">;
@@ -202,13 +197,6 @@ export interface LeaseKeeperOptions {
   healthAddr?: HealthAddr;
 }
 
-/** What a process reports before its renewer exists (`run` still acquiring). */
-const WAITING: RenewerStatus = {
-  permissionOpen: false,
-  token: 0,
-  reason: "waiting to acquire the lease",
-};
-
 /**
  * One process's lease keeping: client, metrics, health endpoint, the
  * periodic full collections, and (once {@linkcode LeaseKeeper.renewer} is
@@ -251,7 +239,6 @@ export class LeaseKeeper {
 
   /**
    * Builds the client, starts the health endpoint and the full collections.
-   *
    * @throws {Error} When the client cannot be built (CA bundle, key file) or
    * the listener cannot be opened: a start-up failure.
    */
@@ -262,9 +249,14 @@ export class LeaseKeeper {
     );
   }
 
-  /** The renewer's state, or "waiting to acquire" before it exists. */
+  /** The renewer's state; before it exists (`run` still acquiring), waiting. */
   status(): RenewerStatus {
-    return this.#renewer?.status() ?? WAITING;
+    return this.#renewer?.status() ??
+      {
+        permissionOpen: false,
+        token: 0,
+        reason: "waiting to acquire the lease",
+      };
   }
 
   /**

@@ -1,9 +1,6 @@
 /**
- * `berth-acquire status [STATE_DIR] [--json]`: the operator's read-only view
- * of a pod's lease from the state volume alone: holder, fencing token, the
- * probe's verdict on the marker, and the time left before the workload's
- * permission closes ("gate closes") and before the lease deadline, on both
- * clocks the marker carries. It runs where the probe runs, in the main
+ * `berth-acquire status`: the operator's read-only view of a pod's lease
+ * from the state volume alone. It runs where the probe runs, in the main
  * container, with the binary already on the volume: no shell, no
  * configuration, only reads (the mount is read-only), never the lease server.
  *
