@@ -47,7 +47,7 @@ export class Renewer {
   #deadline: number | undefined;
   #open = false;
   #reason = "starting";
-  #closedAt: number; // start-up counts: the permission starts closed
+  #closedAt; // start-up counts: the permission starts closed
   #applying = Promise.resolve();
   #unapplied = 0;
   #marker = { failing: false };
@@ -108,8 +108,9 @@ export class Renewer {
       while (!shutdown.aborted) {
         const tickStart = clock.now();
         try {
-          if (this.#renewable()) await this.#renew(shutdown);
-          else await this.#reacquire(shutdown);
+          const held = this.#token > 0 && this.#lost === undefined &&
+            clock.now() < (this.#deadline ?? Infinity);
+          await (held ? this.#renew(shutdown) : this.#reacquire(shutdown));
           failedBefore = undefined;
         } catch (e) {
           const error = e instanceof Error ? e.message : String(e);
@@ -137,11 +138,6 @@ export class Renewer {
         await this.#p.enforcer.dispose();
       }
     }
-  }
-
-  #renewable(): boolean {
-    return this.#token > 0 && this.#lost === undefined &&
-      this.#p.clock.now() < (this.#deadline ?? Infinity);
   }
 
   #adopt(): void {
@@ -285,9 +281,7 @@ export class Renewer {
     // A process that never held the lease (its handoff lapsed) acquires it.
     const msg = !reacquired
       ? GO.leaseRenewed
-      : this.#held
-      ? GO.reacquired
-      : GO.leaseAcquired;
+      : (this.#held ? GO.reacquired : GO.leaseAcquired);
     if (this.#open) logger.debug(msg, { fencing_token });
     else {
       logger.info(msg, {
