@@ -1,5 +1,5 @@
 /**
- * What the workload's permission (lib/hold/permission.ts) does to the
+ * What the workload's permission (lib/hold/renewer.ts) does to the
  * workload. Closing it always removes the health marker first, so the main
  * container's liveness probe fails whatever else happens (the backstop);
  * `probe` mode ({@linkcode ProbeEnforcer}) does only that, `signal` mode
