@@ -17,7 +17,7 @@ import {
   resolveConfig,
   type ResolveOptions,
 } from "../config/config.ts";
-import type { GraceRoom, LeadDefault } from "../config/lead.ts";
+import type { LeadDefault } from "../config/lead.ts";
 import {
   type CommandLine,
   CommandLineError,
@@ -54,7 +54,8 @@ export interface Started {
 
 /**
  * What a subcommand tells {@linkcode start}: its usage paragraph and own
- * flags; its lead and grace defaults; the settings its help hides or states
+ * flags; its lead and grace defaults (`leadDefault`); what it says to a mode
+ * but runtime-singleton (`singletonOnly`); the settings its help hides or states
  * another default for; `command`: a command after `--` (`run`), whose `hint`
  * is said to a stray word and, while the command is missing, after every
  * configuration error (not after a mistake in the command line itself);
@@ -70,7 +71,7 @@ export interface CommandSpec {
   usage: string;
   flags?: Record<string, ExtraFlag>;
   leadDefault?: LeadDefault;
-  graceDefault?: (room: GraceRoom) => number;
+  singletonOnly?: string;
   hiddenSettings?: readonly ConfigFlagName[];
   helpDefaults?: Partial<Record<ConfigFlagName, string>>;
   command?: { hint: string };
@@ -241,7 +242,7 @@ export function start(
   for (const v of ignored) delete used[v];
   const resolveOptions: ResolveOptions = {
     leadDefault: spec.leadDefault,
-    graceDefault: spec.graceDefault,
+    singletonOnly: spec.singletonOnly,
     hostHolder: spec.hostHolder
       ? {
         hostname: Deno.hostname(),

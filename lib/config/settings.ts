@@ -259,9 +259,8 @@ export function configFlagsHelp(options: {
   defaults?: Partial<Record<ConfigFlagName, string>>;
 } = {}): string {
   const defaults: Partial<Record<string, string>> = {
-    ...(options.leadDefault
-      ? { "enforce-lead-seconds": options.leadDefault.text }
-      : {}),
+    "enforce-lead-seconds": options.leadDefault?.text,
+    "enforce-grace-seconds": options.leadDefault?.grace?.text,
     ...options.defaults,
   };
   return "Configuration (env first; a flag given explicitly overrides it):\n" +
