@@ -27,12 +27,12 @@ import {
   CONFIG_SETTINGS,
   type ConfigFlagName,
   type ConfigFlags,
+  envOf,
   readSettings,
-  settingOf,
 } from "./settings.ts";
 import { type LogFormat, type LogLevel, Secret } from "../obs/log.ts";
 
-export type { EnforceMode, Mode };
+export type { EnforceMode };
 
 const MAX_TTL_SECONDS = 2147483647;
 
@@ -68,7 +68,7 @@ export interface ResolveOptions {
   singletonOnly?: string;
 }
 
-const where = (flag: ConfigFlagName) => `${settingOf(flag)!.env} or --${flag}`;
+const where = (flag: ConfigFlagName) => `${envOf(flag)} or --${flag}`;
 
 /**
  * The validated configuration from the environment and the flags given.
@@ -241,13 +241,6 @@ export function givenSettings(
   );
 }
 
-/** A required setting not given: its variable, its flag, another way to give it when there is one. */
-export interface MissingSetting {
-  env: string;
-  flag: string;
-  or?: string;
-}
-
 /**
  * Every required setting not given, in the validation order, for one message (a host holder needs no `POD_UID`).
  * @example
@@ -261,12 +254,12 @@ export function missingSettings(
   env: Record<string, string | undefined>,
   flags: ConfigFlags,
   options: ResolveOptions = {},
-): MissingSetting[] {
+): { env: string; flag: string; or?: string }[] {
   const given = givenSettings(env, flags);
-  const out: MissingSetting[] = [];
+  const out: ReturnType<typeof missingSettings> = [];
   const need = (flag: ConfigFlagName, or?: string) => {
     if (!given.has(flag)) {
-      out.push({ env: settingOf(flag)!.env, flag, ...(or ? { or } : {}) });
+      out.push({ env: envOf(flag), flag, ...(or ? { or } : {}) });
     }
   };
   need("lease-name");

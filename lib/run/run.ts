@@ -130,12 +130,12 @@ found.
 
 const RUN_FLAGS: Record<string, ExtraFlag> = {
   "restart-on-reacquire": {
-    type: "boolean",
+    kind: "boolean",
     help:
       "after the lease was lost and the command stopped, wait to reacquire and run it again instead of exiting 75",
   },
   "health-addr": {
-    type: "string",
+    kind: "value",
     value: "HOST:PORT",
     help:
       `serve GET /healthz and /metrics on this address (env ${HEALTH_ADDR_ENV}); default: off`,

@@ -10,7 +10,6 @@ import {
   start,
   type Started,
 } from "../../lib/cmd/startup.ts";
-import { unreadableVariables } from "../../lib/config/settings.ts";
 import { RUN_ROLE } from "../../lib/run/run.ts";
 
 const BASE = {
@@ -304,22 +303,22 @@ Deno.test('start: acquire and renew report a configuration error as the Go helpe
 });
 
 Deno.test("start: a configuration variable that is not valid UTF-8 is refused, never taken as unset", () => {
-  const err: string[] = [];
   // The record cannot hold it: the explicit holder is missing from it.
-  const result = start(SPEC, [], BASE, {
-    writeError: (l) => err.push(l),
-    unreadableEnv: ["BERTH_HOLDER_IDENTITY"],
-  });
-  assert.equal(result, 1);
-  assert.match(
-    err.join(""),
-    /invalid configuration: BERTH_HOLDER_IDENTITY is not valid UTF-8/,
-  );
-  const get = (name: string) => {
-    if (name === "POD_UID") throw new TypeError("not valid unicode");
-    return name === "BERTH_LEASE_NAME" ? "web" : undefined;
-  };
-  assert.deepEqual(unreadableVariables(get), ["POD_UID"]);
+  for (const unreadable of ["BERTH_HOLDER_IDENTITY", "POD_UID"]) {
+    const err: string[] = [];
+    const result = start(SPEC, [], BASE, {
+      writeError: (l) => err.push(l),
+      getEnv: (name) => {
+        if (name === unreadable) throw new TypeError("not valid unicode");
+        return name === "BERTH_LEASE_NAME" ? "web" : undefined;
+      },
+    });
+    assert.equal(result, 1);
+    assert.equal(
+      err.join(""),
+      `berth-acquire acquire: invalid configuration: ${unreadable} is not valid UTF-8; set it to UTF-8 text (a setting that cannot be read is never taken as unset)\n`,
+    );
+  }
 });
 
 Deno.test("start: with a command spec, the words after -- are the command, and the hint is said once, only while the command is missing", () => {
