@@ -46,8 +46,9 @@ Run it where the probe runs, e.g.
                         presence only; default ${DEFAULT_MAX_AGE} (the webhook's probe)
   --help                show this help
 
-Exit status: 0 when the verdict is OK (the workload may run; with runs:
-each one's, and one at least), 1 when it is not, ${EXIT_USAGE} on a usage error.`;
+Exit status: 0 when the verdict is OK (the workload may run; listing runs:
+at least one listed, every verdict OK), 1 when it is not, ${EXIT_USAGE} on a
+usage error.`;
 
 /** Every duration status shows, to a tenth of a second (`4.2s`, `300ms`, `1m5.1s`). */
 function shown(ms: number): string {
