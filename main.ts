@@ -14,6 +14,7 @@ import {
   DEFAULT_STATE_DIR,
   isSet,
   lastValue,
+  nearest,
   parseArgv,
   usageLine,
 } from "./lib/config/argv.ts";
@@ -144,8 +145,13 @@ async function run(args: string[]): Promise<number> {
     return sub === undefined ? 1 : 0;
   }
   if (!Object.hasOwn(COMMANDS, sub)) {
+    const near = nearest(sub, [PROBE_COMMAND, ...Object.keys(COMMANDS)]);
     console.error(
-      `berth-acquire: unknown subcommand ${JSON.stringify(sub)}\n\n${USAGE}`,
+      `berth-acquire: unknown subcommand ${JSON.stringify(sub)}${
+        near === undefined
+          ? `\n\n${USAGE}`
+          : `: did you mean ${near}? (run "berth-acquire --help" for the list)`
+      }`,
     );
     return 1;
   }

@@ -30,11 +30,36 @@ Deno.test("--help lists every subcommand and names the development server as suc
 
 Deno.test("an unknown or missing subcommand exits 1 with the usage on stderr", async () => {
   // Names an object has by inheritance are no subcommands either.
-  for (const args of [["acquier"], [], ["constructor"], ["__proto__"]]) {
+  for (const args of [["colour"], [], ["constructor"], ["__proto__"]]) {
     const r = await runCli(args, { signal: AbortSignal.timeout(30_000) });
     assert.equal(r.code, 1);
     assert.equal(r.stdout, "");
     assert.match(r.stderr, /Usage:/);
+  }
+});
+
+Deno.test("a misspelt subcommand exits 1 with one line naming the nearest one", async () => {
+  for (
+    const [typo, near] of [
+      ["aquire", "acquire"],
+      ["acquier", "acquire"],
+      [
+        "stauts",
+        "status",
+      ],
+      ["dev-sever", "dev-server"],
+      ["chek", "check"],
+    ]
+  ) {
+    const r = await runCli([typo, "--lease-name", "x"], {
+      signal: AbortSignal.timeout(30_000),
+    });
+    assert.equal(r.code, 1);
+    assert.equal(r.stdout, "");
+    assert.equal(
+      r.stderr,
+      `berth-acquire: unknown subcommand "${typo}": did you mean ${near}? (run "berth-acquire --help" for the list)\n`,
+    );
   }
 });
 

@@ -38,7 +38,7 @@ interfaces): the kubelet probes the pod IP, not 127.0.0.1.
 
 const RENEW_FLAGS = {
   "health-addr": {
-    type: "string",
+    kind: "value",
     value: "HOST:PORT",
     help:
       `serve GET /healthz and /metrics on this address (env ${HEALTH_ADDR_ENV}); default: off`,

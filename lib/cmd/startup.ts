@@ -8,28 +8,24 @@
  *
  * @module
  */
-import { ConfigError } from "../config/argv.ts";
+import { ConfigError, UsageError } from "../config/argv.ts";
 import {
   type Config,
   givenSettings,
-  type MissingSetting,
   missingSettings,
   resolveConfig,
   type ResolveOptions,
 } from "../config/config.ts";
-import type { GraceRoom, LeadDefault } from "../config/lead.ts";
+import type { LeadDefault } from "../config/lead.ts";
 import {
   type CommandLine,
-  CommandLineError,
+  CONFIG_SETTINGS,
   type ConfigFlagName,
-  type ConfigFlags,
   configFlagsHelp,
+  envOf,
   type ExtraFlag,
-  formatExtraFlagsHelp,
   parseCommandLine,
-  settingOf,
   unknownVariables,
-  unreadableVariables,
 } from "../config/settings.ts";
 import { apiKeySourceFromConfig } from "../lease/api_key.ts";
 import { createHttpLeaseClient } from "../lease/client.ts";
@@ -54,7 +50,8 @@ export interface Started {
 
 /**
  * What a subcommand tells {@linkcode start}: its usage paragraph and own
- * flags; its lead and grace defaults; the settings its help hides or states
+ * flags; its lead and grace defaults (`leadDefault`); what it says to a mode
+ * but runtime-singleton (`singletonOnly`); the settings its help hides or states
  * another default for; `command`: a command after `--` (`run`), whose `hint`
  * is said to a stray word and, while the command is missing, after every
  * configuration error (not after a mistake in the command line itself);
@@ -70,7 +67,7 @@ export interface CommandSpec {
   usage: string;
   flags?: Record<string, ExtraFlag>;
   leadDefault?: LeadDefault;
-  graceDefault?: (room: GraceRoom) => number;
+  singletonOnly?: string;
   hiddenSettings?: readonly ConfigFlagName[];
   helpDefaults?: Partial<Record<ConfigFlagName, string>>;
   command?: { hint: string };
@@ -88,8 +85,8 @@ export interface CommandSpec {
  * Parses the command line and the environment; returns an exit code instead
  * when the command is done: `--help` (0), or a configuration error
  * (reported, {@linkcode EXIT_FAILURE}). `options` are output seams for tests:
- * stderr lines (each with its newline), the help text, the configuration
- * variables set but not UTF-8.
+ * stderr lines (each with its newline), the help text, the reader of the
+ * variables (one set but not UTF-8 throws).
  *
  * @example
  * ```ts
@@ -119,44 +116,50 @@ export function start(
   options: {
     writeError?: (line: string) => void;
     writeOut?: (text: string) => void;
-    unreadableEnv?: readonly string[];
+    getEnv?: (name: string) => string | undefined;
   } = {},
 ): Started | number {
   const flags = {
-    help: { type: "boolean", short: "h", help: "show this help" },
+    help: { kind: "boolean", short: "h", help: "show this help" },
     ...spec.flags,
   } as Record<string, ExtraFlag>;
   // The command line first: the log format to report even its own mistakes
   // in is on it (the last valid --log-format before the mistake), else in a
   // valid BERTH_LOG_FORMAT; a malformed one is the configuration's to report.
-  const line = ((): CommandLine | CommandLineError => {
+  const line = ((): CommandLine | UsageError => {
     try {
       return parseCommandLine(args, flags, {
         takesCommand: spec.command !== undefined,
         positionalHint: spec.command?.hint,
       });
     } catch (e) {
-      if (e instanceof CommandLineError) return e;
+      if (e instanceof UsageError) return e;
       throw e;
     }
   })();
-  const failed = line instanceof CommandLineError;
-  const given: ConfigFlags = failed ? line.given : line.flags;
+  const failed = line instanceof UsageError;
   const valid = (v?: string): v is LogFormat => v === "text" || v === "json";
-  const format = [given["log-format"], env.BERTH_LOG_FORMAT].find(valid) ??
-    "text";
+  const format = [
+    failed ? line.given["log-format"]?.at(-1) : line.flags["log-format"],
+    env.BERTH_LOG_FORMAT,
+  ].find(valid) ?? "text";
   const { writeError } = options;
   const base = createLogger({ format, write: writeError });
   // A stray word is told where the command goes by the parser itself; a
   // flag that took the `--` as its value (`run --state-dir -- CMD`) is named.
-  const took = failed ? undefined : Object.entries({ ...given, ...line.extra })
-    .find(([, v]) => v === "--")?.[0];
+  const took = failed
+    ? undefined
+    : Object.entries({ ...line.flags, ...line.extra })
+      .find(([, v]) => v === "--")?.[0];
   const hint = spec.command === undefined || failed || line.command?.length
     ? undefined
     : took === undefined || line.command !== undefined
     ? spec.command.hint
     : `the -- is the value of --${took} (a flag's value may be --); ${spec.command.hint}`;
-  const configProblem = (problem: string, missing: MissingSetting[] = []) => {
+  const configProblem = (
+    problem: string,
+    missing: ReturnType<typeof missingSettings> = [],
+  ) => {
     const message = `invalid configuration: ${problem}${
       hint === undefined ? "" : `; ${hint}`
     }`;
@@ -197,9 +200,9 @@ export function start(
       );
     }
   };
-  if (line instanceof CommandLineError) {
+  if (line instanceof UsageError) {
     warnUnknown();
-    return configProblem(line.problem);
+    return configProblem(line.message);
   }
   const refused = spec.unused?.settings.find((f) =>
     line.flags[f] !== undefined
@@ -212,8 +215,9 @@ export function start(
     );
   }
   if (line.extra.help === true) {
-    const text = `${spec.usage}\nFlags:\n${formatExtraFlagsHelp(flags)}\n${
+    const text = `${spec.usage}\n${
       configFlagsHelp({
+        extra: flags,
         leadDefault: spec.leadDefault,
         omit: spec.hiddenSettings,
         defaults: spec.helpDefaults,
@@ -224,24 +228,32 @@ export function start(
     return 0;
   }
   warnUnknown();
-  const unreadable = options.unreadableEnv ?? unreadableVariables();
-  if (unreadable.length > 0) {
+  // `env` (Deno.env.toObject()) leaves out a variable that is not UTF-8: a
+  // holder so set must not count as unset.
+  const getEnv = options.getEnv ?? ((name: string) => Deno.env.get(name));
+  const unreadable = CONFIG_SETTINGS.find((s) => {
+    try {
+      getEnv(s.env);
+      return false;
+    } catch {
+      return true;
+    }
+  });
+  if (unreadable) {
     return configProblem(
-      `${
-        unreadable[0]
-      } is not valid UTF-8; set it to UTF-8 text (a setting that cannot be read is never taken as unset)`,
+      `${unreadable.env} is not valid UTF-8; set it to UTF-8 text (a setting that cannot be read is never taken as unset)`,
     );
   }
   // Settings the subcommand does not use are not read (nor validated).
   const ignored = (spec.unused?.settings ?? [])
     .filter((f) => !spec.unused?.envRead?.includes(f))
-    .map((f) => settingOf(f)!.env)
+    .map(envOf)
     .filter((v) => env[v] !== undefined && env[v] !== "");
   const used = { ...env };
   for (const v of ignored) delete used[v];
   const resolveOptions: ResolveOptions = {
     leadDefault: spec.leadDefault,
-    graceDefault: spec.graceDefault,
+    singletonOnly: spec.singletonOnly,
     hostHolder: spec.hostHolder
       ? {
         hostname: Deno.hostname(),

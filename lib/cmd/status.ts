@@ -3,6 +3,7 @@
  * from the state volume alone. It runs where the probe runs, in the main
  * container, with the binary already on the volume: no shell, no
  * configuration, only reads (the mount is read-only), never the lease server.
+ * Without a state directory it lists the running `run`s' own.
  *
  * @module
  */
@@ -26,7 +27,7 @@ import {
 const DEFAULT_MAX_AGE = "30s";
 
 const USAGE =
-  `Usage: berth-acquire status [STATE_DIR] [--json] [--max-age DURATION]
+  `Usage: berth-acquire status [STATE_DIR | --runs] [--json] [--max-age DURATION]
 
 Read-only view of the lease from the state volume: holder, fencing token, the
 liveness probe's verdict on the health marker, and the time left before the
@@ -35,15 +36,19 @@ Run it where the probe runs, e.g.
 
   kubectl exec POD -c MAIN -- /berth/check status /berth
 
-  STATE_DIR             the state directory; default $BERTH_STATE_DIR or ${DEFAULT_STATE_DIR}
+  STATE_DIR             the state directory; default $BERTH_STATE_DIR or ${DEFAULT_STATE_DIR},
+                        else (as with --runs) the running runs' own
+  --runs                the state directory of each run of this user (any
+                        user's as root) in $TMPDIR or /tmp, with its verdict
   --json                one JSON object on stdout, for scripts
   --max-age DURATION    the marker age limit the verdict uses, a Go duration
                         (30s, 1m0s) as the probe's --max-age; 0 or negative:
                         presence only; default ${DEFAULT_MAX_AGE} (the webhook's probe)
   --help                show this help
 
-Exit status: 0 when the verdict is OK (the workload may run), 1 when it
-is not, ${EXIT_USAGE} on a usage error.`;
+Exit status: 0 when the verdict is OK (the workload may run; listing runs:
+at least one listed, every verdict OK), 1 when it is not, ${EXIT_USAGE} on a
+usage error.`;
 
 /** Every duration status shows, to a tenth of a second (`4.2s`, `300ms`, `1m5.1s`). */
 function shown(ms: number): string {
@@ -160,6 +165,50 @@ function statusJson(s: StateSnapshot): Record<string, unknown> {
   };
 }
 
+const RUN_TOP = /^berth-run-([0-9]+)-[0-9a-f]+$/;
+
+/**
+ * The state directories of the `run`s in `tmp`, `<top>/<NAMESPACE>.<NAME>`,
+ * by pid. A top directory counts only when it is a directory (not a link) of
+ * mode 0700 owned by this user (as root: anyone's): any other may be
+ * another user's decoy. A pid that is gone is only a hint, and one that is
+ * there no proof: the marker's verdict is what to trust.
+ */
+function runDirs(tmp: string, maxAgeMs: number) {
+  const me = Deno.uid();
+  const list = (dir: string) => {
+    try {
+      return [...Deno.readDirSync(dir)];
+    } catch {
+      return [];
+    }
+  };
+  const out = [];
+  for (const top of list(tmp)) {
+    const pid = Number(RUN_TOP.exec(top.name)?.[1]);
+    const path = `${tmp}/${top.name}`;
+    let info: Deno.FileInfo | undefined;
+    try {
+      info = pid ? Deno.lstatSync(path) : undefined;
+    } catch {
+      // Gone since the listing.
+    }
+    if (
+      !info?.isDirectory || (info.mode! & 0o7777) !== 0o700 ||
+      (me !== 0 && info.uid !== me)
+    ) continue;
+    const gone = dirProblem(`/proc/${pid}`) === "does not exist";
+    for (const lease of list(path)) {
+      if (!lease.isDirectory || !/^[a-z0-9-]{1,63}\./.test(lease.name)) {
+        continue;
+      }
+      const snapshot = readSnapshot(`${path}/${lease.name}`, { maxAgeMs });
+      out.push({ run: { pid, uid: info.uid!, gone }, snapshot });
+    }
+  }
+  return out.sort((a, b) => a.run.pid - b.run.pid);
+}
+
 /** `berth-acquire status`: see the usage text. Returns the exit code. */
 export function main(args: string[]): Promise<number> {
   let json: boolean;
@@ -169,6 +218,7 @@ export function main(args: string[]): Promise<number> {
     const argv = parseArgv(args, {
       flags: {
         json: { kind: "boolean" },
+        runs: { kind: "boolean" },
         "max-age": { kind: "value", wants: "a duration such as 30s" },
         help: { kind: "boolean", short: "h" },
       },
@@ -189,15 +239,51 @@ export function main(args: string[]): Promise<number> {
     );
     dir = argv.positionals[0];
     if (dir === "") throw new Error("the state directory is empty");
+    if (!isSet(argv, "runs")) {
+      // Nothing configured and no /berth: the runs' own.
+      dir ??= Deno.env.get("BERTH_STATE_DIR") ||
+        (dirProblem(DEFAULT_STATE_DIR) === "does not exist"
+          ? undefined
+          : DEFAULT_STATE_DIR);
+    } else if (dir !== undefined) {
+      throw new Error("--runs lists the runs' own: give it no STATE_DIR");
+    }
   } catch (e) {
     console.error(usageLine("status", (e as Error).message));
     return Promise.resolve(EXIT_USAGE);
   }
-  const snapshot = readSnapshot(
-    dir ?? (Deno.env.get("BERTH_STATE_DIR") || DEFAULT_STATE_DIR),
-    { maxAgeMs },
-  );
-  if (json) console.log(JSON.stringify(statusJson(snapshot)));
-  else console.log(formatStatusText(snapshot).trimEnd());
-  return Promise.resolve(snapshot.marker.verdict.kind === "OK" ? 0 : 1);
+  if (dir !== undefined) {
+    const snapshot = readSnapshot(dir, { maxAgeMs });
+    if (json) console.log(JSON.stringify(statusJson(snapshot)));
+    else console.log(formatStatusText(snapshot).trimEnd());
+    return Promise.resolve(snapshot.marker.verdict.kind === "OK" ? 0 : 1);
+  }
+  const tmp = Deno.env.get("TMPDIR") || "/tmp";
+  const runs = runDirs(tmp, maxAgeMs);
+  const root = Deno.uid() === 0;
+  if (json) {
+    console.log(JSON.stringify({
+      runsIn: tmp,
+      runs: runs.map((r) => ({ run: r.run, ...statusJson(r.snapshot) })),
+    }));
+  } else {
+    console.log(
+      runs.map(({ run, snapshot }) =>
+        `run              pid ${run.pid}${
+          root ? `, owner uid ${run.uid}` : ""
+        }${run.gone ? " (gone: the run that left this has exited)" : ""}\n${
+          formatStatusText(snapshot)
+        }`
+      ).join("\n").trimEnd() ||
+        `no run's state directory in ${tmp} (berth-run-<PID>-<RANDOM>, ${
+          root ? "anyone's" : "this user's"
+        })${
+          dirProblem(DEFAULT_STATE_DIR) === "does not exist"
+            ? `, and no state directory given (${DEFAULT_STATE_DIR} does not exist)`
+            : ""
+        }`,
+    );
+  }
+  const ok = runs.every((r) => r.snapshot.marker.verdict.kind === "OK");
+  return Promise.resolve(runs.length > 0 && ok ? 0 : 1);
 }

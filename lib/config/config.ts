@@ -19,7 +19,6 @@ import {
 import {
   type EnforceMode,
   ENFORCER_LEAD_DEFAULT,
-  type GraceRoom,
   type LeadDefault,
   leadProblem,
   roomProblem,
@@ -28,12 +27,12 @@ import {
   CONFIG_SETTINGS,
   type ConfigFlagName,
   type ConfigFlags,
+  envOf,
   readSettings,
-  settingOf,
 } from "./settings.ts";
 import { type LogFormat, type LogLevel, Secret } from "../obs/log.ts";
 
-export type { EnforceMode, Mode };
+export type { EnforceMode };
 
 const MAX_TTL_SECONDS = 2147483647;
 
@@ -62,14 +61,14 @@ export interface Config {
   logLevel: LogLevel;
 }
 
-/** What differs between the roles: the lead and grace defaults, the host a holder comes from when no pod fact is given. */
+/** What differs between the roles: the lead and grace defaults, the host a holder comes from when no pod fact is given, what a role in runtime-singleton mode only says to another mode. */
 export interface ResolveOptions {
   leadDefault?: LeadDefault;
-  graceDefault?: (room: GraceRoom) => number;
   hostHolder?: HostFacts;
+  singletonOnly?: string;
 }
 
-const where = (flag: ConfigFlagName) => `${settingOf(flag)!.env} or --${flag}`;
+const where = (flag: ConfigFlagName) => `${envOf(flag)} or --${flag}`;
 
 /**
  * The validated configuration from the environment and the flags given.
@@ -125,16 +124,18 @@ export function resolveConfig(
 
   const ttl = ttlSeconds ?? 0;
   const grace = get<number>("enforce-grace-seconds") ??
-    options.graceDefault?.({ ttl, heartbeatSeconds, leadSeconds }) ?? 0;
+    leadDefault.grace?.seconds({ ttl, heartbeatSeconds, leadSeconds }) ?? 0;
   const lead = leadSeconds ?? leadDefault.seconds(enforce, grace);
   const holder = onHost
     ? hostHolderIdentity(holderInput.clusterId, options.hostHolder!)
     : holderIdentity(holderInput);
   const key = leaseKeyProblem(leaseNamespace, leaseName);
   const singleton = mode === "runtime-singleton";
+  const as = (flag: ConfigFlagName) => given.get(flag)?.source;
   // 1-11: Go's list, in its order; then the checks Go lacks.
-  const problem = (leaseName === "" &&
-    `lease name is required (set ${where("lease-name")})`) ||
+  const problem = (mode === "startup-gate" && options.singletonOnly) ||
+    (leaseName === "" &&
+      `lease name is required (set ${where("lease-name")})`) ||
     (leaseNamespace === "" &&
       "lease namespace is required (set --lease-namespace or POD_NAMESPACE), or set BERTH_LEASE_NAMESPACE") ||
     (mode !== "startup-gate" && !singleton &&
@@ -153,14 +154,18 @@ export function resolveConfig(
     (!onHost && runtimeHolderProblem(holderInput)) ||
     ((ttl < 1 || ttl > MAX_TTL_SECONDS) &&
       `ttl must be positive and at most ${MAX_TTL_SECONDS} seconds (the API limit)` +
-        (ttlSeconds === undefined ? `; set ${where("ttl-seconds")}` : "")) ||
+        (ttlSeconds === undefined
+          ? `; set ${where("ttl-seconds")}`
+          : `: ${as("ttl-seconds")}=${ttl}`)) ||
     (heartbeatSeconds !== undefined && heartbeatSeconds >= ttl &&
       `heartbeat must be less than the ttl (heartbeat ${heartbeatSeconds}s, ttl ${ttl}s; ` +
         "set BERTH_HEARTBEAT_SECONDS below BERTH_TTL_SECONDS, or leave it unset for ttl/3)") ||
     (grace < 0 && "enforce grace must not be negative") ||
     (!apiServer && `api server URL is required (set ${where("api-server")})`) ||
     (apiKey !== "" && apiKeyFile !== "" &&
-      "api key and api key file are mutually exclusive") ||
+      `api key and api key file are mutually exclusive: ${as("api-key")} and ${
+        as("api-key-file")
+      } are both set; set only one`) ||
     (key &&
       `${key.message}; ${
         key.part === "namespace"
@@ -179,7 +184,7 @@ export function resolveConfig(
     apiServerProblem(apiServer) ||
     (lead < 0 && "enforce lead must not be negative") ||
     (singleton && leadSeconds !== undefined && leadDefault.signals(enforce) &&
-      leadProblem(given.get("enforce-lead-seconds")!.source, lead, grace)) ||
+      leadProblem(as("enforce-lead-seconds")!, lead, grace)) ||
     (singleton && roomProblem(
       { ttl, heartbeatSeconds, lead, grace, leadSeconds, enforce },
       leadDefault,
@@ -236,13 +241,6 @@ export function givenSettings(
   );
 }
 
-/** A required setting not given: its variable, its flag, another way to give it when there is one. */
-export interface MissingSetting {
-  env: string;
-  flag: string;
-  or?: string;
-}
-
 /**
  * Every required setting not given, in the validation order, for one message (a host holder needs no `POD_UID`).
  * @example
@@ -256,12 +254,12 @@ export function missingSettings(
   env: Record<string, string | undefined>,
   flags: ConfigFlags,
   options: ResolveOptions = {},
-): MissingSetting[] {
+): { env: string; flag: string; or?: string }[] {
   const given = givenSettings(env, flags);
-  const out: MissingSetting[] = [];
+  const out: ReturnType<typeof missingSettings> = [];
   const need = (flag: ConfigFlagName, or?: string) => {
     if (!given.has(flag)) {
-      out.push({ env: settingOf(flag)!.env, flag, ...(or ? { or } : {}) });
+      out.push({ env: envOf(flag), flag, ...(or ? { or } : {}) });
     }
   };
   need("lease-name");

@@ -16,13 +16,18 @@ export type EnforceMode = "probe" | "signal";
 // grace. A signalled process must be gone 1 s after its SIGKILL.
 const PROBE_LEAD = 4;
 const SIGNAL_MARGIN = 1;
+// The longest default grace `run` gives its command, as `consul lock` does,
+// and how long a renewal may take after one has failed.
+const RUN_GRACE_CAP = 5;
+const STALL = 1;
 
-/** A role's lead when none is configured, the rule in words, and whether the workload is signalled (a lead must then cover the grace). */
+/** A role's lead when none is configured, the rule in words, whether the workload is signalled (a lead must then cover the grace), and its grace default (else 0). */
 export interface LeadDefault {
   signals(enforce: EnforceMode): boolean;
   seconds(enforce: EnforceMode, graceSeconds: number): number;
   text: string;
   why(enforce: EnforceMode): string;
+  grace?: { seconds(room: GraceRoom): number; text: string };
 }
 
 /**
@@ -52,6 +57,11 @@ export const SIGNAL_SENDER_LEAD_DEFAULT: LeadDefault = {
   text: `enforce grace + ${SIGNAL_MARGIN}`,
   why: () =>
     `the default for a process group stopped by signals: enforce grace + ${SIGNAL_MARGIN}s`,
+  grace: {
+    seconds: runGraceDefaultSeconds,
+    text:
+      `the smaller of ${RUN_GRACE_CAP} and what the TTL leaves after two heartbeats, a ${STALL} s stall and the lead (grace + ${SIGNAL_MARGIN}): TTL 30 -> 5, TTL 10 -> 1, TTL 6 -> 0`,
+  },
 };
 
 /**
@@ -105,9 +115,6 @@ export function roomProblem(
     (graceHelps ? " or BERTH_ENFORCE_GRACE_SECONDS" : "");
 }
 
-// The longest default grace `run` gives its command, as `consul lock` does.
-const RUN_GRACE_CAP = 5;
-
 export interface GraceRoom {
   ttl: number;
   heartbeatSeconds: number | undefined;
@@ -116,30 +123,24 @@ export interface GraceRoom {
 
 /**
  * `run`'s default grace: the smaller of 5 s and the longest whose lead
- * (grace + 1 s, or as configured) leaves room to renew, never below 0.
+ * (grace + 1 s, or as configured) leaves room before the stop for one failed
+ * renewal and a next one answered within a second (lead + 2 heartbeats + 1 s
+ * <= TTL), never below 0. A longer grace gives the command more time to
+ * clean up but stops it sooner after the server goes silent.
  * @example
  * ```ts
  * import assert from "node:assert/strict";
  * const free = { heartbeatSeconds: undefined, leadSeconds: undefined };
  * assert.equal(runGraceDefaultSeconds({ ttl: 30, ...free }), 5);
- * assert.equal(runGraceDefaultSeconds({ ttl: 8, ...free }), 4); // lead 5 < 8 - 8/3
- * assert.equal(runGraceDefaultSeconds({ ttl: 3, ...free }), 0);
- * assert.equal(
- *   runGraceDefaultSeconds({ ttl: 10, heartbeatSeconds: 6, leadSeconds: undefined }),
- *   2,
- * );
+ * assert.equal(runGraceDefaultSeconds({ ttl: 10, ...free }), 1); // 2 + 2 * 10/3 + 1 <= 10
+ * assert.equal(runGraceDefaultSeconds({ ttl: 6, ...free }), 0);
+ * assert.equal(runGraceDefaultSeconds({ ...free, ttl: 8, heartbeatSeconds: 1 }), 4);
+ * assert.equal(runGraceDefaultSeconds({ ...free, ttl: 8, leadSeconds: 4 }), 3);
  * ```
  */
 export function runGraceDefaultSeconds(r: GraceRoom): number {
-  const room = r.leadSeconds !== undefined
-    ? r.leadSeconds - SIGNAL_MARGIN
-    : r.heartbeatSeconds === undefined
-    // The largest g with 3 * (g + margin) < 2 * ttl (see roomProblem).
-    ? Math.floor((2 * r.ttl - 1) / 3) - SIGNAL_MARGIN
-    : r.ttl - r.heartbeatSeconds - SIGNAL_MARGIN - 1;
-  return Math.max(0, Math.min(RUN_GRACE_CAP, room));
+  const { ttl, heartbeatSeconds: hb } = r;
+  const lead = r.leadSeconds ??
+    (hb === undefined ? Math.floor(ttl / 3) : ttl - 2 * hb) - STALL;
+  return Math.max(0, Math.min(RUN_GRACE_CAP, lead - SIGNAL_MARGIN));
 }
-
-/** {@linkcode runGraceDefaultSeconds} in words, for `run --help`. */
-export const RUN_GRACE_DEFAULT_TEXT =
-  `the smaller of ${RUN_GRACE_CAP} and what the TTL leaves after the heartbeat and the lead (grace + ${SIGNAL_MARGIN}): TTL 10 -> 5, TTL 6 -> 2, TTL 3 -> 0`;

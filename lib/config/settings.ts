@@ -65,22 +65,17 @@ const TABLE: Record<ConfigFlagName, [string, ValueKind, string, string, string]>
 };
 
 /** Every configuration setting, in the help text's order. */
-export const CONFIG_SETTINGS = Object.entries(TABLE).map(([name, row]) => {
-  const [env, kind, value, text, help] = row;
-  const flag = name as ConfigFlagName;
-  return { flag, env, kind, value, default: text, help };
-});
+export const CONFIG_SETTINGS = Object.entries(TABLE).map((
+  [flag, [env, kind, value, text, help]],
+) => ({ flag: flag as ConfigFlagName, env, kind, value, default: text, help }));
 
 type Setting = typeof CONFIG_SETTINGS[number];
 
 /** The configuration flags given, as text (a bare boolean is `"true"`, `""` was given empty). */
 export type ConfigFlags = Partial<Record<ConfigFlagName, string>>;
 
-const BY_FLAG = new Map(CONFIG_SETTINGS.map((s) => [s.flag as string, s]));
-
-/** The row of a configuration flag; undefined for any other name. */
-export const settingOf = (flag: string): Setting | undefined =>
-  BY_FLAG.get(flag);
+/** The variable of a configuration flag. */
+export const envOf = (flag: ConfigFlagName): string => TABLE[flag][0];
 
 const DECIMAL = /^[+-]?[0-9]+$/;
 
@@ -166,19 +161,10 @@ export function readSettings(
   return out;
 }
 
-/** A flag a subcommand adds to the configuration flags: a one-letter alias, its help text and value placeholder. */
-export interface ExtraFlag {
-  type: "string" | "boolean";
-  short?: string;
+/** A flag a subcommand adds to the configuration flags, with its help text and value placeholder. */
+export interface ExtraFlag extends FlagDef {
   help?: string;
   value?: string;
-}
-
-/** A mistake on the command line, with the configuration flags read before it (the log format among them). */
-export class CommandLineError extends ConfigError {
-  constructor(problem: string, readonly given: ConfigFlags) {
-    super(problem);
-  }
 }
 
 /** A command line: the configuration flags, the subcommand's own, and with `takesCommand` the command after `--`. */
@@ -190,18 +176,18 @@ export interface CommandLine {
 
 const configFlags = (values: Record<string, string[]>): ConfigFlags =>
   Object.fromEntries(
-    Object.entries(values).filter(([name]) => settingOf(name))
+    Object.entries(values).filter(([name]) => Object.hasOwn(TABLE, name))
       .map(([name, v]) => [name, v.at(-1)]),
   );
 
 /**
  * Parses the configuration flags and a subcommand's own (`--help` then works
  * without a valid configuration); with `takesCommand`, the command after `--`.
- * @throws {CommandLineError} For any mistake, never echoing a value.
+ * @throws {UsageError} For any mistake, never echoing a value; with the flags read before it.
  * @example
  * ```ts
  * import assert from "node:assert/strict";
- * const help = { help: { type: "boolean", short: "h" } } as const;
+ * const help = { help: { kind: "boolean", short: "h" } } as const;
  * const line = parseCommandLine(["--state-dir", "--", "-h", "--", "sleep"], help, { takesCommand: true });
  * assert.deepEqual(line, { flags: { "state-dir": "--" }, extra: { help: true }, command: ["sleep"] });
  * ```
@@ -214,21 +200,17 @@ export function parseCommandLine(
   const defs: Record<string, FlagDef> = Object.fromEntries(
     Object.entries(CONFIG_FLAG_KINDS).map(([name, kind]) => [name, { kind }]),
   );
-  for (const [name, spec] of Object.entries(extraFlags)) {
+  for (const name of Object.keys(extraFlags)) {
     if (Object.hasOwn(defs, name)) {
       throw new Error(
         `extra flag --${name} collides with a configuration flag`,
       );
     }
-    defs[name] = {
-      kind: spec.type === "boolean" ? "boolean" : "value",
-      short: spec.short,
-    };
   }
   let argv: Argv | undefined;
   try {
     argv = parseArgv(args, {
-      flags: defs,
+      flags: { ...defs, ...extraFlags },
       dashDash: options.takesCommand ? "command" : "end",
       positionalHint: options.positionalHint,
     });
@@ -236,7 +218,7 @@ export function parseCommandLine(
     for (const [name, spec] of Object.entries(extraFlags)) {
       const value = lastValue(argv, name);
       if (value === undefined) continue;
-      extra[name] = spec.type === "boolean"
+      extra[name] = spec.kind === "boolean"
         ? flagBoolean(value, `--${name}`)
         : value;
     }
@@ -244,27 +226,36 @@ export function parseCommandLine(
     const flags = configFlags(argv.values);
     return command ? { flags, extra, command } : { flags, extra };
   } catch (e) {
-    if (!(e instanceof UsageError)) throw e;
-    throw new CommandLineError(e.message, configFlags(argv?.values ?? e.given));
+    if (e instanceof UsageError && argv) e.given = argv.values;
+    throw e;
   }
 }
 
 const helpEntry = (flag: string, value: string, help: string, note: string) =>
   `  --${flag}${value}\n        ${help}${note ? ` [${note}]` : ""}\n`;
 
-/** The help text of the configuration flags, each with its env variable and default: a role's lead default, the settings it omits, defaults it states otherwise. */
+/** The help text of a subcommand's own flags (`extra`), then of the configuration flags, each with its env variable and default: a role's lead and grace defaults, the settings it omits, defaults it states otherwise. */
 export function configFlagsHelp(options: {
+  extra?: Record<string, ExtraFlag>;
   leadDefault?: LeadDefault;
   omit?: readonly ConfigFlagName[];
   defaults?: Partial<Record<ConfigFlagName, string>>;
 } = {}): string {
   const defaults: Partial<Record<string, string>> = {
-    ...(options.leadDefault
-      ? { "enforce-lead-seconds": options.leadDefault.text }
-      : {}),
+    "enforce-lead-seconds": options.leadDefault?.text,
+    "enforce-grace-seconds": options.leadDefault?.grace?.text,
     ...options.defaults,
   };
-  return "Configuration (env first; a flag given explicitly overrides it):\n" +
+  const extra = Object.entries(options.extra ?? {}).map(([name, spec]) =>
+    helpEntry(
+      name,
+      spec.kind === "boolean" ? "" : ` ${spec.value ?? "VALUE"}`,
+      spec.help ?? "",
+      spec.short ? `or -${spec.short}` : "",
+    )
+  ).join("");
+  return (extra && `Flags:\n${extra}\n`) +
+    "Configuration (env first; a flag given explicitly overrides it):\n" +
     CONFIG_SETTINGS.filter((s) => !options.omit?.includes(s.flag)).map((s) =>
       helpEntry(
         s.flag,
@@ -273,18 +264,6 @@ export function configFlagsHelp(options: {
         `env ${s.env}; default: ${defaults[s.flag] ?? s.default}`,
       )
     ).join("");
-}
-
-/** A subcommand's own flags in the style of {@linkcode configFlagsHelp}. */
-export function formatExtraFlagsHelp(flags: Record<string, ExtraFlag>): string {
-  return Object.entries(flags).map(([name, spec]) =>
-    helpEntry(
-      name,
-      spec.type === "boolean" ? "" : ` ${spec.value ?? "VALUE"}`,
-      spec.help ?? "",
-      spec.short ? `or -${spec.short}` : "",
-    )
-  ).join("");
 }
 
 /** `BERTH_*` variables this project reads or sets besides the table: the health endpoint's address, what `run` gives its command. */
@@ -316,28 +295,5 @@ export function unknownVariables(
     const near = nearest(stem(name), known.map(stem));
     const suggestion = known.find((k) => stem(k) === near);
     return suggestion ? { name, suggestion } : { name };
-  });
-}
-
-/**
- * The configuration variables set but not UTF-8 (`get` throws): a holder so
- * set must not count as unset, as `Deno.env.toObject()` would have it.
- * @example
- * ```ts
- * import assert from "node:assert/strict";
- * const get = (n: string) => { if (n === "POD_UID") throw new TypeError("not UTF-8"); return undefined; };
- * assert.deepEqual(unreadableVariables(get), ["POD_UID"]);
- * ```
- */
-export function unreadableVariables(
-  get: (name: string) => string | undefined = (n) => Deno.env.get(n),
-): string[] {
-  return CONFIG_SETTINGS.map((s) => s.env).filter((name) => {
-    try {
-      get(name);
-      return false;
-    } catch {
-      return true;
-    }
   });
 }

@@ -16,11 +16,7 @@ import { type CommandSpec, start } from "../cmd/startup.ts";
 import type { Config } from "../config/config.ts";
 import { ConfigError } from "../config/argv.ts";
 import type { ExtraFlag } from "../config/settings.ts";
-import {
-  RUN_GRACE_DEFAULT_TEXT,
-  runGraceDefaultSeconds,
-  SIGNAL_SENDER_LEAD_DEFAULT,
-} from "../config/lead.ts";
+import { SIGNAL_SENDER_LEAD_DEFAULT } from "../config/lead.ts";
 import { ProbeEnforcer } from "../enforce/enforcer.ts";
 import {
   HEALTH_ADDR_ENV,
@@ -102,8 +98,10 @@ When the lease is lost, or cannot be confirmed in time, the whole process
 group gets SIGTERM and, after --enforce-grace-seconds, SIGKILL, before the
 local deadline (the enforce lead defaults to the grace + 1s); only then is
 the lease given up. The grace defaults to the smaller of 5s and what the TTL
-leaves after the heartbeat and the lead (TTL 10 -> 5s, TTL 6 -> 2s), so a
-command that traps SIGTERM gets to clean up. SIGTERM/SIGINT/SIGHUP/SIGQUIT
+leaves after two heartbeats, a 1s stall and the lead (TTL 30 -> 5s, TTL 10 ->
+1s), so that one failed renewal and a slow next one do not stop the command;
+a longer grace lets a command that traps SIGTERM clean up, but stops it
+sooner when the server goes silent. SIGTERM/SIGINT/SIGHUP/SIGQUIT
 are forwarded to the command while it runs; the lease is released after it
 has exited. BERTH_STATE_DIR / --state-dir is optional: without it nothing is
 written.
@@ -132,12 +130,12 @@ found.
 
 const RUN_FLAGS: Record<string, ExtraFlag> = {
   "restart-on-reacquire": {
-    type: "boolean",
+    kind: "boolean",
     help:
       "after the lease was lost and the command stopped, wait to reacquire and run it again instead of exiting 75",
   },
   "health-addr": {
-    type: "string",
+    kind: "value",
     value: "HOST:PORT",
     help:
       `serve GET /healthz and /metrics on this address (env ${HEALTH_ADDR_ENV}); default: off`,
@@ -146,8 +144,7 @@ const RUN_FLAGS: Record<string, ExtraFlag> = {
 
 /**
  * What `run` differs in at start-up from `acquire` and `renew`: the signal
- * sender's lead default (it stops its own command), a grace default that
- * lets the command clean up, a holder from the host when no pod fact is
+ * sender's lead and grace defaults (it stops its own command), a holder from the host when no pod fact is
  * set, runtime-singleton semantics only (`--mode`, `--enforce` and
  * `--signal-target` refused as flags, their env variables ignored but for
  * `BERTH_MODE`), and one message naming every missing setting.
@@ -166,11 +163,11 @@ export const RUN_ROLE = {
     "release-on-shutdown": "true",
     // Without it run keeps its state private and writes nothing shared.
     "state-dir": "none (nothing is written)",
-    "enforce-grace-seconds": RUN_GRACE_DEFAULT_TEXT,
     "holder-identity":
       "from the pod when POD_* is set, else from the host: HOST/pid:PID:uid:RANDOM (CLUSTER/HOST:pid:PID:uid:RANDOM with --cluster-id), new for every start",
   },
-  graceDefault: runGraceDefaultSeconds,
+  singletonOnly:
+    'run keeps the lease while the command runs (runtime-singleton semantics); mode "startup-gate" is not supported: unset BERTH_MODE or set it to runtime-singleton',
   hostHolder: true,
   unused: {
     settings: ["mode", "enforce", "signal-target"],
@@ -215,13 +212,6 @@ export async function main(args: string[]): Promise<number> {
       error: notExecutable.message,
     });
     return notExecutable.exitCode;
-  }
-  if (config.mode !== "runtime-singleton") {
-    return problem(
-      `run keeps the lease while the command runs (runtime-singleton semantics); mode ${
-        JSON.stringify(config.mode)
-      } is not supported: unset BERTH_MODE or set it to runtime-singleton`,
-    );
   }
   let healthAddr: HealthAddr | undefined;
   try {

@@ -10,7 +10,6 @@ import {
   start,
   type Started,
 } from "../../lib/cmd/startup.ts";
-import { unreadableVariables } from "../../lib/config/settings.ts";
 import { RUN_ROLE } from "../../lib/run/run.ts";
 
 const BASE = {
@@ -161,15 +160,32 @@ Deno.test("start run: the default grace lets the command exit cleanly, bounded b
   ) =>
     (run(args, { ...BASE, ...env }, RUN_SPEC).result as Started).config
       .enforceGraceSeconds;
+  // lead (grace + 1) + 2 heartbeats + a 1 s stall <= TTL, at most 5 s.
   assert.equal(grace({}), 5, "TTL 30: the 5 s cap");
-  assert.equal(grace({ BERTH_TTL_SECONDS: "8" }), 4, "TTL 8: lead 5 < 8 - 8/3");
-  assert.equal(grace({ BERTH_TTL_SECONDS: "3" }), 0);
-  assert.equal(
-    grace({ BERTH_TTL_SECONDS: "10", BERTH_HEARTBEAT_SECONDS: "6" }),
-    2,
-    "heartbeat 6 + lead 3 < 10",
-  );
+  for (
+    const [ttl, hb, want] of [
+      ["21", "", 5], // 6 + 14 + 1 = 21
+      ["20", "", 4],
+      ["10", "", 1], // 2 + 6.67 + 1 <= 10 < 3 + 6.67 + 1
+      ["8", "", 0],
+      ["6", "", 0],
+      ["3", "", 0],
+      ["8", "1", 4], // 5 + 2 + 1 = 8
+      ["10", "6", 0],
+    ] as const
+  ) {
+    const e = { BERTH_TTL_SECONDS: ttl, BERTH_HEARTBEAT_SECONDS: hb || "0" };
+    assert.equal(grace(e), want, `TTL ${ttl}, heartbeat ${hb || "TTL/3"}`);
+  }
   assert.equal(grace({}, ["--enforce-grace-seconds=1"]), 1, "given: kept");
+  assert.equal(
+    grace({ BERTH_TTL_SECONDS: "10" }, ["--enforce-grace-seconds=5"]),
+    5,
+    "given: kept where the default is 1",
+  );
+  // A given lead leaves its grace: lead - 1 s, at most 5 s.
+  assert.equal(grace({ BERTH_ENFORCE_LEAD_SECONDS: "4" }), 3);
+  assert.equal(grace({ BERTH_ENFORCE_LEAD_SECONDS: "9" }), 5);
   // acquire and renew keep the spec's 0.
   assert.equal(
     (run([], BASE).result as Started).config.enforceGraceSeconds,
@@ -287,22 +303,22 @@ Deno.test('start: acquire and renew report a configuration error as the Go helpe
 });
 
 Deno.test("start: a configuration variable that is not valid UTF-8 is refused, never taken as unset", () => {
-  const err: string[] = [];
   // The record cannot hold it: the explicit holder is missing from it.
-  const result = start(SPEC, [], BASE, {
-    writeError: (l) => err.push(l),
-    unreadableEnv: ["BERTH_HOLDER_IDENTITY"],
-  });
-  assert.equal(result, 1);
-  assert.match(
-    err.join(""),
-    /invalid configuration: BERTH_HOLDER_IDENTITY is not valid UTF-8/,
-  );
-  const get = (name: string) => {
-    if (name === "POD_UID") throw new TypeError("not valid unicode");
-    return name === "BERTH_LEASE_NAME" ? "web" : undefined;
-  };
-  assert.deepEqual(unreadableVariables(get), ["POD_UID"]);
+  for (const unreadable of ["BERTH_HOLDER_IDENTITY", "POD_UID"]) {
+    const err: string[] = [];
+    const result = start(SPEC, [], BASE, {
+      writeError: (l) => err.push(l),
+      getEnv: (name) => {
+        if (name === unreadable) throw new TypeError("not valid unicode");
+        return name === "BERTH_LEASE_NAME" ? "web" : undefined;
+      },
+    });
+    assert.equal(result, 1);
+    assert.equal(
+      err.join(""),
+      `berth-acquire acquire: invalid configuration: ${unreadable} is not valid UTF-8; set it to UTF-8 text (a setting that cannot be read is never taken as unset)\n`,
+    );
+  }
 });
 
 Deno.test("start: with a command spec, the words after -- are the command, and the hint is said once, only while the command is missing", () => {

@@ -12,8 +12,13 @@ import { startDevServer } from "../../lib/devserver/server.ts";
 import { formatStatusText } from "../../lib/cmd/status.ts";
 import { readSnapshot } from "../../lib/state/snapshot.ts";
 import { StateDir } from "../../lib/state/state_dir.ts";
-import { REPO_ROOT, runCli, runExecutable } from "../support/cli.ts";
-import { leaseEnv, runtimeHolder, tempDir } from "../support/lease_env.ts";
+import { cliArgv, REPO_ROOT, runCli, runExecutable } from "../support/cli.ts";
+import {
+  HelperProcess,
+  leaseEnv,
+  runtimeHolder,
+  tempDir,
+} from "../support/lease_env.ts";
 
 const BOUND = () => AbortSignal.timeout(60_000);
 
@@ -334,4 +339,182 @@ Deno.test("status shows every duration to one precision (a tenth of a second) an
   assert.match(text, /lease deadline {3}in 8\.3s on the boot-time clock/);
   // No duration with more than one decimal anywhere.
   assert.doesNotMatch(text, /\d\.\d\d+s/);
+});
+
+/** A left-behind or decoy top directory in `tmp`: `inner` gets a state directory with a stale marker. */
+async function plant(tmp: string, name: string, mode: number, inner = true) {
+  const top = `${tmp}/${name}`;
+  await Deno.mkdir(top);
+  if (inner) {
+    await Deno.mkdir(`${top}/prod.web`);
+    await new StateDir(`${top}/prod.web`).writeMarker({
+      gateClosesBootMs: 1,
+      leaseDeadlineBootMs: 2,
+    });
+  }
+  await Deno.chmod(top, mode);
+  return top;
+}
+
+Deno.test("status --runs (and status alone, without a state directory or /berth) lists each run's state directory with its verdict; a left-behind one is said to be gone, decoys are skipped", async () => {
+  await using server = await startDevServer();
+  await using tmp = await tempDir();
+  const env = leaseEnv({ apiServer: server.url, stateDir: tmp.path });
+  delete env.BERTH_STATE_DIR;
+  await using run = new HelperProcess(["run", "--", "sleep", "30"], {
+    ...env,
+    TMPDIR: tmp.path,
+  });
+  await run.waitForLine(/msg="running the command"/);
+  const own = /run_dir=(\S+)/.exec(run.lines[0])![1];
+  // A SIGKILLed run's directory (no such pid), and decoys: a link to the
+  // real one, a mode other than 0700, the old shape without a pid, a file.
+  await plant(tmp.path, "berth-run-999999999-0ff", 0o700);
+  await Deno.symlink(
+    own.replace(/\/prod\.web$/, ""),
+    `${tmp.path}/berth-run-1-ab`,
+  );
+  await plant(tmp.path, "berth-run-2-ab", 0o755);
+  await plant(tmp.path, "berth-run-abcdef", 0o700);
+  await plant(tmp.path, "berth-run-3-xyz", 0o700);
+  await Deno.writeTextFile(`${tmp.path}/berth-run-4-ab`, "");
+  const status = (args: string[]) =>
+    runCli(["status", ...args], { env: { TMPDIR: tmp.path }, signal: BOUND() });
+
+  const text = await status(["--runs"]);
+  assert.equal(text.code, 1, "the left-behind marker is stale: " + text.stdout);
+  const blocks = text.stdout.trimEnd().split("\n\n");
+  assert.equal(blocks.length, 2, text.stdout);
+  const root = Deno.uid() === 0 ? `, owner uid ${Deno.uid()}` : "";
+  assert.equal(
+    blocks[0].split("\n")[0],
+    `run              pid ${run.child.pid}${root}`,
+  );
+  assert.match(blocks[0], new RegExp(`^state directory  ${own}$`, "m"));
+  assert.match(blocks[0], /^fencing token {4}1$/m);
+  assert.match(blocks[0], /^marker {11}OK /m);
+  assert.equal(
+    blocks[1].split("\n")[0],
+    `run              pid 999999999${root} (gone: the run that left this has exited)`,
+  );
+  assert.match(blocks[1], /^marker {11}Stale: /m);
+
+  const json = JSON.parse((await status(["--runs", "--json"])).stdout);
+  assert.equal(json.runsIn, tmp.path);
+  assert.deepEqual(
+    json.runs.map((r: { run: unknown }) => r.run),
+    [
+      { pid: run.child.pid, uid: Deno.uid(), gone: false },
+      { pid: 999999999, uid: Deno.uid(), gone: true },
+    ],
+  );
+  assert.equal(json.runs[0].stateDir, own);
+  assert.equal(json.runs[0].marker.verdict, "OK");
+  assert.equal(json.runs[0].fencingToken, 1);
+
+  // Only the running one left: exit 0. With no argument, the same unless
+  // a /berth is there to read.
+  await Deno.remove(`${tmp.path}/berth-run-999999999-0ff`, { recursive: true });
+  const alone = await status([]);
+  if (dirExists("/berth")) {
+    assert.match(alone.stdout, /^state directory {2}\/berth/, alone.stdout);
+    console.log("status alone read /berth: it exists on this machine");
+  } else {
+    assert.equal(alone.code, 0, alone.stdout);
+    assert.match(alone.stdout, new RegExp(`^run {14}pid ${run.child.pid}`));
+  }
+  assert.equal((await status(["--runs"])).code, 0);
+  // An explicit state directory still wins; --runs takes none.
+  assert.equal((await status([own])).code, 0);
+  const both = await status(["--runs", own]);
+  assert.equal(both.code, 78);
+  assert.match(both.stderr, /--runs lists the runs' own: give it no STATE_DIR/);
+
+  run.kill("SIGTERM");
+  await run.wait();
+  const none = await status(["--runs"]);
+  assert.equal(none.code, 1);
+  assert.match(
+    none.stdout,
+    new RegExp(
+      `^no run's state directory in ${tmp.path} \\(berth-run-<PID>-<RANDOM>, `,
+    ),
+  );
+  assert.deepEqual(
+    JSON.parse((await status(["--runs", "--json"])).stdout).runs,
+    [],
+  );
+});
+
+function dirExists(path: string): boolean {
+  try {
+    return Deno.statSync(path).isDirectory;
+  } catch {
+    return false;
+  }
+}
+
+const NONROOT = 65532;
+const noSetpriv = Deno.uid() !== 0
+  ? "not root"
+  : new Deno.Command("sh", { args: ["-c", "command -v setpriv"] })
+      .outputSync().success
+  ? undefined
+  : "no setpriv";
+if (noSetpriv !== undefined) {
+  console.log(`skipped: the other-user status --runs test (${noSetpriv})`);
+}
+
+Deno.test({
+  name:
+    "status --runs as a user other than root lists only that user's runs: another user's directory of the right shape may be a decoy",
+  ignore: noSetpriv !== undefined,
+  async fn() {
+    await using tmp = await tempDir();
+    await Deno.chmod(tmp.path, 0o1777);
+    await plant(tmp.path, "berth-run-999999998-ab", 0o700); // root's
+    const mine = await plant(tmp.path, "berth-run-999999999-cd", 0o700);
+    await Deno.chown(mine, NONROOT, NONROOT);
+    await Deno.chown(`${mine}/prod.web`, NONROOT, NONROOT);
+    const home = `${tmp.path}/home`;
+    await Deno.mkdir(home);
+    await Deno.chown(home, NONROOT, NONROOT);
+    const [exe, ...args] = cliArgv(["status", "--runs", "--json"]);
+    const out = await new Deno.Command("setpriv", {
+      args: [
+        `--reuid=${NONROOT}`,
+        `--regid=${NONROOT}`,
+        "--clear-groups",
+        exe,
+        ...args,
+      ],
+      env: {
+        PATH: Deno.env.get("PATH") ?? "/usr/bin:/bin",
+        HOME: home,
+        DENO_DIR: home,
+        TMPDIR: tmp.path,
+      },
+      clearEnv: true,
+      stdout: "piped",
+      stderr: "piped",
+      signal: BOUND(),
+    }).output();
+    const stdout = new TextDecoder().decode(out.stdout);
+    assert.equal(out.code, 1, new TextDecoder().decode(out.stderr));
+    assert.deepEqual(
+      JSON.parse(stdout).runs.map((r: { stateDir: string }) => r.stateDir),
+      [`${mine}/prod.web`],
+    );
+    // Root sees both, each with its owner.
+    const all = await runCli(["status", "--runs", "--json"], {
+      env: { TMPDIR: tmp.path },
+      signal: BOUND(),
+    });
+    assert.deepEqual(
+      JSON.parse(all.stdout).runs.map((r: { run: { uid: number } }) =>
+        r.run.uid
+      ),
+      [0, NONROOT],
+    );
+  },
 });

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { ConfigError } from "../../lib/config/argv.ts";
+import { ConfigError, UsageError } from "../../lib/config/argv.ts";
 import {
   apiServerProblem,
   redactUrl,
@@ -7,16 +7,11 @@ import {
   type ResolveOptions,
 } from "../../lib/config/config.ts";
 import {
-  CommandLineError,
   CONFIG_SETTINGS,
   configFlagsHelp,
-  formatExtraFlagsHelp,
   parseCommandLine,
 } from "../../lib/config/settings.ts";
-import {
-  runGraceDefaultSeconds,
-  SIGNAL_SENDER_LEAD_DEFAULT,
-} from "../../lib/config/lead.ts";
+import { SIGNAL_SENDER_LEAD_DEFAULT } from "../../lib/config/lead.ts";
 import { Secret } from "../../lib/obs/log.ts";
 
 type Env = Record<string, string | undefined>;
@@ -44,11 +39,12 @@ function env(over: Env = {}): Env {
   return { ...BASE, ...over };
 }
 
-/** The problem `fn` fails with; fails the test when it throws anything else. */
+/** The problem `fn` fails with (a command-line mistake's, or a configuration's); fails the test when it throws anything else. */
 function problem(fn: () => unknown): string {
   try {
     fn();
   } catch (e) {
+    if (e instanceof UsageError) return e.message;
     assert.ok(e instanceof ConfigError, `not a ConfigError: ${e}`);
     assert.equal(e.message, `invalid configuration: ${e.problem}`);
     return e.problem;
@@ -340,10 +336,31 @@ Deno.test("config: integers are plain base-10 with checked range", () => {
     ),
     /^BERTH_ENFORCE_GRACE_SECONDS="99999999999999999999": must be an integer number of seconds \(this one is out of range\)$/,
   );
-  // In range for the parser, beyond the API: validation says so.
+  // In range for the parser, beyond the API: validation says so, naming
+  // the value and where it came from after Go's words.
+  const ttl =
+    "ttl must be positive and at most 2147483647 seconds (the API limit)";
   assert.equal(
     problem(() => loadConfig(env({ BERTH_TTL_SECONDS: "2147483648" }), [])),
-    "ttl must be positive and at most 2147483647 seconds (the API limit)",
+    `${ttl}: BERTH_TTL_SECONDS=2147483648`,
+  );
+  for (
+    const [given, args] of [["0", []], ["-5", []], ["1", [
+      "--ttl-seconds",
+      "99999999999",
+    ]]] as const
+  ) {
+    const source = args.length
+      ? "--ttl-seconds=99999999999"
+      : `BERTH_TTL_SECONDS=${given}`;
+    assert.equal(
+      problem(() => loadConfig(env({ BERTH_TTL_SECONDS: given }), [...args])),
+      `${ttl}: ${source}`,
+    );
+  }
+  assert.equal(
+    problem(() => loadConfig(env(), ["--ttl-seconds=0"])),
+    `${ttl}: --ttl-seconds=0`,
   );
 });
 
@@ -495,7 +512,7 @@ Deno.test("config: flag syntax", () => {
     "unknown flag --ttl: did you mean --ttl-seconds?",
   );
   assert.equal(
-    problem(() => parseCommandLine(["--hepl"], { help: { type: "boolean" } })),
+    problem(() => parseCommandLine(["--hepl"], { help: { kind: "boolean" } })),
     "unknown flag --hepl: did you mean --help?",
   );
   assert.match(
@@ -511,8 +528,8 @@ Deno.test("config: flag syntax", () => {
 
 Deno.test("config: subcommands add their own flags", () => {
   const extra = {
-    help: { type: "boolean" as const, short: "h", help: "show this help" },
-    "max-age": { type: "string" as const, value: "DURATION", help: "limit" },
+    help: { kind: "boolean" as const, short: "h", help: "show this help" },
+    "max-age": { kind: "value" as const, value: "DURATION", help: "limit" },
   };
   assert.deepEqual(parseCommandLine(["-h"], extra), {
     flags: {},
@@ -541,16 +558,17 @@ Deno.test("config: subcommands add their own flags", () => {
   assert.throws(
     () => parseCommandLine(["--log-format=json", "--help=maybe"], extra),
     (e) =>
-      e instanceof CommandLineError &&
-      e.given["log-format"] === "json",
+      e instanceof UsageError &&
+      e.given["log-format"]?.at(-1) === "json",
   );
   assert.throws(
-    () => parseCommandLine([], { mode: { type: "string" } }),
+    () => parseCommandLine([], { mode: { kind: "value" } }),
     /collides/,
   );
   const { flags } = parseCommandLine(["--lease-name=x"], extra);
   assert.equal(resolveConfig(env(), flags).leaseName, "x");
-  const help = formatExtraFlagsHelp(extra);
+  const help = configFlagsHelp({ extra });
+  includes(help, "Flags:\n  --help");
   includes(help, "--help");
   includes(help, "-h");
   includes(help, "--max-age DURATION");
@@ -661,7 +679,8 @@ const ORDERED: Case[] = [
   {
     name: "7",
     env: { BERTH_TTL_SECONDS: "0" },
-    want: "ttl must be positive and at most 2147483647 seconds (the API limit)",
+    want:
+      "ttl must be positive and at most 2147483647 seconds (the API limit): BERTH_TTL_SECONDS=0",
   },
   {
     name: "8",
@@ -681,7 +700,8 @@ const ORDERED: Case[] = [
   {
     name: "11",
     env: { BERTH_API_KEY: KEY, BERTH_API_KEY_FILE: "/keys/key" },
-    want: "api key and api key file are mutually exclusive",
+    want:
+      "api key and api key file are mutually exclusive: BERTH_API_KEY and BERTH_API_KEY_FILE are both set; set only one",
   },
   {
     name: "12 namespace",
@@ -976,18 +996,19 @@ Deno.test("config: log format", () => {
 });
 
 Deno.test("config: api key and key file are mutually exclusive across env and flags", () => {
+  // Go's words first, then both settings as given and the fix.
   const msg = "api key and api key file are mutually exclusive";
   assert.equal(
     problem(() =>
       loadConfig(env({ BERTH_API_KEY: KEY }), ["--api-key-file=/k"])
     ),
-    msg,
+    `${msg}: BERTH_API_KEY and --api-key-file are both set; set only one`,
   );
   assert.equal(
     problem(() =>
       loadConfig(env({ BERTH_API_KEY_FILE: "/k" }), [`--api-key=${KEY}`])
     ),
-    msg,
+    `${msg}: --api-key and BERTH_API_KEY_FILE are both set; set only one`,
   );
   // An explicitly empty flag clears the env value.
   const c = loadConfig(env({ BERTH_API_KEY: KEY }), [
@@ -1072,7 +1093,8 @@ Deno.test("config: holder identity in the configuration", () => {
 
 Deno.test("config: a role passes its own lead default as a parameter (run: enforce grace + 1)", () => {
   const run = { leadDefault: SIGNAL_SENDER_LEAD_DEFAULT };
-  assert.equal(loadConfig(env(), [], run).enforceLeadMs, 1000);
+  // With its own grace default: 5 s at TTL 30.
+  assert.equal(loadConfig(env(), [], run).enforceLeadMs, 6000);
   assert.equal(
     loadConfig(env({ BERTH_ENFORCE_GRACE_SECONDS: "3" }), [], run)
       .enforceLeadMs,
@@ -1164,10 +1186,7 @@ Deno.test("config: a signalled workload's explicit lead must cover the grace + 1
 });
 
 Deno.test("config: run's explicit lead must cover its grace + 1 s too; its default grace fits a given lead", () => {
-  const run = {
-    leadDefault: SIGNAL_SENDER_LEAD_DEFAULT,
-    graceDefault: runGraceDefaultSeconds,
-  };
+  const run = { leadDefault: SIGNAL_SENDER_LEAD_DEFAULT };
   const p = problem(() =>
     loadConfig(env({ BERTH_ENFORCE_GRACE_SECONDS: "5" }), [
       "--enforce-lead-seconds=3",
