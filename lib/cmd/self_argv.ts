@@ -8,6 +8,7 @@
  *
  * @module
  */
+import { checkWrapperScript, type StateDir } from "../state/state_dir.ts";
 
 /** The checkout this module belongs to (the directory of deno.json and main.ts). */
 export const CHECKOUT_ROOT: string = decodeURIComponent(
@@ -60,6 +61,22 @@ export function denoRunArgv(
 /** The argv that runs `berth-acquire ...args` from checkout `root` under `deno run`. */
 export function checkoutArgv(root: string, args: string[]): string[] {
   return denoRunArgv(root, `${root}/main.ts`, args);
+}
+
+/**
+ * Installs `<state>/check` under `deno run`, where there is no executable to
+ * copy: a wrapper that runs checkout `root`'s `main.ts` with `deno`.
+ */
+export function installCheckWrapper(
+  state: StateDir,
+  root = CHECKOUT_ROOT,
+  deno = Deno.execPath(),
+): Promise<void> {
+  root = root.replace(/\/+$/, "");
+  const argv = denoRunArgv(root, `${root}/main.ts`, [], deno);
+  return state.installCheck({
+    script: new TextEncoder().encode(checkWrapperScript(argv)),
+  });
 }
 
 /** The argv that runs `berth-acquire ...args` the way this process runs. */
