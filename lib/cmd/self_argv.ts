@@ -10,10 +10,10 @@
  */
 import { checkWrapperScript, type StateDir } from "../state/state_dir.ts";
 
-/** The checkout this module belongs to (the directory of deno.json and main.ts). */
-export const CHECKOUT_ROOT: string = decodeURIComponent(
-  new URL("../..", import.meta.url).pathname,
-).replace(/\/+$/, "");
+/** The checkout this module belongs to (the directory of deno.json and main.ts): `import.meta` is built only when it is asked. */
+const checkoutRoot = () =>
+  decodeURIComponent(new URL("../..", import.meta.url).pathname)
+    .replace(/\/+$/, "");
 
 /**
  * The permission set in deno.json that the binary is compiled with and
@@ -69,7 +69,7 @@ export function checkoutArgv(root: string, args: string[]): string[] {
  */
 export function installCheckWrapper(
   state: StateDir,
-  root = CHECKOUT_ROOT,
+  root = checkoutRoot(),
   deno = Deno.execPath(),
 ): Promise<void> {
   root = root.replace(/\/+$/, "");
@@ -82,5 +82,5 @@ export function installCheckWrapper(
 /** The argv that runs `berth-acquire ...args` the way this process runs. */
 export function selfArgv(args: string[]): string[] {
   if (Deno.build.standalone) return [Deno.execPath(), ...args];
-  return checkoutArgv(CHECKOUT_ROOT, args);
+  return checkoutArgv(checkoutRoot(), args);
 }

@@ -98,9 +98,10 @@ export function fetchTransport(
       return await send(request, signal, true);
     }
     const header = (name: string) => res.headers.get(name);
-    // A length within the cap is read whole: a stream read per chunk costs
-    // every renewal more.
-    const known = Number(header("content-length") ?? NaN) <= MAX_RESPONSE_BYTES;
+    // A length within the cap is read whole (a stream read per chunk costs
+    // every renewal more), unless compressed: fetch decodes it, to any size.
+    const known = !header("content-encoding") &&
+      Number(header("content-length") ?? NaN) <= MAX_RESPONSE_BYTES;
     return await readAnswer(
       res.status,
       header,
