@@ -15,12 +15,7 @@ import { installCheckWrapper } from "./self_argv.ts";
 import { shutdownSignal } from "./signals.ts";
 import { clientFor, start, startupFailure } from "./startup.ts";
 
-/**
- * The probe's ELF rewrite, loaded only where it is used (a compiled binary
- * installs a rewritten copy of itself), through a variable, which `deno run`
- * does not read at start; `deno compile` embeds it as main.ts's
- * `install-check`.
- */
+/** The probe's ELF rewrite: imported only compiled, through a variable (docs/development.md). */
 const INSTALL_CHECK = "./install_check.ts";
 type InstallCheck = typeof import("./install_check.ts");
 
