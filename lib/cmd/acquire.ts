@@ -11,9 +11,13 @@ import type { LeaseClient } from "../lease/rpc.ts";
 import { GO_MESSAGES } from "../obs/go_messages.ts";
 import { systemClock } from "../state/clock.ts";
 import { prepareStateDir, StateDir } from "../state/state_dir.ts";
-import { installProbe } from "./install_check.ts";
+import { installCheckWrapper } from "./self_argv.ts";
 import { shutdownSignal } from "./signals.ts";
 import { clientFor, start, startupFailure } from "./startup.ts";
+
+/** The probe's ELF rewrite: imported only compiled, through a variable (docs/development.md). */
+const INSTALL_CHECK = "./install_check.ts";
+type InstallCheck = typeof import("./install_check.ts");
 
 const USAGE = `Usage: berth-acquire acquire [flags]
 
@@ -89,7 +93,11 @@ export async function main(args: string[]): Promise<number> {
         client,
         clock,
         logger,
-        installCheck: () => installProbe(state, logger),
+        installCheck: async () =>
+          Deno.build.standalone
+            ? (await import(INSTALL_CHECK) as InstallCheck)
+              .installProbe(state, logger)
+            : await installCheckWrapper(state),
       })
     ) {
       return startupFailure(

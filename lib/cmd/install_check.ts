@@ -18,12 +18,8 @@ import type { Logger } from "../obs/log.ts";
 import { ElfError } from "../probe/elf.ts";
 import { type InstalledFile, installPortableCheck } from "../probe/install.ts";
 import { RewriteError, STATE_DIR_MAX_BYTES } from "../probe/rewrite.ts";
-import {
-  checkWrapperScript,
-  ensureStateDir,
-  StateDir,
-} from "../state/state_dir.ts";
-import { CHECKOUT_ROOT, denoRunArgv } from "./self_argv.ts";
+import { ensureStateDir, StateDir } from "../state/state_dir.ts";
+import { installCheckWrapper } from "./self_argv.ts";
 
 const USAGE = `Usage: berth-acquire install-check [--from FILE] [STATE_DIR]
 
@@ -146,12 +142,7 @@ export async function installProbe(
 ): Promise<void> {
   const execPath = options.execPath ?? Deno.execPath();
   if (!(options.standalone ?? Deno.build.standalone)) {
-    const root = (options.repoRoot ?? CHECKOUT_ROOT).replace(/\/+$/, "");
-    const argv = denoRunArgv(root, `${root}/main.ts`, [], execPath);
-    await state.installCheck({
-      script: new TextEncoder().encode(checkWrapperScript(argv)),
-    });
-    return;
+    return await installCheckWrapper(state, options.repoRoot, execPath);
   }
   try {
     await installPortableCheck(state, execPath);

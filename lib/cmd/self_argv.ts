@@ -8,11 +8,12 @@
  *
  * @module
  */
+import { checkWrapperScript, type StateDir } from "../state/state_dir.ts";
 
-/** The checkout this module belongs to (the directory of deno.json and main.ts). */
-export const CHECKOUT_ROOT: string = decodeURIComponent(
-  new URL("../..", import.meta.url).pathname,
-).replace(/\/+$/, "");
+/** The checkout this module belongs to (the directory of deno.json and main.ts): `import.meta` is built only when it is asked. */
+const checkoutRoot = () =>
+  decodeURIComponent(new URL("../..", import.meta.url).pathname)
+    .replace(/\/+$/, "");
 
 /**
  * The permission set in deno.json that the binary is compiled with and
@@ -62,8 +63,24 @@ export function checkoutArgv(root: string, args: string[]): string[] {
   return denoRunArgv(root, `${root}/main.ts`, args);
 }
 
+/**
+ * Installs `<state>/check` under `deno run`, where there is no executable to
+ * copy: a wrapper that runs checkout `root`'s `main.ts` with `deno`.
+ */
+export function installCheckWrapper(
+  state: StateDir,
+  root = checkoutRoot(),
+  deno = Deno.execPath(),
+): Promise<void> {
+  root = root.replace(/\/+$/, "");
+  const argv = denoRunArgv(root, `${root}/main.ts`, [], deno);
+  return state.installCheck({
+    script: new TextEncoder().encode(checkWrapperScript(argv)),
+  });
+}
+
 /** The argv that runs `berth-acquire ...args` the way this process runs. */
 export function selfArgv(args: string[]): string[] {
   if (Deno.build.standalone) return [Deno.execPath(), ...args];
-  return checkoutArgv(CHECKOUT_ROOT, args);
+  return checkoutArgv(checkoutRoot(), args);
 }

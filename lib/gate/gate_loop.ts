@@ -15,7 +15,7 @@ import {
   reapOrphans,
   SpawnError,
 } from "./process_group.ts";
-import { SHUTDOWN_SIGNALS } from "../cmd/signals.ts";
+import { onSignals, SHUTDOWN_SIGNALS } from "../cmd/signals.ts";
 import { formatDurationMs } from "../config/duration.ts";
 import type { Logger } from "../obs/log.ts";
 import { type Clock, systemClock } from "../state/clock.ts";
@@ -130,7 +130,7 @@ export async function runGate(o: GateOptions): Promise<number> {
     );
   }
   let child: ProcessGroup | undefined;
-  let stopAsked = false;
+  let [stopAsked, killed] = [false, false];
   const cancel = new AbortController();
   // The deadlines of the last marker that passed while COMMAND ran.
   let known: MarkerDeadlines | undefined;
@@ -170,6 +170,18 @@ export async function runGate(o: GateOptions): Promise<number> {
       cancel.abort();
       return;
     }
+    if (name === "SIGINT" && stopAsked) {
+      // Ctrl-C again: the command's cleanup is not waited out.
+      if (!killed) {
+        killed = true;
+        logger.warn("signal received again; sending SIGKILL to the command", {
+          signal: name,
+          pgid: child.pid,
+        });
+        child.kill();
+      }
+      return;
+    }
     if (STOPPING.has(name)) stopAsked = true;
     const v = safeVerdict();
     if (v.kind !== "OK") {
@@ -184,11 +196,7 @@ export async function runGate(o: GateOptions): Promise<number> {
     });
     child.signal(name);
   };
-  const handlers = FORWARDED.map((name) => {
-    const h = () => onSignal(name);
-    Deno.addSignalListener(name, h);
-    return [name, h] as const;
-  });
+  const stopListening = onSignals(FORWARDED, onSignal);
   Deno.addSignalListener("SIGCHLD", orphans);
   try {
     for (;;) {
@@ -320,7 +328,7 @@ export async function runGate(o: GateOptions): Promise<number> {
       logger.info("waiting for the lease to run the command again");
     }
   } finally {
-    for (const [n, h] of handlers) Deno.removeSignalListener(n, h);
+    stopListening();
     Deno.removeSignalListener("SIGCHLD", orphans);
   }
 }

@@ -238,6 +238,17 @@ export class ProcessGroup {
   }
 
   /**
+   * SIGKILL to the group and its tree at once, not waiting out the grace (a
+   * second Ctrl-C): {@linkcode finished} waits for what is still dying,
+   * without a word.
+   */
+  kill(): void {
+    this.signal("SIGKILL");
+    this.#stopping ??= this.#waitEmpty(this.#o.clock.timeout(KILL_WAIT_MS))
+      .then(() => {});
+  }
+
+  /**
    * The leader's exit, once its group is empty: what it left behind is
    * stopped first, as it would work on without the lease. `explain` is told
    * such an exit and returns the stop's reason after logging it, or

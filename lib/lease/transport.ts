@@ -34,7 +34,7 @@ export type Transport = (r: WireRequest, s: AbortSignal) => Promise<Answer>;
 async function readAnswer(
   status: number,
   header: (name: string) => string | null | undefined,
-  body: AsyncIterable<Uint8Array> | Uint8Array[],
+  body: AsyncIterable<Uint8Array> | Promise<Uint8Array[]>,
 ): Promise<Answer> {
   const id = header("x-request-id");
   const requestId = id && /^[\x21-\x7e]{1,128}$/.test(id) ? id : undefined;
@@ -42,7 +42,7 @@ async function readAnswer(
   let text = "";
   let size = 0;
   try {
-    for await (const chunk of body) {
+    for await (const chunk of await body) {
       size += chunk.length;
       if (size > MAX_RESPONSE_BYTES) {
         const message = `response body exceeds ${
@@ -98,7 +98,15 @@ export function fetchTransport(
       return await send(request, signal, true);
     }
     const header = (name: string) => res.headers.get(name);
-    return await readAnswer(res.status, header, res.body ?? []);
+    // A length within the cap is read whole (a stream read per chunk costs
+    // every renewal more), unless compressed: fetch decodes it, to any size.
+    const known = !header("content-encoding") &&
+      Number(header("content-length") ?? NaN) <= MAX_RESPONSE_BYTES;
+    return await readAnswer(
+      res.status,
+      header,
+      known ? res.bytes().then((b) => [b]) : res.body ?? Promise.resolve([]),
+    );
   };
 }
 

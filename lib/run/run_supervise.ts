@@ -23,7 +23,11 @@ import type { RenewerStatus } from "../hold/lease.ts";
 import type { StateDir } from "../state/state_dir.ts";
 import { EXIT_GATE_CLOSED } from "../gate/gate_loop.ts";
 import type { LeaseKeeper } from "../cmd/lease_keeper.ts";
-import { SHUTDOWN_SIGNALS, type SignalSource } from "../cmd/signals.ts";
+import {
+  onSignals,
+  SHUTDOWN_SIGNALS,
+  type SignalSource,
+} from "../cmd/signals.ts";
 import { type AcquiredLease, acquireLease } from "../hold/acquire.ts";
 import type { LeaseClient } from "../lease/rpc.ts";
 
@@ -116,19 +120,19 @@ export async function acquireForRun(o: {
   return lease;
 }
 
-/** `run`'s stop signals: they end a wait (`cancelled`), or go to the running command. */
+/**
+ * `run`'s stop signals: they end a wait (`cancelled`), or go to the running
+ * command; a Ctrl-C once a stop was forwarded kills it.
+ */
 export class SignalRouter {
   #cancel = new AbortController();
   #target: ProcessGroup | undefined;
   #stopForwarded = false;
-  #handlers: [Deno.Signal, () => void][];
+  #killed = false;
+  dispose: () => void;
 
-  constructor(private logger: Logger, private source: SignalSource) {
-    this.#handlers = SHUTDOWN_SIGNALS.map((name) => {
-      const handler = () => this.#on(name);
-      source.addSignalListener(name, handler);
-      return [name, handler];
-    });
+  constructor(private logger: Logger, source: SignalSource) {
+    this.dispose = onSignals(SHUTDOWN_SIGNALS, (n) => this.#on(n), source);
   }
 
   get cancelled(): AbortSignal {
@@ -143,23 +147,33 @@ export class SignalRouter {
   /** Undefined: nothing runs. */
   forwardTo(target: ProcessGroup | undefined): void {
     if (target !== this.#target && target !== undefined) {
-      this.#stopForwarded = false;
+      this.#stopForwarded = this.#killed = false;
     }
     this.#target = target;
   }
 
-  dispose(): void {
-    for (const [n, h] of this.#handlers) this.source.removeSignalListener(n, h);
-  }
-
   #on(name: Deno.Signal): void {
-    if (this.#target) {
+    const target = this.#target;
+    if (target && name === "SIGINT" && this.#stopForwarded) {
+      // A person at the terminal asks again: the command's cleanup is not
+      // waited out.
+      if (this.#killed) return;
+      this.#killed = true;
+      this.logger.warn(
+        "signal received again; sending SIGKILL to the command",
+        {
+          signal: name,
+          pgid: target.pid,
+        },
+      );
+      target.kill();
+    } else if (target) {
       if (name !== "SIGHUP") this.#stopForwarded = true;
       this.logger.info("signal received; forwarding it to the command", {
         signal: name,
-        pgid: this.#target.pid,
+        pgid: target.pid,
       });
-      this.#target.signal(name);
+      target.signal(name);
     } else if (!this.#cancel.signal.aborted) {
       this.logger.info("signal received; shutting down", { signal: name });
       this.#cancel.abort(new DOMException(`received ${name}`, "AbortError"));

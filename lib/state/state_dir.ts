@@ -361,7 +361,8 @@ export class StateDir {
 export async function ensureStateDir(dir: string): Promise<void> {
   const fix = "set --state-dir / BERTH_STATE_DIR to a directory";
   try {
-    await Deno.mkdir(dir, { recursive: true, mode: 0o755 });
+    // Made, or a directory (a link to one) already: no error.
+    return await Deno.mkdir(dir, { recursive: true, mode: 0o755 });
   } catch (e) {
     if (!(e instanceof Deno.errors.AlreadyExists)) {
       throw new Error(

@@ -559,3 +559,24 @@ Deno.test("with BERTH_LOG_FORMAT=json a configuration error and an unknown-varia
   assert.equal(bad.code, 1);
   assert.equal(JSON.parse(bad.stderr.trim()).level, "ERROR", bad.stderr);
 });
+
+Deno.test("under deno run acquire reads no module of the probe's rewrite: it installs the wrapper", async () => {
+  // Deno's debug log names every module file it fetches; a configuration
+  // error ends acquire after its modules are loaded.
+  const root = new URL("../..", import.meta.url).pathname;
+  const out = await new Deno.Command(Deno.execPath(), {
+    args: ["run", "--log-level=debug", "-A", `${root}main.ts`, "acquire"],
+    clearEnv: true,
+    env: { PATH: Deno.env.get("PATH") ?? "/usr/bin:/bin", NO_COLOR: "1" },
+    stdout: "null",
+    stderr: "piped",
+  }).output();
+  const fetched = [
+    ...new TextDecoder().decode(out.stderr).matchAll(/specifier: (file:\S+)/g),
+  ].map((m) => m[1]);
+  assert.ok(fetched.some((m) => m.endsWith("/lib/cmd/startup.ts")));
+  assert.deepEqual(
+    fetched.filter((m) => /\/probe\/|install_check/.test(m)),
+    [],
+  );
+});

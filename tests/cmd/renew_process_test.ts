@@ -14,6 +14,7 @@
 import assert from "node:assert/strict";
 import { cliArgv, runCli, runExecutable } from "../support/cli.ts";
 import { type DevServer, startDevServer } from "../../lib/devserver/server.ts";
+import { PRESS_MS } from "../../lib/cmd/signals.ts";
 import {
   bootNowMs,
   HelperProcess,
@@ -411,36 +412,42 @@ Deno.test("SIGTERM releases the lease once the lead has passed and exits 0; the 
   );
 });
 
-Deno.test("a second SIGTERM during the release does not cut it short", async () => {
-  await using server = await startDevServer();
-  await using dir = await tempDir();
-  const { sidecar } = await startSidecar(server, env(server, dir.path));
-  await using _ = sidecar;
-  server.faults.hangAll(); // the release will hang until the fault is cleared
-  sidecar.kill("SIGTERM");
-  await waitFor(
-    () => server.faults.hanging > 0 && server.rpcCount("release") > 0,
-    {
-      timeoutMs: 10_000,
-      what: "the release request reaching the server",
-    },
-  );
-  sidecar.kill("SIGTERM");
-  await sidecar.waitForLine(/signal received again; still finishing/);
-  assert.equal(
-    sidecar.exited,
-    undefined,
-    "still running after the second signal",
-  );
-  server.faults.clear(); // the hung release is now served
-  const status = await sidecar.wait();
-  assert.equal(status.code, 0, sidecar.log);
-  assert.match(sidecar.log, /msg="released lease on shutdown"/);
-  assert.equal(
-    server.store.get("prod", "web")?.holder,
-    "",
-    "released on the server",
-  );
+Deno.test("a second SIGTERM, or Ctrl-C, during the release does not cut it short; one Ctrl-C (SIGINT twice under deno task) is said once", async () => {
+  for (const sig of ["SIGTERM", "SIGINT"] as const) {
+    await using server = await startDevServer();
+    await using dir = await tempDir();
+    const { sidecar } = await startSidecar(server, env(server, dir.path));
+    await using _ = sidecar;
+    server.faults.hangAll(); // the release will hang until the fault is cleared
+    const press = () => sig === "SIGINT" ? sidecar.ctrlC() : sidecar.kill(sig);
+    await press();
+    await waitFor(
+      () => server.faults.hanging > 0 && server.rpcCount("release") > 0,
+      {
+        timeoutMs: 10_000,
+        what: "the release request reaching the server",
+      },
+    );
+    await new Promise((r) => setTimeout(r, PRESS_MS));
+    await press();
+    await sidecar.waitForLine(/signal received again; still finishing/);
+    assert.equal(
+      sidecar.exited,
+      undefined,
+      "still running after the second signal",
+    );
+    server.faults.clear(); // the hung release is now served
+    const status = await sidecar.wait();
+    assert.equal(status.code, 0, sidecar.log);
+    assert.match(sidecar.log, /msg="released lease on shutdown"/);
+    const said = (re: RegExp) => sidecar.lines.filter((l) => re.test(l));
+    assert.equal(said(/signal received/).length, 2, sidecar.log);
+    assert.equal(
+      server.store.get("prod", "web")?.holder,
+      "",
+      "released on the server",
+    );
+  }
 });
 
 Deno.test("SIGTERM with release-on-shutdown=false exits 0 and keeps the lease", async () => {

@@ -9,6 +9,7 @@
  * @module
  */
 import assert from "node:assert/strict";
+import { PRESS_MS } from "../../lib/cmd/signals.ts";
 import { readBootMillis } from "../../lib/state/marker.ts";
 import { StateDir } from "../../lib/state/state_dir.ts";
 import { REPO_ROOT, runCli } from "../support/cli.ts";
@@ -425,6 +426,43 @@ Deno.test("gate: a SIGHUP forwarded while the verdict fails stops the command bu
   assert.match(starts(dir)[1], /^8 /);
   g.kill("SIGTERM");
   assert.equal((await g.wait()).code, 0);
+});
+
+Deno.test("gate: one Ctrl-C (SIGINT twice, as under deno task) is forwarded once; another sends SIGKILL, said once", async () => {
+  await using tmp = await tempDir("berth-gate-");
+  const dir = tmp.path;
+  await confirm(dir);
+  await using g = gate(
+    dir,
+    script(
+      dir,
+      `echo $$ > "$D/pid"
+trap 'echo INT >> "$D/got"' INT
+trap 'echo TERM >> "$D/got"' TERM
+while :; do sleep 0.05; done
+`,
+    ),
+  );
+  await waitFor(() => read(`${dir}/pid`), {
+    timeoutMs: BOUND_MS,
+    what: "the command to start",
+  });
+  const pid = Number(read(`${dir}/pid`));
+  await g.ctrlC();
+  await waitFor(() => read(`${dir}/got`) === "INT\n", {
+    timeoutMs: BOUND_MS,
+    what: "the command to get SIGINT",
+  });
+  await new Promise((r) => setTimeout(r, PRESS_MS));
+  const said = (re: RegExp) => g.lines.filter((l) => re.test(l)).length;
+  assert.equal(said(/forwarding it to the command/), 1, g.log);
+  assert.ok(alive(pid), "the command cleans up as it likes");
+  await g.ctrlC();
+  assert.equal((await g.wait(BOUND_MS)).code, 137, g.log);
+  assert.ok(!alive(pid));
+  assert.equal(said(/signal received again; sending SIGKILL/), 1, g.log);
+  assert.equal(said(/left processes|stopping the command/), 0, g.log);
+  assert.equal(read(`${dir}/got`), "INT\n");
 });
 
 Deno.test("gate: --grace 0s sends SIGKILL at once without saying the command outlived the grace; a grace it does outlive is said", async () => {

@@ -703,22 +703,32 @@ Deno.test("[fetch] a Content-Length repeated with the same value is one length",
   assert.equal(out.kind, "acquired", JSON.stringify(out));
 });
 
-Deno.test("[fetch] a gzip-compressed answer is read as the server meant it", async () => {
-  const body = new Uint8Array(
-    await new Response(
-      new Blob([JSON.stringify(GRANT)]).stream().pipeThrough(
-        new CompressionStream("gzip"),
-      ),
-    ).arrayBuffer(),
-  );
-  await using srv = await rawServer((socket) => {
-    socket.write(
-      `HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Length: ${body.length}\r\nConnection: close\r\n\r\n`,
+Deno.test("[fetch] a gzip-compressed answer is read as the server meant it, and its decoded size counts against the cap", async () => {
+  // The declared length is the compressed one: a small one may decode to any size.
+  const huge = `{"acquired":true,"pad":"${
+    "x".repeat(4 * MAX_RESPONSE_BYTES)
+  }"}`;
+  for (
+    const [text, kind] of [[JSON.stringify(GRANT), "acquired"], [
+      huge,
+      "bad-response",
+    ]]
+  ) {
+    const body = new Uint8Array(
+      await new Response(
+        new Blob([text]).stream().pipeThrough(new CompressionStream("gzip")),
+      ).arrayBuffer(),
     );
-    socket.end(body);
-  });
-  const out = await client(srv.url).acquire(HOLDER, 1, never());
-  assert.equal(out.kind, "acquired", JSON.stringify(out));
+    assert.ok(body.length < MAX_RESPONSE_BYTES);
+    await using srv = await rawServer((socket) => {
+      socket.write(
+        `HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Length: ${body.length}\r\nConnection: close\r\n\r\n`,
+      );
+      socket.end(body);
+    });
+    const out = await client(srv.url).acquire(HOLDER, 1, never());
+    assert.equal(out.kind, kind, JSON.stringify(out));
+  }
 });
 
 both("a 101 is a final answer, not an interim one to wait past", async () => {

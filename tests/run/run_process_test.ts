@@ -36,7 +36,7 @@ import {
   EXIT_CANNOT_EXECUTE,
   EXIT_COMMAND_NOT_FOUND,
 } from "../../lib/gate/process_group.ts";
-import type { SignalSource } from "../../lib/cmd/signals.ts";
+import { PRESS_MS, type SignalSource } from "../../lib/cmd/signals.ts";
 import { gatedLauncher } from "../../lib/run/launcher.ts";
 import { directLauncher } from "../support/direct_launcher.ts";
 import { StateDir } from "../../lib/state/state_dir.ts";
@@ -47,6 +47,7 @@ import { HelperProcess, tempDir, waitFor } from "../support/lease_env.ts";
 import { makeTestPki, opensslMissing } from "../support/tls.ts";
 
 const HOLDER = "prod/run-test";
+const delay = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const OTHER = "prod/other";
 /** The TTL of the CLI runs. */
 const TTL_SECONDS = 8;
@@ -471,11 +472,22 @@ wait $!
     timeoutMs: BOUND_MS,
     what: "the command to start",
   });
+  // A supervisor's SIGTERM, repeated, is forwarded each time and forces
+  // nothing.
+  run.kill("SIGTERM");
+  await delay(10);
   run.kill("SIGTERM");
   await waitFor(() => exists(`${d}/got-term`), {
     timeoutMs: BOUND_MS,
     what: "the command to get SIGTERM",
   });
+  await waitFor(
+    () => run.lines.filter((l) => /forwarding/.test(l)).length > 1,
+    {
+      timeoutMs: BOUND_MS,
+      what: "the second SIGTERM to be forwarded",
+    },
+  );
   // The command still runs: the lease must still be ours.
   assert.equal(server.store.get("prod", "fwd")?.holder, HOLDER);
   assert.equal(run.exited, undefined);
@@ -486,6 +498,52 @@ wait $!
   // Released: another holder gets it at once.
   const grant = server.store.acquire("prod", "fwd", OTHER, 10, Date.now());
   assert.equal(grant.acquired, true);
+});
+
+Deno.test("run: one Ctrl-C (SIGINT twice, as under deno task) is forwarded once; another sends SIGKILL, said once", async () => {
+  await using server = await startDevServer();
+  await using dir = await tempDir();
+  const d = dir.path;
+  await using run = new HelperProcess(
+    [
+      "run",
+      "--",
+      ...script(
+        d,
+        "stubborn",
+        `echo $$ >> "$D/pids"
+trap 'echo INT >> "$D/got"' INT
+trap 'echo TERM >> "$D/got"' TERM
+touch "$D/ready"
+while :; do sleep 0.05; done
+`,
+      ),
+    ],
+    runEnv(server, "ctrl-c"),
+  );
+  using _cleanup = cleanup(d);
+  await waitFor(() => exists(`${d}/ready`), {
+    timeoutMs: BOUND_MS,
+    what: "the command to start",
+  });
+  const pid = Number(read(`${d}/pids`));
+  await run.ctrlC();
+  await waitFor(() => read(`${d}/got`) === "INT\n", {
+    timeoutMs: BOUND_MS,
+    what: "the command to get SIGINT",
+  });
+  await delay(PRESS_MS);
+  const said = (re: RegExp) => run.lines.filter((l) => re.test(l)).length;
+  assert.equal(said(/forwarding it to the command/), 1, run.log);
+  assert.ok(!dead(pid), "the command cleans up as it likes");
+  await run.ctrlC();
+  const status = await run.wait(BOUND_MS);
+  assert.equal(status.code, 137, run.log);
+  assert.ok(dead(pid), "the command was killed");
+  assert.equal(said(/signal received again; sending SIGKILL/), 1, run.log);
+  assert.equal(said(/left processes|gate died|stopping the command/), 0);
+  assert.equal(read(`${d}/got`), "INT\n");
+  assert.equal(server.store.get("prod", "ctrl-c")?.holder, "");
 });
 
 Deno.test("run: SIGHUP is forwarded to the command, which decides what it means", async () => {

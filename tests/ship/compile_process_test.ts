@@ -299,11 +299,13 @@ Deno.test({
       const payload = new TextDecoder("latin1").decode(
         await Deno.readFile(bin),
       );
-      // main.ts, the on-demand modules and one that only a subcommand imports.
+      // main.ts, the on-demand modules and ones that only a subcommand
+      // imports: the probe's rewrite, which acquire loads only compiled.
       const modules = [
         `${ROOT}/main.ts`,
         ...ON_DEMAND_MODULES.map((m) => `${ROOT}/${m.replace(/^\.\//, "")}`),
         `${ROOT}/lib/devserver/store.ts`,
+        `${ROOT}/lib/probe/rewrite.ts`,
       ];
       for (const path of modules) {
         const line = await docLine(path);

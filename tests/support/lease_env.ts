@@ -245,6 +245,17 @@ export class HelperProcess implements AsyncDisposable {
     }
   }
 
+  /**
+   * One Ctrl-C as `deno task` passes it on: SIGINT twice, a few ms apart.
+   * Another press counts as one once `PRESS_MS` has passed since the process
+   * was seen to act on this one.
+   */
+  async ctrlC(): Promise<void> {
+    this.kill("SIGINT");
+    await new Promise((r) => setTimeout(r, 10));
+    this.kill("SIGINT");
+  }
+
   /** Sends `signal` to the process (no-op once it has exited). */
   kill(signal: Deno.Signal): void {
     if (this.exited) return;
