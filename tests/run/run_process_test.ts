@@ -902,7 +902,8 @@ Deno.test("run fence: run SIGKILLed -> its gate stops the whole command at once,
   await using dir = await tempDir();
   await using run = new HelperProcess(
     ["run", "--", ...script(dir.path, "loss", LOSS_SCRIPT)],
-    runEnv(server, "killed"),
+    // Its private state directory, which a SIGKILLed run cannot remove.
+    { ...runEnv(server, "killed"), TMPDIR: dir.path },
   );
   using _cleanup = cleanup(dir.path);
   await waitFor(() => exists(`${dir.path}/expires`), {
