@@ -130,7 +130,7 @@ export async function runGate(o: GateOptions): Promise<number> {
     );
   }
   let child: ProcessGroup | undefined;
-  let [stopAsked, killed] = [false, false];
+  let stopAsked = false;
   const cancel = new AbortController();
   // The deadlines of the last marker that passed while COMMAND ran.
   let known: MarkerDeadlines | undefined;
@@ -172,14 +172,7 @@ export async function runGate(o: GateOptions): Promise<number> {
     }
     if (name === "SIGINT" && stopAsked) {
       // Ctrl-C again: the command's cleanup is not waited out.
-      if (!killed) {
-        killed = true;
-        logger.warn("signal received again; sending SIGKILL to the command", {
-          signal: name,
-          pgid: child.pid,
-        });
-        child.kill();
-      }
+      child.kill(logger);
       return;
     }
     if (STOPPING.has(name)) stopAsked = true;

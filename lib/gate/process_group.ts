@@ -175,6 +175,7 @@ export class ProcessGroup {
   #leaderExit: Promise<ChildExit>;
   #stopReason: string | undefined;
   #stopping: Promise<void> | undefined;
+  #killed = false;
   #listFailureReported = false;
   #leaderExited = false;
 
@@ -238,14 +239,20 @@ export class ProcessGroup {
   }
 
   /**
-   * SIGKILL to the group and its tree at once, not waiting out the grace (a
-   * second Ctrl-C): {@linkcode finished} waits for what is still dying,
-   * without a word.
+   * Another Ctrl-C: SIGKILL to the group and its tree at once, not waiting
+   * out the grace, said once on `logger` (the caller's: under `run` the
+   * group's own is quieter); {@linkcode finished} waits for what is still
+   * dying.
    */
-  kill(): void {
+  kill(logger: Logger): void {
+    if (this.#killed) return;
+    this.#killed = true;
+    logger.warn("signal received again; sending SIGKILL to the command", {
+      signal: "SIGINT",
+      pgid: this.pid,
+    });
     this.signal("SIGKILL");
-    this.#stopping ??= this.#waitEmpty(this.#o.clock.timeout(KILL_WAIT_MS))
-      .then(() => {});
+    this.#stopping ??= this.#afterKill();
   }
 
   /**
@@ -292,8 +299,12 @@ export class ProcessGroup {
       });
     }
     if (this.signal("SIGKILL")) onStopSignal?.("SIGKILL");
-    if (await this.#waitEmpty(clock.timeout(KILL_WAIT_MS))) return;
-    logger.error(
+    return await this.#afterKill();
+  }
+
+  async #afterKill(): Promise<void> {
+    if (await this.#waitEmpty(this.#o.clock.timeout(KILL_WAIT_MS))) return;
+    this.#o.logger.error(
       "processes of the command survive SIGKILL (uninterruptible sleep?); carrying on without them",
       { pgid: this.pid, pids: this.#live().join(",") },
     );

@@ -128,7 +128,6 @@ export class SignalRouter {
   #cancel = new AbortController();
   #target: ProcessGroup | undefined;
   #stopForwarded = false;
-  #killed = false;
   dispose: () => void;
 
   constructor(private logger: Logger, source: SignalSource) {
@@ -147,7 +146,7 @@ export class SignalRouter {
   /** Undefined: nothing runs. */
   forwardTo(target: ProcessGroup | undefined): void {
     if (target !== this.#target && target !== undefined) {
-      this.#stopForwarded = this.#killed = false;
+      this.#stopForwarded = false;
     }
     this.#target = target;
   }
@@ -157,16 +156,7 @@ export class SignalRouter {
     if (target && name === "SIGINT" && this.#stopForwarded) {
       // A person at the terminal asks again: the command's cleanup is not
       // waited out.
-      if (this.#killed) return;
-      this.#killed = true;
-      this.logger.warn(
-        "signal received again; sending SIGKILL to the command",
-        {
-          signal: name,
-          pgid: target.pid,
-        },
-      );
-      target.kill();
+      target.kill(this.logger);
     } else if (target) {
       if (name !== "SIGHUP") this.#stopForwarded = true;
       this.logger.info("signal received; forwarding it to the command", {

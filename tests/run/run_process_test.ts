@@ -474,15 +474,19 @@ wait $!
   });
   // A supervisor's SIGTERM, repeated, is forwarded each time and forces
   // nothing.
+  const forwarded = () => run.lines.filter((l) => /forwarding/.test(l)).length;
   run.kill("SIGTERM");
-  await delay(10);
+  await waitFor(() => forwarded() === 1, {
+    timeoutMs: BOUND_MS,
+    what: "the first SIGTERM to be forwarded",
+  });
   run.kill("SIGTERM");
   await waitFor(() => exists(`${d}/got-term`), {
     timeoutMs: BOUND_MS,
     what: "the command to get SIGTERM",
   });
   await waitFor(
-    () => run.lines.filter((l) => /forwarding/.test(l)).length > 1,
+    () => forwarded() > 1,
     {
       timeoutMs: BOUND_MS,
       what: "the second SIGTERM to be forwarded",
