@@ -49,11 +49,12 @@ export async function main(args: string[]): Promise<number> {
   }
   const shutdown = shutdownSignal(logger);
   try {
-    const signals = [shutdown.signal];
-    if (config.acquireTimeoutMs) {
-      signals.push(clock.timeout(config.acquireTimeoutMs));
-    }
-    const signal = AbortSignal.any(signals);
+    const signal = config.acquireTimeoutMs
+      ? AbortSignal.any([
+        shutdown.signal,
+        clock.timeout(config.acquireTimeoutMs),
+      ])
+      : shutdown.signal;
     logger.info("acquiring lease", {
       mode: config.mode,
       ttl_seconds: config.ttlSeconds,

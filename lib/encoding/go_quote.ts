@@ -15,8 +15,10 @@ const ESCAPES: Record<string, string> = {
   '"': '\\"',
 };
 
-// unicode.IsPrint: no space but the ASCII one is printable.
-const PRINTABLE = /^[\p{L}\p{M}\p{N}\p{P}\p{S} ]$/u;
+// unicode.IsPrint: no space but the ASCII one is printable. Made at the
+// first quote: its Unicode classes are the dearest thing a start-up that never
+// quotes would build (docs/benchmarks.md).
+let printable: RegExp | undefined;
 
 /**
  * Quotes `s` as Go's `strconv.Quote` does; a lone surrogate becomes U+FFFD.
@@ -31,8 +33,9 @@ export function goQuote(s: string): string {
   for (const ch of s.toWellFormed()) {
     const cp = ch.codePointAt(0)!;
     if (ESCAPES[ch] !== undefined) out += ESCAPES[ch];
-    else if (PRINTABLE.test(ch)) out += ch;
-    else if (cp < 0x80) out += `\\x${cp.toString(16).padStart(2, "0")}`;
+    else if ((printable ??= /^[\p{L}\p{M}\p{N}\p{P}\p{S} ]$/u).test(ch)) {
+      out += ch;
+    } else if (cp < 0x80) out += `\\x${cp.toString(16).padStart(2, "0")}`;
     else if (cp < 0x10000) out += `\\u${cp.toString(16).padStart(4, "0")}`;
     else out += `\\U${cp.toString(16).padStart(8, "0")}`;
   }

@@ -207,7 +207,7 @@ function chooseRoute(
     );
   }
   return withNodeFallback(
-    fetchTransport(target, caCerts),
+    fetchTransport(target, caCerts, proxy),
     () => nodeTransport(target, { caCerts }),
     target,
     proxy,

@@ -34,41 +34,47 @@ export type Transport = (r: WireRequest, s: AbortSignal) => Promise<Answer>;
 async function readAnswer(
   status: number,
   header: (name: string) => string | null | undefined,
-  body: AsyncIterable<Uint8Array> | Promise<Uint8Array[]>,
+  body: AsyncIterable<Uint8Array> | Promise<string>,
 ): Promise<Answer> {
   const id = header("x-request-id");
   const requestId = id && /^[\x21-\x7e]{1,128}$/.test(id) ? id : undefined;
-  const decoder = new TextDecoder();
   let text = "";
-  let size = 0;
   try {
-    for await (const chunk of await body) {
-      size += chunk.length;
-      if (size > MAX_RESPONSE_BYTES) {
-        const message = `response body exceeds ${
-          MAX_RESPONSE_BYTES / 1024
-        } KiB; is --api-server pointing at the Berth API server?`;
-        return { kind: "bad-response", status, message, requestId };
+    if (body instanceof Promise) {
+      text = await body;
+    } else {
+      const decoder = new TextDecoder();
+      let size = 0;
+      for await (const chunk of body) {
+        size += chunk.length;
+        if (size > MAX_RESPONSE_BYTES) {
+          const message = `response body exceeds ${
+            MAX_RESPONSE_BYTES / 1024
+          } KiB; is --api-server pointing at the Berth API server?`;
+          return { kind: "bad-response", status, message, requestId };
+        }
+        text += decoder.decode(chunk, { stream: true });
       }
-      text += decoder.decode(chunk, { stream: true });
+      text += decoder.decode();
     }
   } catch (e) {
     return classifyError(e);
   }
   const location = header("location") ?? undefined;
-  return { status, body: text + decoder.decode(), requestId, location };
+  return { status, body: text, requestId, location };
 }
 
 /**
- * A {@linkcode Transport} over `fetch` with one `Deno.HttpClient`: the trust
- * store (`caCerts` beside the root stores) built once, the connection kept
- * alive between renewals, the proxy variables read by Deno.
+ * A {@linkcode Transport} over `fetch`, the connection kept alive between
+ * renewals. With `caCerts` (trusted beside the root stores) or a `proxy`
+ * variable set, its own `Deno.HttpClient`, built once, reading the proxy
+ * variables now; else the process's client, which costs start-up less.
  *
  * @example
  * ```ts
  * import assert from "node:assert/strict";
  * import { parseApiServer } from "./wire.ts";
- * const send = fetchTransport(parseApiServer("http://127.0.0.1:1"), undefined); // a bad port of the fetch standard
+ * const send = fetchTransport(parseApiServer("http://127.0.0.1:1"), undefined, undefined); // a bad port of the fetch standard
  * assert.deepEqual(await send({ path: "/", headers: {}, body: "" }, AbortSignal.timeout(5_000)), {
  *   error: "blocked-port", detail: "Fetch failed: Requests to port 1 are blocked" });
  * ```
@@ -76,8 +82,11 @@ async function readAnswer(
 export function fetchTransport(
   target: Target,
   caCerts: string[] | undefined,
+  proxy: string | undefined,
 ): Transport {
-  const client = Deno.createHttpClient(caCerts ? { caCerts } : {});
+  const client = caCerts || proxy
+    ? Deno.createHttpClient(caCerts ? { caCerts } : {})
+    : undefined;
   return async function send(request, signal, retried = false) {
     let res: Response;
     try {
@@ -105,7 +114,7 @@ export function fetchTransport(
     return await readAnswer(
       res.status,
       header,
-      known ? res.bytes().then((b) => [b]) : res.body ?? Promise.resolve([]),
+      known || !res.body ? res.text() : res.body,
     );
   };
 }

@@ -118,16 +118,7 @@ export function readSmallFileNoFollow(
  * ```
  */
 export function readBootMillis(): number {
-  // Read as the marker was: fewer of the runtime's code paths on its start.
-  const buf = new Uint8Array(128);
-  const file = Deno.openSync("/proc/uptime");
-  let n: number;
-  try {
-    n = file.readSync(buf) ?? 0;
-  } finally {
-    file.close();
-  }
-  const text = decodeSmallText(buf.subarray(0, n));
+  const text = Deno.readTextFileSync("/proc/uptime");
   const field = text.split(/[ \n]/, 1)[0];
   // Number("") is 0: an empty file must not read as "just booted".
   if (!/^\d+(?:\.\d+)?$/.test(field)) {

@@ -32,6 +32,20 @@ Deno.test("the forms the webhook writes, and Go's other spellings", () => {
   for (const [input, ms] of cases) assert.equal(parse(input), ms, input);
 });
 
+Deno.test("a whole number of one unit reads the same on both sides of the six digits the short way takes", () => {
+  const cases: [string, number][] = [
+    ["999999h", 3_599_996_400_000],
+    ["1000000h", 3_600_000_000_000],
+    ["999999m", 59_999_940_000],
+    ["0001000m", 60_000_000],
+    ["999999ms", 999_999],
+    ["1000000ms", 1_000_000],
+    ["007s", 7_000],
+    ["2562047h", 9_223_369_200_000],
+  ];
+  for (const [input, ms] of cases) assert.equal(parse(input), ms, input);
+});
+
 Deno.test("below a millisecond rounds up, so a bound is never shortened", () => {
   const cases: [string, number][] = [
     ["1ns", 1],

@@ -446,7 +446,7 @@ Deno.test({
       );
       match(
         await probe(undefined, 1e15),
-        /^health marker indeterminate: No such file or directory \(os error 2\): open '\/proc\/uptime'\n$/,
+        /^health marker indeterminate: No such file or directory \(os error 2\): readfile '\/proc\/uptime'\n$/,
       );
     } finally {
       await Deno.remove(dir, { recursive: true });
