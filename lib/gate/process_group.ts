@@ -347,41 +347,49 @@ export class ProcessGroup {
     }
   }
 
-  /** Sends `signal` to the whole group (a forwarded SIGHUP, say); false when it is already gone. */
+  /**
+   * Sends `signal` to the whole group (a forwarded SIGHUP, say), then to the
+   * descendants outside it listed before: the group first, so that under
+   * `run` a SIGKILLed gate never sees its command die and reports it as a
+   * command that left processes behind. False when all were already gone.
+   */
   signal(signal: Deno.Signal): boolean {
     const d = this.#o.descendants;
-    let sent = false;
+    let outside: number[] = [];
     if (
       d === "all" ||
       (d && (this.#leaderExited || signal === "SIGKILL" ||
         signal === "SIGCONT"))
     ) {
-      let outside: number[] = [];
       try {
         outside = this.#tree(readProcTable()).outside;
       } catch {
         // no procfs: the group alone
       }
-      for (const pid of outside) {
-        try {
-          Deno.kill(pid, signal);
-          sent = true;
-        } catch {
-          // exited meanwhile
-        }
-      }
     }
+    let sent = false;
+    let failed = false;
     try {
       Deno.kill(-this.pid, signal);
-      return true;
+      sent = true;
     } catch (e) {
-      if (e instanceof Deno.errors.NotFound) return sent;
-      this.#o.logger.error("cannot signal the command's process group", {
-        pgid: this.pid,
-        signal,
-        error: e,
-      });
-      return false;
+      if (!(e instanceof Deno.errors.NotFound)) {
+        failed = true;
+        this.#o.logger.error("cannot signal the command's process group", {
+          pgid: this.pid,
+          signal,
+          error: e,
+        });
+      }
     }
+    for (const pid of outside) {
+      try {
+        Deno.kill(pid, signal);
+        sent = true;
+      } catch {
+        // exited meanwhile
+      }
+    }
+    return sent && !failed;
   }
 }

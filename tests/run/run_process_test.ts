@@ -545,7 +545,11 @@ while :; do sleep 0.05; done
   assert.equal(status.code, 137, run.log);
   assert.ok(dead(pid), "the command was killed");
   assert.equal(said(/signal received again; sending SIGKILL/), 1, run.log);
-  assert.equal(said(/left processes|gate died|stopping the command/), 0);
+  assert.equal(
+    said(/left processes|gate died|stopping the command/),
+    0,
+    run.log,
+  );
   assert.equal(read(`${d}/got`), "INT\n");
   assert.equal(server.store.get("prod", "ctrl-c")?.holder, "");
 });
