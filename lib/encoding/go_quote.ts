@@ -16,8 +16,7 @@ const ESCAPES: Record<string, string> = {
 };
 
 // unicode.IsPrint: no space but the ASCII one is printable. Made at the
-// first quote: its Unicode classes are the dearest thing a start-up that never
-// quotes would build (docs/benchmarks.md).
+// first quote: its Unicode classes would cost every start (docs/benchmarks.md).
 let printable: RegExp | undefined;
 
 /**
