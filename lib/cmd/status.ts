@@ -73,7 +73,8 @@ function describeLeft(left: TimeLeft | undefined, s: StateSnapshot): string {
     const found = {
       "no-deadlines":
         "a marker of this helper without deadlines, as in startup-gate mode",
-      empty: "an empty marker, as the Go helper writes it",
+      "go-helper": "the Go helper's marker (ok)",
+      empty: "an empty marker",
       unrecognised: "content this helper does not recognise as a marker",
     }[s.marker.content as string] ?? "no deadlines";
     return `not in the marker (${found}: judged by its age alone)`;

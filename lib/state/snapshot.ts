@@ -26,8 +26,14 @@ export interface MarkerSnapshot {
   path: string;
   verdict: Verdict;
   ageMs?: number;
-  /** Ours with deadlines, ours without (startup-gate), empty (as the Go helper writes it), or anything else. */
-  content?: "deadlines" | "no-deadlines" | "empty" | "unrecognised";
+  /** Ours with deadlines, ours malformed, ours without (startup-gate), the Go helper's (`ok`), empty, or anything else. */
+  content?:
+    | "deadlines"
+    | "malformed"
+    | "no-deadlines"
+    | "go-helper"
+    | "empty"
+    | "unrecognised";
   deadlines?: MarkerDeadlines;
 }
 
@@ -104,20 +110,23 @@ export function readSnapshot(
     } catch {
       // Removed since: the age is unknown.
     }
-    try {
-      marker.deadlines = parseMarker(obs.content ?? "");
-    } catch {
-      // Malformed: the verdict says so.
-    }
     const text = obs.content;
     if (text !== null) {
-      marker.content = marker.deadlines
-        ? "deadlines"
-        : text.startsWith(HEADER + "\n")
-        ? "no-deadlines"
-        : text === ""
-        ? "empty"
-        : "unrecognised";
+      try {
+        marker.deadlines = parseMarker(text);
+        marker.content = marker.deadlines
+          ? "deadlines"
+          : text.startsWith(HEADER + "\n")
+          ? "no-deadlines"
+          : text === "ok\n"
+          ? "go-helper"
+          : text === ""
+          ? "empty"
+          : "unrecognised";
+      } catch {
+        // The verdict (Indeterminate) says what is wrong with it.
+        marker.content = "malformed";
+      }
     }
   }
   const d = marker.deadlines;

@@ -175,7 +175,8 @@ Deno.test("passed deadlines, a marker without deadlines, unreadable files: said,
 
   // What was found is said, never guessed: each judged by its age alone.
   const found: [string | Uint8Array, RegExp, string][] = [
-    ["", /an empty marker, as the Go helper writes it/, "empty"],
+    ["ok\n", /the Go helper's marker \(ok\)/, "go-helper"],
+    ["", /an empty marker:/, "empty"],
     [
       new Uint8Array([0, 0xff, 0xfe]),
       /content this helper does not recognise/,
@@ -203,6 +204,19 @@ Deno.test("passed deadlines, a marker without deadlines, unreadable files: said,
     });
     assert.equal(JSON.parse(j.stdout).marker.content, kind);
   }
+  // Ours, but malformed: no deadline to show, and the verdict says why.
+  await Deno.writeTextFile(
+    `${dir.path}/healthy`,
+    "berth-acquire health marker v1\ngarbage\n",
+  );
+  const bad = await runCli(["status", dir.path, "--json"], {
+    env: {},
+    signal: BOUND(),
+  });
+  assert.equal(bad.code, 1);
+  const badJson = JSON.parse(bad.stdout);
+  assert.equal(badJson.marker.content, "malformed");
+  assert.equal(badJson.marker.verdict, "Indeterminate");
   await Deno.writeTextFile(`${dir.path}/healthy`, "");
   const j = await runCli(["status", dir.path, "--json"], {
     env: {},
