@@ -271,6 +271,14 @@ export class StateDir {
     let filled = false;
     try {
       for (; i < files.length; i++) await files[i].fill(tmps[i]);
+      // A directory in a target's place would fail its rename after the
+      // ones before it: found first, so a failed set renames nothing.
+      for (i = 0; i < files.length; i++) {
+        const target = await Deno.lstat(this.path(files[i].name)).catch(
+          () => {},
+        );
+        if (target?.isDirectory) throw new Deno.errors.IsADirectory();
+      }
       filled = true;
       for (i = 0; i < files.length; i++) {
         await Deno.rename(tmps[i], this.path(files[i].name));

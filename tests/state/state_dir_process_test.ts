@@ -324,6 +324,27 @@ Deno.test("a failed write leaves no temp file and names the target", async () =>
   });
 });
 
+Deno.test("a set of files with a directory in one's place installs none of them", async () => {
+  await withState(async (s, dir) => {
+    Deno.mkdirSync(`${dir}/check`);
+    const fill = (text: string) => (tmp: string) =>
+      Deno.writeTextFile(tmp, text);
+    await rejects(
+      s.installFiles([
+        { name: "ld.so", fill: fill("loader") },
+        { name: "check", fill: fill("probe") },
+      ]),
+      (e) => {
+        ok(e instanceof StateFileError);
+        equal(e.path, `${dir}/check`);
+        match(e.message, /a directory is in its place/);
+        return true;
+      },
+    );
+    deepEqual(names(dir), ["check"]);
+  });
+});
+
 const strace = await new Deno.Command("strace", { args: ["-V"] }).output()
   .then((o) => o.success, () => false);
 if (!strace) {
