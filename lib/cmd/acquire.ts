@@ -23,10 +23,10 @@ const USAGE = `Usage: berth-acquire acquire [flags]
 
 Init container: blocks until the lease is acquired (retrying errors and
 waiting while another holder has it), then writes holder, token and the
-health marker to the state directory (created with mode 0755 when it is
-missing), installs the probe there as "check" (with its loader and libraries,
-so it runs in any main image; see "berth-acquire install-check --help"), and
-exits 0. Exits 1 on a configuration error, on --acquire-timeout, or when
+health marker to the state directory (created with mode 0755 less the umask
+when it is missing), installs the probe there as "check" (with its loader and
+libraries, so it runs in any main image; see "berth-acquire install-check
+--help"), and exits 0. Exits 1 on a configuration error, on --acquire-timeout, or when
 stopped by SIGTERM, SIGINT, SIGHUP or SIGQUIT before the lease was acquired.
 `;
 

@@ -81,7 +81,8 @@ export const CONFIG_FLAG_KINDS = {
 } as const satisfies Record<string, FlagDef["kind"]>;
 
 // A flag or a stray word is echoed only when shaped like one (or a path), and
-// not right after a flag given an empty value: it may be a key.
+// not right after a flag given an empty value or after the key's value: it
+// may be a key, or the rest of one that held a space.
 const FLAG_SHAPE = /^-+[a-z][a-z0-9-]{0,63}$/;
 const WORD_SHAPE = /^[A-Za-z0-9./][A-Za-z0-9._\/-]{0,63}$/;
 const SEE_HELP = "; run with --help for the list";
@@ -166,7 +167,13 @@ export function usageLine(subcommand: string, message: string): string {
 }
 
 // What the word before was, for the message about a stray word.
-const NO_FLAG = { name: "", boolean: false, empty: false, dash: false };
+const NO_FLAG = {
+  name: "",
+  boolean: false,
+  empty: false,
+  dash: false,
+  secret: false,
+};
 
 /**
  * Parses a subcommand's arguments (booleans as text: read them with
@@ -256,6 +263,7 @@ export function parseArgv(args: readonly string[], spec: ArgvSpec): Argv {
         boolean: kind === "boolean",
         empty: value === "",
         dash: eq < 0 && value === "--",
+        secret: (name ?? given) === "api-key",
       };
     }
     return out;
@@ -271,7 +279,7 @@ function unexpectedArgument(
   previous: typeof NO_FLAG,
   spec: ArgvSpec,
 ): UsageError {
-  const shown = !previous.empty && WORD_SHAPE.test(word)
+  const shown = !previous.empty && !previous.secret && WORD_SHAPE.test(word)
     ? ` ${JSON.stringify(word)}`
     : ` ${index + 1} (not shown: it may hold a secret)`;
   const flag = previous.name;

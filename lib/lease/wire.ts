@@ -263,8 +263,11 @@ function bad(
 /** A short, single-line, printable, redacted piece of server text. */
 function excerpt(text: string, ctx: AnswerContext): string {
   const clean = ctx.redact?.(text) ?? text;
-  // deno-lint-ignore no-control-regex
-  const flat = clean.replace(/[\x00-\x1f\x7f]+/g, " ").trim();
+  // Controls, line separators and format characters (a bidi override could
+  // reorder the line it lands in) become one space.
+  const flat = clean
+    // deno-lint-ignore no-control-regex
+    .replace(/[\x00-\x1f\x7f-\x9f\u2028\u2029\p{Cf}]+/gu, " ").trim();
   if (flat === "") return "(empty body)";
   return flat.length > 200 ? `${flat.slice(0, 200)}...` : flat;
 }

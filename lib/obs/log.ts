@@ -6,6 +6,8 @@
  * @module
  */
 
+import { goQuote } from "./go_quote.ts";
+
 /** The two output shapes; `text` is the default. */
 export type LogFormat = "text" | "json";
 
@@ -127,7 +129,9 @@ function plain(value: unknown): unknown {
     : value;
 }
 
-// Quoted as slog quotes: when empty or holding a space, `=`, `"` or a control.
+// Quoted as slog quotes (with `strconv.Quote`): when empty or holding a
+// space, `=`, `"`, an ASCII control, or a character Go does not print, so a
+// bidi override in a holder or in server text cannot reorder the line.
 function textValue(value: unknown): string {
   const v = plain(value);
   const s = typeof v === "string"
@@ -135,8 +139,12 @@ function textValue(value: unknown): string {
     : typeof v === "object" && v !== null
     ? JSON.stringify(v)
     : String(v);
-  // deno-lint-ignore no-control-regex
-  return s === "" || /[\s="\\\x00-\x1f\x7f]/u.test(s) ? JSON.stringify(s) : s;
+  const quote = s === "" ||
+    // deno-lint-ignore no-control-regex
+    /[ ="\x00-\x1f\x7f]/.test(s) ||
+    (/[\u0080-\uffff]/.test(s) &&
+      [...s].some((ch) => ch > "\x7f" && goQuote(ch).length !== ch.length + 2));
+  return quote ? goQuote(s) : s;
 }
 
 /**

@@ -502,6 +502,20 @@ Deno.test("config: flag syntax", () => {
     problem(() => loadConfig(env(), ["--api-key=", "s3cr3t"])),
     /s3cr3t/,
   );
+  // Nor the rest of a key that held a space, in either form.
+  const rest: [string[], string][] = [
+    [
+      ["--api-key", "kid-1", "s3cr3t"],
+      "3 (not shown: it may hold a secret) after --api-key",
+    ],
+    [["--api-key=kid-1", "s3cr3t"], "2 (not shown: it may hold a secret)"],
+  ];
+  for (const [args, shown] of rest) {
+    assert.equal(
+      problem(() => loadConfig(env(), args)),
+      `unexpected argument ${shown}: this subcommand takes flags only (--name=value)`,
+    );
+  }
   // A misspelled flag is answered with the nearest one, not the whole list.
   assert.equal(
     problem(() => loadConfig(env(), ["--lease-nmae=x"])),

@@ -198,6 +198,14 @@ Deno.test("a redirect names its Location; secrets are redacted before the excerp
   assert.ok(!JSON.stringify(cut).includes("kkkk"), JSON.stringify(cut));
 });
 
+Deno.test("server text is one printable line: controls, separators and bidi overrides become a space", () => {
+  const out = grantOutcome(
+    { status: 500, body: "internal\x1b[31m error\u202e\u0085x\u2028y\n" },
+    CTX,
+  );
+  assert.equal((out as { message: string }).message, "internal [31m error x y");
+});
+
 Deno.test("400, 401, 403 and 404 say what to do and are persistent; others are not", () => {
   const f = (status: number, message = "m"): LeaseFailure => ({
     kind: "server-error",
