@@ -32,6 +32,7 @@ export function goQuote(s: string): string {
   for (const ch of s.toWellFormed()) {
     const cp = ch.codePointAt(0)!;
     if (ESCAPES[ch] !== undefined) out += ESCAPES[ch];
+    else if (cp >= 0x20 && cp < 0x7f) out += ch; // ASCII: no class to make
     else if ((printable ??= /^[\p{L}\p{M}\p{N}\p{P}\p{S} ]$/u).test(ch)) {
       out += ch;
     } else if (cp < 0x80) out += `\\x${cp.toString(16).padStart(2, "0")}`;
