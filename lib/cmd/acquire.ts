@@ -27,8 +27,7 @@ health marker to the state directory (created with mode 0755 less the umask
 when it is missing), installs the probe there as "check" (with its loader and
 libraries, so it runs in any main image; see "berth-acquire install-check
 --help"), and exits 0. Exits 1 on a configuration error, on --acquire-timeout,
-or when stopped by SIGTERM, SIGINT, SIGHUP or SIGQUIT before the lease was
-acquired.
+or on SIGTERM, SIGINT, SIGHUP or SIGQUIT before the lease was acquired.
 `;
 
 /** `berth-acquire acquire`: see the usage text. Returns the exit code. */
