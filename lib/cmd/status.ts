@@ -22,9 +22,9 @@ import {
   type StateSnapshot,
   type TimeLeft,
 } from "../state/snapshot.ts";
+import { WEBHOOK_PROBE_MAX_AGE_MS } from "../state/marker.ts";
 
-/** The webhook's probe has `--max-age 30s`; the view judges the same way. */
-const DEFAULT_MAX_AGE = "30s";
+const DEFAULT_MAX_AGE = formatDurationMs(WEBHOOK_PROBE_MAX_AGE_MS);
 
 const USAGE =
   `Usage: berth-acquire status [STATE_DIR | --runs] [--json] [--max-age DURATION]

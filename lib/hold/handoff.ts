@@ -105,10 +105,10 @@ export async function writeHandoff(o: WriteHandoffOptions): Promise<boolean> {
   return false;
 }
 
-/** What the init container handed over; `leftMs` when its marker can be trusted. */
+/** What the init container handed over; `leftMs` and the marker's deadlines when it can be trusted. */
 export type Handoff =
   | { kind: "none"; reason: string }
-  | { kind: "lease"; token: number; leftMs?: number };
+  | { kind: "lease"; token: number; leftMs?: number; marker?: MarkerDeadlines };
 
 const NO_HANDOFF = "no lease handed over by the init container; acquiring";
 
@@ -164,8 +164,10 @@ export function readHandoff(
       m.leaseDeadlineBootMs - clock.bootNow(),
       (m.leaseDeadlineWallMs ?? Infinity) - clock.wallNow(),
     );
-    const trusted = left && left > 0 && left <= p.ttlSeconds * 1000;
-    return { kind: "lease", token, leftMs: trusted ? left : undefined };
+    if (!left || left <= 0 || left > p.ttlSeconds * 1000) {
+      return { kind: "lease", token };
+    }
+    return { kind: "lease", token, leftMs: left, marker: m };
   } catch (error) {
     logger.warn(
       "cannot read the health marker's deadline; confirming the lease first",

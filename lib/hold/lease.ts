@@ -13,7 +13,10 @@ import { bounded, type Clock } from "../state/clock.ts";
 import type { Enforcer, StopEvidence } from "../enforce/enforcer.ts";
 import { describeFailure, type LeaseClient } from "../lease/rpc.ts";
 import type { Logger } from "../obs/log.ts";
-import type { MarkerDeadlines } from "../state/marker.ts";
+import {
+  type MarkerDeadlines,
+  WEBHOOK_PROBE_MAX_AGE_MS,
+} from "../state/marker.ts";
 
 /** What the acquire loop and the renewer work with (validated by the configuration). */
 export interface LeaseParams {
@@ -44,6 +47,14 @@ export interface RenewerObserver {
   changed?(status: RenewerStatus): void;
   reacquired?(token: number): void;
 }
+
+/**
+ * How often an open permission's marker is rewritten with its deadlines when
+ * no renewal did: a heartbeat as long as the probe's `--max-age` (TTL/3 from a
+ * 90 s TTL up), or renewals failing within the lease's time, must not make
+ * the probe call a live sidecar dead.
+ */
+export const MARKER_REFRESH_MS = WEBHOOK_PROBE_MAX_AGE_MS / 3;
 
 /**
  * The deadlines the health marker carries for a lease `leftMs` from now,

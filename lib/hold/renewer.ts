@@ -19,6 +19,7 @@ import type { Enforcer } from "../enforce/enforcer.ts";
 import { GO_MESSAGES as GO } from "../obs/go_messages.ts";
 import {
   type LeaseParams,
+  MARKER_REFRESH_MS,
   markerDeadlines,
   releaseWhenSafe,
   type RenewerObserver,
@@ -27,6 +28,7 @@ import {
 } from "./lease.ts";
 import { persistHandoff, readHandoff, type RenewerStore } from "./handoff.ts";
 import { openMarker, reportPersistFailure, reportRenewal } from "./report.ts";
+import type { MarkerDeadlines } from "../state/marker.ts";
 
 /** Options for {@linkcode Renewer}. */
 export interface RenewerOptions extends LeaseParams {
@@ -51,6 +53,9 @@ export class Renewer {
   #applying = Promise.resolve();
   #unapplied = 0;
   #marker = { failing: false };
+  /** The open permission's marker, written again at `#refreshAt` unless a renewal is first. */
+  #shown: MarkerDeadlines | undefined;
+  #refreshAt = Infinity;
   #cancelTimer: (() => void) | undefined;
   #running = false;
   #saved = { holder: false, token: 0 };
@@ -153,8 +158,10 @@ export class Renewer {
         "confirming the handed-over lease before the workload may run",
       );
     }
-    // The marker handed over lets the workload run already: the enforcer is not told.
+    // The marker handed over lets the workload run already; it is rewritten
+    // at once, as it may be as old as the sidecar's restart.
     this.#open = this.#held = true;
+    this.#show(h.marker!);
     logger.info(
       "adopted the lease; the workload keeps running while it is confirmed",
       { fencing_token: h.token, deadline_in_ms: Math.round(h.leftMs!) },
@@ -290,10 +297,7 @@ export class Renewer {
       });
     }
     this.#open = this.#held = true;
-    this.#apply(
-      (e) => openMarker(e, marker, logger, this.#marker),
-      GO.enforcerReleaseFailed,
-    );
+    this.#show(marker);
     this.#arm();
     this.#changed();
   }
@@ -322,6 +326,16 @@ export class Renewer {
     this.#changed();
   }
 
+  /** Queues writing the marker of the open permission. */
+  #show(marker: MarkerDeadlines): void {
+    this.#shown = marker;
+    this.#refreshAt = this.#p.clock.now() + MARKER_REFRESH_MS;
+    this.#apply(
+      (e) => openMarker(e, marker, this.#p.logger, this.#marker),
+      GO.enforcerReleaseFailed,
+    );
+  }
+
   /** Queues one decision behind the earlier ones; a failure is logged, never thrown. */
   #apply(action: (e: Enforcer) => Promise<void>, failure: string): void {
     this.#unapplied++;
@@ -330,14 +344,15 @@ export class Renewer {
       .finally(() => void this.#unapplied--);
   }
 
-  /** (Re-)arms the one timer that closes the open permission at deadline minus lead; none outside `run`. */
+  /** (Re-)arms the one timer of the open permission: it closes it at deadline minus lead, and rewrites its marker until then; none outside `run`. */
   #arm(): void {
     this.#cancelTimer?.();
     this.#cancelTimer = undefined;
     if (!this.#running || this.#closeIfDue() || !this.#open) return;
-    const closesAt = this.status().permissionClosesAt!;
     const { clock } = this.#p;
-    this.#cancelTimer = clock.after(closesAt - clock.now(), () => this.#arm());
+    if (clock.now() >= this.#refreshAt) this.#show(this.#shown!);
+    const at = Math.min(this.#refreshAt, this.status().permissionClosesAt!);
+    this.#cancelTimer = clock.after(at - clock.now(), () => this.#arm());
   }
 
   /** Closes the open permission once its closing time has come; says whether it did. */

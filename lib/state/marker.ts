@@ -191,6 +191,9 @@ export function parseMarker(text: string): MarkerDeadlines | undefined {
   return d as MarkerDeadlines;
 }
 
+/** The webhook's probe argv has `--max-age 30s`: `status` judges so, the sidecar refreshes within it. */
+export const WEBHOOK_PROBE_MAX_AGE_MS = 30_000;
+
 /** The largest marker read; ours is under 100 bytes. */
 export const MARKER_MAX_BYTES = 4096;
 

@@ -149,6 +149,23 @@ Deno.test("renew renews at the heartbeat and refreshes the marker each time", as
   assert.doesNotMatch(sidecar.log, /gate closed/);
 });
 
+Deno.test("with a heartbeat longer than the probe's 30 s (TTL 120), the marker is rewritten between renewals, its deadlines unchanged", async () => {
+  await using server = await startDevServer();
+  await using dir = await tempDir();
+  const e = env(server, dir.path, { ttlSeconds: 120, heartbeatSeconds: 0 });
+  const { sidecar, marker } = await startSidecar(server, e);
+  await using _ = sidecar;
+  assert.match(sidecar.log, /heartbeat_ms=40000 /);
+  const renews = server.rpcCount("renew");
+  const refreshed = await waitFor(() => {
+    const m = readMarker(dir.path);
+    return m && m.mtimeMs > marker.mtimeMs && m;
+  }, { timeoutMs: 25_000, what: "the marker rewritten", intervalMs: 50 });
+  assert.equal(server.rpcCount("renew"), renews, "no renewal in between");
+  assert.equal(refreshed.text, marker.text);
+  assert.equal((await probe(dir.path)).code, 0);
+});
+
 Deno.test("renew answered acquired:false removes the marker within a heartbeat, long before the deadline", async () => {
   await using server = await startDevServer();
   await using dir = await tempDir();

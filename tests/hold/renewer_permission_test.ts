@@ -8,6 +8,7 @@ import { createLogger } from "../../lib/obs/log.ts";
 import { GO_MESSAGES as GO } from "../../lib/obs/go_messages.ts";
 import type { MarkerDeadlines } from "../../lib/state/marker.ts";
 import { Renewer, type RenewerOptions } from "../../lib/hold/renewer.ts";
+import { MARKER_REFRESH_MS } from "../../lib/hold/lease.ts";
 import type { RenewerStore } from "../../lib/hold/handoff.ts";
 import type { RenewerStatus } from "../../lib/hold/lease.ts";
 import type { GrantOutcome } from "../../lib/lease/rpc.ts";
@@ -26,6 +27,8 @@ const NOT_IN_TIME =
 /** An enforcer that records its calls; `hold` keeps each pending until `finishOne`, `fail` rejects them. */
 class TestEnforcer implements Enforcer {
   calls: { at: number; what: string }[] = [];
+  /** The deadlines of each open, in order. */
+  opened: MarkerDeadlines[] = [];
   hold = false;
   fail = false;
   /** What workloadStopped() answers; by default the workload is gone at once. */
@@ -41,7 +44,8 @@ class TestEnforcer implements Enforcer {
       this.hold ? this.#pending.push(() => end(ok, no)) : end(ok, no)
     );
   }
-  open(_: MarkerDeadlines): Promise<void> {
+  open(d: MarkerDeadlines): Promise<void> {
+    this.opened.push(d);
     return this.#call("open");
   }
   close(reason: string): Promise<void> {
@@ -338,12 +342,13 @@ Deno.test("an enforcement that fails is logged and the queue goes on; the decisi
   await h.stop();
 });
 
-Deno.test("an adopted lease opens without telling the enforcer, only while its closing time is ahead", async () => {
+Deno.test("an adopted lease opens, rewriting the handed-over marker as it is, only while its closing time is ahead", async () => {
   const open = make(4, LEAD + 1);
   await open.run();
   assert.equal(open.renewer.status().permissionOpen, true);
   assert.equal(open.renewer.status().permissionClosesAt, open.t0 + 1);
-  assert.deepEqual(open.enforcer.calls, []);
+  assert.deepEqual(open.enforcer.calls, [{ at: open.t0, what: "open" }]);
+  assert.deepEqual(open.enforcer.opened, [open.store.marker]);
   const adopted = open.lines.find((l) => l.msg.startsWith("adopted"))!;
   assert.equal(adopted.level, "INFO");
   assert.equal(adopted.fencing_token, 4);
@@ -397,6 +402,36 @@ Deno.test("a confirmation opens until deadline minus lead, status says so; the t
     "gate closed: stopping the workload",
   ]);
   assert.equal(h.lines.at(-1)!.reason, NOT_IN_TIME);
+  await h.stop();
+});
+
+Deno.test("an open permission's marker is rewritten every 10 s with its deadlines when no renewal did (a heartbeat longer than the probe's max-age), never after a close", async () => {
+  // TTL 120 s: the default heartbeat (40 s) exceeds the webhook probe's 30 s.
+  const h = make(0, undefined, { ttlSeconds: 120, heartbeatMs: 40_000 });
+  await h.run();
+  await h.answer(ours(5));
+  const opens = () =>
+    h.enforcer.calls.filter((c) => c.what === "open").map((c) => c.at - h.t0);
+  await h.clock.advanceTo(h.t0 + 39_999);
+  assert.deepEqual(opens(), [0, 10e3, 20e3, 30e3]);
+  const [first] = h.enforcer.opened;
+  assert.ok(h.enforcer.opened.every((m) => m === first));
+  assert.equal(MARKER_REFRESH_MS, 10_000);
+  // The renewal sent at 40 s hangs: the marker is rewritten all the same.
+  await h.clock.advanceTo(h.t0 + 45_000);
+  assert.equal(h.client.pending()?.rpc, "renew");
+  await h.answer(ours(5));
+  await h.clock.advanceTo(h.t0 + 79_999);
+  assert.deepEqual(opens().slice(4), [40e3, 45e3, 55e3, 65e3, 75e3]);
+  assert.equal(h.enforcer.opened[4], first);
+  assert.notEqual(h.enforcer.opened[5], first, "the renewal's new deadlines");
+  // Lost at the next renewal: closed, and the marker is written no more.
+  await h.clock.advanceTo(h.t0 + 80_000);
+  await h.answer({ kind: "not-acquired", lease: record("other", 6) });
+  await h.clock.advanceTo(h.t0 + 119_000);
+  assert.deepEqual(opens().slice(9), []);
+  assert.equal(h.enforcer.calls.at(-1)?.what.startsWith("close"), true);
+  assert.equal(h.renewer.status().permissionOpen, false);
   await h.stop();
 });
 
