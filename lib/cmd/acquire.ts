@@ -47,6 +47,14 @@ export async function main(args: string[]): Promise<number> {
   } catch (e) {
     return startupFailure(logger, "cannot start", e);
   }
+  // A recreated pod sandbox reruns this init container on the same volume,
+  // its other containers gone: the token it names for this holder is ours.
+  let ownToken = 0;
+  try {
+    if (state.readHolder() === config.holder) ownToken = state.readToken() ?? 0;
+  } catch {
+    // An unreadable handoff proves nothing: the guard stays.
+  }
   const shutdown = shutdownSignal(logger);
   try {
     const signal = config.acquireTimeoutMs
@@ -70,6 +78,7 @@ export async function main(args: string[]): Promise<number> {
         : 0,
       // Every pod of a startup-gate workload presents the same identity.
       guardSharedHolder: config.mode !== "startup-gate",
+      ownToken,
       signal,
       clock,
       logger,

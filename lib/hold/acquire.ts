@@ -24,6 +24,8 @@ export interface AcquireOptions extends LeaseParams {
   /** A stop signal, or `--acquire-timeout`. */
   signal: AbortSignal;
   guardSharedHolder: boolean;
+  /** A token this holder's handoff names: a grant of it is this process's own lease (a rerun init container). */
+  ownToken?: number;
   /** End at a failure no wait heals: one naming its fix, or a 401, 403, 404 (`run`: a wrong key or URL). */
   endOnFix?: boolean;
   /** Jitter source in [0, 1), for exact tests. */
@@ -83,7 +85,7 @@ export async function acquireLease(
       wait = backoff * (0.5 + random() / 2);
       backoff = Math.min(backoff * 2, heartbeatMs);
     }
-    const a = attempts.record(outcome, sent.sentAt, wait);
+    const a = attempts.record(outcome, sent.sentAt, wait, o.ownToken);
     if (a.kind === "cancelled") break;
     if (a.kind === "shared") wait = clock.now() - sent.sentAt + a.quietMs;
     if (a.kind === "granted") {

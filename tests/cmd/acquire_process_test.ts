@@ -429,6 +429,36 @@ Deno.test("a second acquire under the same holder identity does not get a lease 
   assert.deepEqual(listDir(two.path), [], "nothing handed over");
 });
 
+Deno.test("acquire run again on its own state volume (a recreated pod sandbox) takes its live lease at once, token kept", async () => {
+  await using server = await startDevServer();
+  await using dir = await tempDir();
+  const env = leaseEnv({
+    apiServer: server.url,
+    stateDir: dir.path,
+    ttlSeconds: 30,
+    heartbeatSeconds: 1,
+  });
+  const run = () =>
+    runCli(["acquire", "--acquire-timeout", "20s"], {
+      env,
+      signal: AbortSignal.timeout(RUN_BOUND_MS),
+    });
+  assert.equal((await run()).code, 0);
+  const token = readStateFile(dir.path, "token");
+  const again = await run();
+  assert.equal(again.code, 0, again.stderr);
+  assert.doesNotMatch(again.stderr, /holder identity/);
+  assert.equal(readStateFile(dir.path, "token"), token);
+  // Another token in the volume proves nothing: the guard stays.
+  await Deno.writeTextFile(`${dir.path}/token`, "7");
+  const stale = await runCli(["acquire", "--acquire-timeout", "2s"], {
+    env,
+    signal: AbortSignal.timeout(RUN_BOUND_MS),
+  });
+  assert.equal(stale.code, 1, stale.stderr);
+  assert.match(stale.stderr, /already held under this holder identity/);
+});
+
 Deno.test("startup-gate: every pod of the workload shares its holder identity and is admitted while the lease is live", async () => {
   await using server = await startDevServer();
   const env = (stateDir: string, podName: string) =>
