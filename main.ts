@@ -101,9 +101,9 @@ function check(args: string[]): number {
         "state-dir": { kind: "value", wants: "a directory" },
         help: { kind: "boolean", short: "h" },
       },
-      // The other roles' flags are skipped with their values; its own
-      // --state-dir comes first.
-      ignored: CONFIG_FLAG_KINDS,
+      // The other roles' flags are skipped with their values (renew's
+      // --health-addr too); its own --state-dir comes first.
+      ignored: { ...CONFIG_FLAG_KINDS, "health-addr": "value" },
       positionals: 1,
       positionalHint: "check takes one marker path",
       dashDash: "positionals",

@@ -36,7 +36,8 @@ image that cannot run the copied check. In a pod use :8471 (all
 interfaces): the kubelet probes the pod IP, not 127.0.0.1.
 `;
 
-const RENEW_FLAGS = {
+/** renew's flags beside the configuration's; `check` skips them too (a test holds main.ts to it). */
+export const RENEW_FLAGS = {
   "health-addr": {
     kind: "value",
     value: "HOST:PORT",

@@ -6,6 +6,7 @@
 import { deepEqual, equal, match, ok } from "node:assert/strict";
 import { StateDir } from "../../lib/state/state_dir.ts";
 import { installProbe } from "../../lib/cmd/install_check.ts";
+import { RENEW_FLAGS } from "../../lib/cmd/renew.ts";
 import { discardLogger } from "../../lib/obs/log.ts";
 import { type CliResult, runCli, runExecutable } from "../support/cli.ts";
 
@@ -242,6 +243,9 @@ Deno.test("as the Go helper: --max-age of zero or less is presence only, an empt
       "--release-on-shutdown",
       "--api-key",
       "--not-a-flag",
+      "--acquire-timeout",
+      "1m",
+      ...Object.keys(RENEW_FLAGS).map((f) => `--${f}=:8471`),
     ]);
     deepEqual(other, { code: 0, stdout: "", stderr: "" });
   });
