@@ -42,19 +42,22 @@ export async function main(args: string[]): Promise<number> {
   const state = new StateDir(config.stateDir);
   let client: LeaseClient;
   try {
-    await prepareStateDir(state);
+    prepareStateDir(state);
     client = await clientFor(config, logger, clock);
   } catch (e) {
     return startupFailure(logger, "cannot start", e);
   }
   // A recreated pod sandbox reruns this init container on the same volume,
-  // its other containers gone: the token it names for this holder is ours.
-  let ownToken = 0;
-  try {
-    if (state.readHolder() === config.holder) ownToken = state.readToken() ?? 0;
-  } catch {
-    // An unreadable handoff proves nothing: the guard stays.
-  }
+  // its other containers gone: the token the volume names for a derived
+  // holder (it carries the pod's UID) is this pod's. Not so for one given
+  // explicitly, which another pod may share after a server reissued tokens.
+  const ownToken = started.given.has("holder-identity") ? undefined : () => {
+    try {
+      return state.readHolder() === config.holder ? state.readToken() ?? 0 : 0;
+    } catch {
+      return 0; // an unreadable handoff proves nothing: the guard stays
+    }
+  };
   const shutdown = shutdownSignal(logger);
   try {
     const signal = config.acquireTimeoutMs

@@ -1,5 +1,5 @@
 /** Getting the lease: the acquire loop of `acquire` (the init container) and `run`. @module */
-import { Attempts } from "./attempts.ts";
+import { Attempts, type AttemptsOptions } from "./attempts.ts";
 import { bounded } from "../state/clock.ts";
 import {
   configFix,
@@ -20,12 +20,10 @@ export interface AcquiredLease {
 }
 
 /** Options for {@linkcode acquireLease}. */
-export interface AcquireOptions extends LeaseParams {
+export interface AcquireOptions
+  extends LeaseParams, Pick<AttemptsOptions, "guardSharedHolder" | "ownToken"> {
   /** A stop signal, or `--acquire-timeout`. */
   signal: AbortSignal;
-  guardSharedHolder: boolean;
-  /** A token this holder's handoff names: a grant of it is this process's own lease (a rerun init container). */
-  ownToken?: number;
   /** End at a failure no wait heals: one naming its fix, or a 401, 403, 404 (`run`: a wrong key or URL). */
   endOnFix?: boolean;
   /** Jitter source in [0, 1), for exact tests. */
@@ -85,7 +83,7 @@ export async function acquireLease(
       wait = backoff * (0.5 + random() / 2);
       backoff = Math.min(backoff * 2, heartbeatMs);
     }
-    const a = attempts.record(outcome, sent.sentAt, wait, o.ownToken);
+    const a = attempts.record(outcome, sent.sentAt, wait);
     if (a.kind === "cancelled") break;
     if (a.kind === "shared") wait = clock.now() - sent.sentAt + a.quietMs;
     if (a.kind === "granted") {

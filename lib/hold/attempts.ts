@@ -64,6 +64,8 @@ export interface AttemptsOptions {
    * derived holder) or is shared by design (startup-gate admits a workload).
    */
   guardSharedHolder: boolean;
+  /** A token this process holds, asked only when a grant looks like another's: a grant of it is ours. */
+  ownToken?: () => number;
   boundMs: number;
   /** The Go helper's lines for "held by another" and a failure. */
   lines: { held: string; failed: string };
@@ -102,14 +104,12 @@ export class Attempts {
    * @param outcome The answer.
    * @param sentAt When the Acquire was sent.
    * @param retryInMs When the next attempt goes.
-   * @param ownToken A token this process held: a grant of it again is ours.
    * @returns What the answer means.
    */
   record(
     outcome: GrantOutcome,
     sentAt: number,
     retryInMs: number,
-    ownToken = 0,
   ): Attempt {
     const { logger, lines, ttlSeconds } = this.#o;
     if (outcome.kind === "aborted") return { kind: "cancelled" };
@@ -133,8 +133,8 @@ export class Attempts {
       return { kind: "held" };
     }
     if (
-      this.#o.guardSharedHolder && lease.fencingToken !== ownToken &&
-      this.#anothers(lease, sentAt)
+      this.#o.guardSharedHolder && this.#anothers(lease, sentAt) &&
+      lease.fencingToken !== this.#o.ownToken?.()
     ) {
       this.last = SHARED_HOLDER_MESSAGE;
       logger.warn(SHARED_HOLDER_MESSAGE, {

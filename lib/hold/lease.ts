@@ -49,12 +49,39 @@ export interface RenewerObserver {
 }
 
 /**
- * How often an open permission's marker is rewritten with its deadlines when
- * no renewal did: a heartbeat as long as the probe's `--max-age` (TTL/3 from a
- * 90 s TTL up), or renewals failing within the lease's time, must not make
- * the probe call a live sidecar dead.
+ * How long after the last confirmation an open permission's marker is
+ * rewritten with its deadlines when no renewal did: a heartbeat as long as
+ * the probe's `--max-age` (TTL/3 from a 90 s TTL up), or renewals failing
+ * within the lease's time, must not make the probe call a live sidecar dead.
+ * A third of the max-age is left for a late timer and the probe's period.
  */
-export const MARKER_REFRESH_MS = WEBHOOK_PROBE_MAX_AGE_MS / 3;
+export const MARKER_REFRESH_MS = WEBHOOK_PROBE_MAX_AGE_MS * 2 / 3;
+
+/**
+ * Whether the open permission's marker may be written at `since`, and when
+ * again unless a renewal does first ({@linkcode MARKER_REFRESH_MS} later):
+ * never after the lease's `deadline` less the probe's max-age, so that a
+ * probe that reads the mtime alone (the Go helper's) fails by the deadline.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * assert.deepEqual(markerRewrite(0, 120_000), { write: true, next: 20_000 });
+ * assert.deepEqual(markerRewrite(80_000, 120_000), { write: true, next: 90_000 });
+ * assert.deepEqual(markerRewrite(90_000, 120_000), { write: true, next: Infinity });
+ * assert.equal(markerRewrite(90_001, 120_000).write, false);
+ * ```
+ */
+export function markerRewrite(
+  since: number,
+  deadline: number,
+): { write: boolean; next: number } {
+  const last = deadline - WEBHOOK_PROBE_MAX_AGE_MS;
+  const next = since < last
+    ? Math.min(since + MARKER_REFRESH_MS, last)
+    : Infinity;
+  return { write: since <= last, next };
+}
 
 /**
  * The deadlines the health marker carries for a lease `leftMs` from now,

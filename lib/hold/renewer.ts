@@ -19,8 +19,8 @@ import type { Enforcer } from "../enforce/enforcer.ts";
 import { GO_MESSAGES as GO } from "../obs/go_messages.ts";
 import {
   type LeaseParams,
-  MARKER_REFRESH_MS,
   markerDeadlines,
+  markerRewrite,
   releaseWhenSafe,
   type RenewerObserver,
   type RenewerStatus,
@@ -71,6 +71,7 @@ export class Renewer {
     this.#attempts = new Attempts({
       ...p,
       boundMs: p.heartbeatMs,
+      ownToken: () => this.#token,
       lines: { held: GO.waitingToReacquire, failed: GO.reacquireFailed },
     });
   }
@@ -158,10 +159,10 @@ export class Renewer {
         "confirming the handed-over lease before the workload may run",
       );
     }
-    // The marker handed over lets the workload run already; it is rewritten
-    // at once, as it may be as old as the sidecar's restart.
+    // The handed-over marker lets the workload run already; `#arm` rewrites it.
     this.#open = this.#held = true;
-    this.#show(h.marker!);
+    this.#shown = h.marker;
+    this.#refreshAt = clock.now();
     logger.info(
       "adopted the lease; the workload keeps running while it is confirmed",
       { fencing_token: h.token, deadline_in_ms: Math.round(h.leftMs!) },
@@ -218,7 +219,7 @@ export class Renewer {
       using call = bounded(clock, heartbeatMs);
       outcome = await client.acquire(holder, ttlSeconds, call.signal);
     }
-    const a = this.#attempts.record(outcome, sentAt, heartbeatMs, this.#token);
+    const a = this.#attempts.record(outcome, sentAt, heartbeatMs);
     if (a.kind === "shared") this.#quietUntil = clock.now() + a.quietMs;
     if (a.kind !== "granted") return;
     // Ours from here on, even if the volume refuses it: the next answer for
@@ -297,7 +298,7 @@ export class Renewer {
       });
     }
     this.#open = this.#held = true;
-    this.#show(marker);
+    this.#show(sentAt, marker);
     this.#arm();
     this.#changed();
   }
@@ -326,10 +327,10 @@ export class Renewer {
     this.#changed();
   }
 
-  /** Queues writing the marker of the open permission. */
-  #show(marker: MarkerDeadlines): void {
+  /** Queues writing the open permission's marker, confirmed at `since`; `#arm` writes it again. */
+  #show(since: number, marker = this.#shown!): void {
     this.#shown = marker;
-    this.#refreshAt = this.#p.clock.now() + MARKER_REFRESH_MS;
+    this.#refreshAt = markerRewrite(since, this.#deadline!).next;
     this.#apply(
       (e) => openMarker(e, marker, this.#p.logger, this.#marker),
       GO.enforcerReleaseFailed,
@@ -349,10 +350,13 @@ export class Renewer {
     this.#cancelTimer?.();
     this.#cancelTimer = undefined;
     if (!this.#running || this.#closeIfDue() || !this.#open) return;
-    const { clock } = this.#p;
-    if (clock.now() >= this.#refreshAt) this.#show(this.#shown!);
+    const now = this.#p.clock.now();
+    if (now >= this.#refreshAt) {
+      this.#refreshAt = Infinity; // not written when woken too late
+      if (markerRewrite(now, this.#deadline!).write) this.#show(now);
+    }
     const at = Math.min(this.#refreshAt, this.status().permissionClosesAt!);
-    this.#cancelTimer = clock.after(at - clock.now(), () => this.#arm());
+    this.#cancelTimer = this.#p.clock.after(at - now, () => this.#arm());
   }
 
   /** Closes the open permission once its closing time has come; says whether it did. */

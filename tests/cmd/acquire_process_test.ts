@@ -429,7 +429,7 @@ Deno.test("a second acquire under the same holder identity does not get a lease 
   assert.deepEqual(listDir(two.path), [], "nothing handed over");
 });
 
-Deno.test("acquire run again on its own state volume (a recreated pod sandbox) takes its live lease at once, token kept", async () => {
+Deno.test("acquire run again on its own state volume (a recreated pod sandbox) takes its derived holder's live lease at once, token kept", async () => {
   await using server = await startDevServer();
   await using dir = await tempDir();
   const env = leaseEnv({
@@ -457,6 +457,26 @@ Deno.test("acquire run again on its own state volume (a recreated pod sandbox) t
   });
   assert.equal(stale.code, 1, stale.stderr);
   assert.match(stale.stderr, /already held under this holder identity/);
+  // A holder given explicitly may be another pod's too (a server that
+  // reissued tokens would make its token look like ours): the guard stays.
+  await using explicit = await tempDir();
+  const shared = leaseEnv({
+    apiServer: server.url,
+    stateDir: explicit.path,
+    leaseName: "shared",
+    ttlSeconds: 30,
+    heartbeatSeconds: 1,
+    extra: { BERTH_HOLDER_IDENTITY: "prod/shared" },
+  });
+  const runShared = (timeout: string) =>
+    runCli(["acquire", "--acquire-timeout", timeout], {
+      env: shared,
+      signal: AbortSignal.timeout(RUN_BOUND_MS),
+    });
+  assert.equal((await runShared("20s")).code, 0);
+  const rerun = await runShared("2s");
+  assert.equal(rerun.code, 1, rerun.stderr);
+  assert.match(rerun.stderr, /already held under this holder identity/);
 });
 
 Deno.test("startup-gate: every pod of the workload shares its holder identity and is admitted while the lease is live", async () => {

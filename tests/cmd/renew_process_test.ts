@@ -160,7 +160,7 @@ Deno.test("with a heartbeat longer than the probe's 30 s (TTL 120), the marker i
   const refreshed = await waitFor(() => {
     const m = readMarker(dir.path);
     return m && m.mtimeMs > marker.mtimeMs && m;
-  }, { timeoutMs: 25_000, what: "the marker rewritten", intervalMs: 50 });
+  }, { timeoutMs: 40_000, what: "the marker rewritten", intervalMs: 50 });
   assert.equal(server.rpcCount("renew"), renews, "no renewal in between");
   assert.equal(refreshed.text, marker.text);
   assert.equal((await probe(dir.path)).code, 0);

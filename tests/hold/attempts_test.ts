@@ -29,7 +29,9 @@ function recorder(guardSharedHolder = true) {
   const clock = new FakeClock();
   const t0 = clock.now();
   const lines: Line[] = [];
+  let own = 0;
   const a = new Attempts({
+    ownToken: () => own,
     ttlSeconds: TTL,
     clock,
     logger: createLogger({
@@ -42,9 +44,10 @@ function recorder(guardSharedHolder = true) {
     lines: { held: GO.waitingToReacquire, failed: GO.reacquireFailed },
   });
   /** Records `outcome` for an Acquire sent at t0 + `sent`, read at t0 + `read` (default: the send). */
-  const at = (sent: number, outcome: GrantOutcome, read = sent, own = 0) => {
+  const at = (sent: number, outcome: GrantOutcome, read = sent, token = 0) => {
     clock.jumpTo(t0 + read);
-    return a.record(outcome, t0 + sent, BOUND, own);
+    own = token;
+    return a.record(outcome, t0 + sent, BOUND);
   };
   return { clock, t0, lines, a, at };
 }

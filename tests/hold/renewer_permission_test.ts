@@ -342,13 +342,12 @@ Deno.test("an enforcement that fails is logged and the queue goes on; the decisi
   await h.stop();
 });
 
-Deno.test("an adopted lease opens, rewriting the handed-over marker as it is, only while its closing time is ahead", async () => {
+Deno.test("an adopted lease opens without telling the enforcer (its deadline is nearer than the probe's max-age), only while its closing time is ahead", async () => {
   const open = make(4, LEAD + 1);
   await open.run();
   assert.equal(open.renewer.status().permissionOpen, true);
   assert.equal(open.renewer.status().permissionClosesAt, open.t0 + 1);
-  assert.deepEqual(open.enforcer.calls, [{ at: open.t0, what: "open" }]);
-  assert.deepEqual(open.enforcer.opened, [open.store.marker]);
+  assert.deepEqual(open.enforcer.calls, []);
   const adopted = open.lines.find((l) => l.msg.startsWith("adopted"))!;
   assert.equal(adopted.level, "INFO");
   assert.equal(adopted.fencing_token, 4);
@@ -405,33 +404,37 @@ Deno.test("a confirmation opens until deadline minus lead, status says so; the t
   await h.stop();
 });
 
-Deno.test("an open permission's marker is rewritten every 10 s with its deadlines when no renewal did (a heartbeat longer than the probe's max-age), never after a close", async () => {
-  // TTL 120 s: the default heartbeat (40 s) exceeds the webhook probe's 30 s.
-  const h = make(0, undefined, { ttlSeconds: 120, heartbeatMs: 40_000 });
+Deno.test("an open permission's marker is rewritten 20 s after its last write when no renewal did, never after the deadline less the probe's 30 s, never after a close", async () => {
+  // TTL 120 s, heartbeat 50 s: longer than the webhook probe's max-age.
+  const long = { ttlSeconds: 120, heartbeatMs: 50_000 };
+  assert.equal(MARKER_REFRESH_MS, 20_000);
+  const opens = (h: ReturnType<typeof make>) =>
+    h.enforcer.calls.filter((c) => c.what === "open").map((c) => c.at - h.t0);
+
+  // Adopted with 100 s left, every renewal hanging: rewritten at once (the
+  // handed-over marker may be old), then every 20 s up to 30 s before the
+  // deadline (70 s), the handed-over deadlines each time; closed at 96 s.
+  const adopted = make(4, 100_000, long);
+  await adopted.run();
+  await adopted.clock.advanceTo(adopted.t0 + 119_000);
+  assert.deepEqual(opens(adopted), [0, 20e3, 40e3, 60e3, 70e3]);
+  assert.ok(adopted.enforcer.opened.every((m) => m === adopted.store.marker));
+  assert.deepEqual(adopted.enforcer.calls.find((c) => c.what !== "open"), {
+    at: adopted.t0 + 96_000,
+    what: `close: ${NOT_IN_TIME}`,
+  });
+  await adopted.stop();
+
+  // A renewal's write counts from its send: the next rewrite is 20 s later.
+  const h = make(0, undefined, long);
   await h.run();
   await h.answer(ours(5));
-  const opens = () =>
-    h.enforcer.calls.filter((c) => c.what === "open").map((c) => c.at - h.t0);
-  await h.clock.advanceTo(h.t0 + 39_999);
-  assert.deepEqual(opens(), [0, 10e3, 20e3, 30e3]);
-  const [first] = h.enforcer.opened;
-  assert.ok(h.enforcer.opened.every((m) => m === first));
-  assert.equal(MARKER_REFRESH_MS, 10_000);
-  // The renewal sent at 40 s hangs: the marker is rewritten all the same.
-  await h.clock.advanceTo(h.t0 + 45_000);
-  assert.equal(h.client.pending()?.rpc, "renew");
+  await h.clock.advanceTo(h.t0 + 50_000);
   await h.answer(ours(5));
-  await h.clock.advanceTo(h.t0 + 79_999);
-  assert.deepEqual(opens().slice(4), [40e3, 45e3, 55e3, 65e3, 75e3]);
-  assert.equal(h.enforcer.opened[4], first);
-  assert.notEqual(h.enforcer.opened[5], first, "the renewal's new deadlines");
-  // Lost at the next renewal: closed, and the marker is written no more.
-  await h.clock.advanceTo(h.t0 + 80_000);
-  await h.answer({ kind: "not-acquired", lease: record("other", 6) });
-  await h.clock.advanceTo(h.t0 + 119_000);
-  assert.deepEqual(opens().slice(9), []);
-  assert.equal(h.enforcer.calls.at(-1)?.what.startsWith("close"), true);
-  assert.equal(h.renewer.status().permissionOpen, false);
+  await h.clock.advanceTo(h.t0 + 89_999);
+  assert.deepEqual(opens(h), [0, 20e3, 40e3, 50e3, 70e3]);
+  assert.equal(h.enforcer.opened[2], h.enforcer.opened[0]);
+  assert.notEqual(h.enforcer.opened[3], h.enforcer.opened[0]);
   await h.stop();
 });
 
