@@ -173,12 +173,17 @@ export function grantOutcome(r: RawResponse, ctx: AnswerContext): GrantOutcome {
   return { kind, lease, requestId: r.requestId };
 }
 
-/** A Release answer: 204 (or 200) is success, whatever the body. */
+/**
+ * A Release answer: 204 is success, and a 200 whose body is empty or a JSON
+ * object; any other 200 (a page from something that is not the API) is not.
+ */
 export function releaseOutcome(
   r: RawResponse,
   ctx: AnswerContext,
 ): ReleaseOutcome {
-  return r.status === 204 || r.status === 200
+  const empty = r.body.trim() === "" ||
+    typeof parseJsonObject(r.body) !== "string";
+  return r.status === 204 || (r.status === 200 && empty)
     ? { kind: "released", requestId: r.requestId }
     : statusFailure(r, "204 or 200", ctx);
 }
@@ -216,7 +221,9 @@ function statusFailure(
   } else if (status >= 200 && status < 300) {
     fix = envelope !== undefined || body === "" ? undefined : FIXES.notBerth;
   } else if (
-    status < 300 || (status >= 400 && status < 500) || status === 501
+    // A gateway's 408 or 429 in front of the API heals with a wait.
+    (status < 300 || (status >= 400 && status < 500) || status === 501) &&
+    status !== 408 && status !== 429
   ) {
     const foreign = !BERTH.has(status) && typeof error !== "string";
     fix = isHtml(body) || foreign ? FIXES.notBerth : undefined;

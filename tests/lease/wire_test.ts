@@ -274,7 +274,6 @@ Deno.test("not a Berth API server: python's 501 page, an HTML page, a status Ber
     [404, "<!doctype html><title>Not Found</title>"],
     [401, "<html><body><h1>Sign in</h1></body></html>"],
     [418, "I'm a teapot"],
-    [429, "slow down"],
     [200, "<html>welcome</html>"],
     [200, "ok"],
     [201, "created"],
@@ -300,6 +299,16 @@ Deno.test("not a Berth API server: python's 501 page, an HTML page, a status Ber
   // A release is judged alike.
   const rel = releaseOutcome({ status: 501, body: PYTHON_501 }, CTX);
   assert.equal(configFix(rel as LeaseFailure), FIXES.notBerth);
+  // A release is 204, or a 200 with nothing or a JSON object: not a page.
+  for (const body of ["", "{}", '{"released":true}']) {
+    assert.equal(releaseOutcome({ status: 200, body }, CTX).kind, "released");
+  }
+  const portal = releaseOutcome(
+    { status: 200, body: "<html>portal</html>" },
+    CTX,
+  );
+  assert.equal(portal.kind, "bad-response");
+  assert.equal(configFix(portal as LeaseFailure), FIXES.notBerth);
 });
 
 Deno.test("no fix for what may heal or has its own advice: 5xx, a gateway's page, 409, Berth's 4xx, redirects, a JSON body that breaks a promise", () => {
@@ -318,6 +327,8 @@ Deno.test("no fix for what may heal or has its own advice: 5xx, a gateway's page
     [307, ""],
     [501, '{"error":"not implemented"}'],
     [429, '{"error":"slow down"}'],
+    [429, "slow down"],
+    [408, "<html><title>408 Request Timeout</title></html>"],
     [200, '{"acquired":true}'],
     [204, ""],
   ];
