@@ -110,7 +110,7 @@ export async function main(args: string[]): Promise<number> {
   );
   const existed = await Deno.lstat(state.dir).then(() => true, () => false);
   try {
-    await ensureStateDir(state.dir);
+    ensureStateDir(state.dir);
     // The probe runs as any uid: a directory made here must let it in,
     // whatever the umask.
     if (!existed) await Deno.chmod(state.dir, 0o755);

@@ -102,7 +102,7 @@ export async function main(args: string[]): Promise<number> {
   let keeper: LeaseKeeper;
   let renewer: Renewer;
   try {
-    await prepareStateDir(state);
+    prepareStateDir(state);
     keeper = await LeaseKeeper.open({ config, logger, clock, healthAddr });
     renewer = keeper.renewer(
       enforcerFor(config, state, logger, keeper.metrics),

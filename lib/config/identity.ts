@@ -6,7 +6,7 @@
  *
  * @module
  */
-import { goQuote } from "../obs/go_quote.ts";
+import { goQuote } from "../obs/log.ts";
 
 const MAX_NAMESPACE_LENGTH = 63;
 const MAX_NAME_LENGTH = 253;

@@ -6,7 +6,7 @@
  *
  * @module
  */
-import { goQuote } from "../obs/go_quote.ts";
+import { goQuote } from "../obs/log.ts";
 import { MAX_FENCING_TOKEN } from "./store.ts";
 
 /** The three lease RPCs, as they appear in the path. */

@@ -8,7 +8,6 @@
  * @module
  */
 import { type ApiKeySource, redactor, redactOutcome } from "./api_key.ts";
-import { describeTransportError } from "./errors.ts";
 import {
   DEFAULT_REQUEST_TIMEOUT_MS,
   type GrantOutcome,
@@ -100,7 +99,8 @@ export function createHttpLeaseClient(
     if ("error" in answer) {
       outcome = within.aborted
         ? abortFailure(within.reason)
-        : await describeTransportError(answer, {
+        // Loaded at the first failure: a start that succeeds never needs it.
+        : await (await import("./errors.ts")).describeTransportError(answer, {
           target,
           serverName,
           proxy: route.proxy(),

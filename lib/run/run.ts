@@ -269,7 +269,7 @@ export async function runWith(o: RunOptions): Promise<number> {
   let keeper: LeaseKeeper;
   let own: Awaited<ReturnType<typeof privateDir>>;
   try {
-    if (state) await prepareStateDir(state);
+    if (state) prepareStateDir(state);
     keeper = await LeaseKeeper.open({
       config,
       logger,

@@ -3,6 +3,10 @@
  * writes, what goes to `check` (docs/configuration.md, the state volume).
  * Nothing is fsync-ed: after a node crash the init container rewrites every
  * file in a new sandbox before anyone reads them.
+ * Its I/O is synchronous: for a few small files on a local volume that is
+ * microseconds, where each asynchronous call costs a trip through the runtime
+ * (docs/benchmarks.md); a volume that hangs would stall the enforcement queue
+ * either way, and the deadline in the marker is the probe's backstop.
  *
  * @module
  */
@@ -63,7 +67,7 @@ export type CheckSource = { copyOf: string } | { script: Uint8Array };
 /** One file for {@linkcode StateDir.installFiles}: `fill` creates the temp file with content and mode. */
 export interface InstallFile {
   name: string;
-  fill(tmp: string): Promise<void>;
+  fill(tmp: string): Promise<void> | void;
 }
 
 /**
@@ -274,18 +278,21 @@ export class StateDir {
       // A directory in a target's place would fail its rename after the
       // ones before it: found first, so a failed set renames nothing.
       for (i = 0; i < files.length; i++) {
-        const target = await Deno.lstat(this.path(files[i].name)).catch(
-          () => {},
-        );
+        let target: Deno.FileInfo | undefined;
+        try {
+          target = Deno.lstatSync(this.path(files[i].name));
+        } catch { /* absent, or the rename says why */ }
         if (target?.isDirectory) throw new Deno.errors.IsADirectory();
       }
       filled = true;
       for (i = 0; i < files.length; i++) {
-        await Deno.rename(tmps[i], this.path(files[i].name));
+        Deno.renameSync(tmps[i], this.path(files[i].name));
       }
     } catch (e) {
       for (const tmp of tmps.slice(filled ? i : 0)) {
-        await Deno.remove(tmp).catch(() => {});
+        try {
+          Deno.removeSync(tmp);
+        } catch { /* never made, or gone */ }
       }
       if (e instanceof Deno.errors.NotFound) {
         throw stateDirError(this.dir, "write into", e);
@@ -302,15 +309,18 @@ export class StateDir {
   }
 
   /** Removes our temp files an interrupted write left, returning their paths: roles never run at once, so any at start is stale. */
-  async cleanStaleTemps(): Promise<string[]> {
+  cleanStaleTemps(): string[] {
     const removed: string[] = [];
     try {
-      for await (const entry of Deno.readDir(this.dir)) {
+      for (const entry of Deno.readDirSync(this.dir)) {
         if (entry.isDirectory || !TEMP_RE.test(entry.name)) continue;
         const p = this.path(entry.name);
-        await Deno.remove(p).then(() => removed.push(p), (e) => {
+        try {
+          Deno.removeSync(p);
+          removed.push(p);
+        } catch (e) {
           if (!(e instanceof Deno.errors.NotFound)) throw e;
-        });
+        }
       }
     } catch (e) {
       throw stateDirError(this.dir, "clean up stale temp files in", e);
@@ -335,19 +345,11 @@ export class StateDir {
     const umask = this.#umask ??= Deno.umask();
     return this.installFiles({
       name,
-      async fill(tmp) {
-        if ((0o666 & ~umask) === mode) {
-          // The default mode is the one wanted: one open-write-close, no chmod.
-          return await Deno.writeFile(tmp, bytes, { createNew: true });
-        }
-        const f = await Deno.open(tmp, { write: true, createNew: true, mode });
-        try {
-          let off = 0;
-          while (off < bytes.length) off += await f.write(bytes.subarray(off));
-        } finally {
-          f.close();
-        }
-        if (mode & umask) await Deno.chmod(tmp, mode);
+      fill(tmp) {
+        using f = Deno.openSync(tmp, { write: true, createNew: true, mode });
+        let off = 0;
+        while (off < bytes.length) off += f.writeSync(bytes.subarray(off));
+        if (mode & umask) Deno.chmodSync(tmp, mode);
       },
     });
   }
@@ -361,16 +363,16 @@ export class StateDir {
  * ```ts
  * import assert from "node:assert/strict";
  * const root = await Deno.makeTempDir();
- * await ensureStateDir(`${root}/var/lib`);
+ * ensureStateDir(`${root}/var/lib`);
  * assert.ok((await Deno.stat(`${root}/var/lib`)).isDirectory);
  * await Deno.remove(root, { recursive: true });
  * ```
  */
-export async function ensureStateDir(dir: string): Promise<void> {
+export function ensureStateDir(dir: string): void {
   const fix = "set --state-dir / BERTH_STATE_DIR to a directory";
   try {
     // Made, or a directory (a link to one) already: no error.
-    return await Deno.mkdir(dir, { recursive: true, mode: 0o755 });
+    return Deno.mkdirSync(dir, { recursive: true, mode: 0o755 });
   } catch (e) {
     if (!(e instanceof Deno.errors.AlreadyExists)) {
       throw new Error(
@@ -380,7 +382,7 @@ export async function ensureStateDir(dir: string): Promise<void> {
       );
     }
   }
-  const info = await Deno.stat(dir);
+  const info = Deno.statSync(dir);
   if (!info.isDirectory) {
     throw new Error(
       `the state directory ${dir} is ${
@@ -391,7 +393,7 @@ export async function ensureStateDir(dir: string): Promise<void> {
 }
 
 /** A role's start with the state directory: {@linkcode ensureStateDir}, then `cleanStaleTemps`. */
-export async function prepareStateDir(state: StateDir): Promise<void> {
-  await ensureStateDir(state.dir);
-  await state.cleanStaleTemps();
+export function prepareStateDir(state: StateDir): void {
+  ensureStateDir(state.dir);
+  state.cleanStaleTemps();
 }

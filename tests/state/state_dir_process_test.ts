@@ -91,7 +91,7 @@ Deno.test("removeMarker: removes it, and a missing marker is fine", async () => 
 });
 
 Deno.test("cleanStaleTemps removes only our temp files", async () => {
-  await withState(async (s, dir) => {
+  await withState((s, dir) => {
     const ours = [
       ".healthy.tmp-0123456789abcdef",
       ".token.tmp-fedcba9876543210",
@@ -112,7 +112,7 @@ Deno.test("cleanStaleTemps removes only our temp files", async () => {
     for (const n of [...ours, ...theirs]) {
       Deno.writeTextFileSync(`${dir}/${n}`, "x");
     }
-    const removed = await s.cleanStaleTemps();
+    const removed = s.cleanStaleTemps();
     deepEqual(removed.sort(), ours.map((n) => `${dir}/${n}`).sort());
     deepEqual(names(dir), theirs.sort());
   });
@@ -121,7 +121,7 @@ Deno.test("cleanStaleTemps removes only our temp files", async () => {
 Deno.test("a missing state directory is reported with what to do", async () => {
   const s = new StateDir("/nonexistent/berth-state-test");
   await rejects(s.writeToken(1), /does not exist; mount the state volume/);
-  await rejects(s.cleanStaleTemps(), /does not exist; mount the state volume/);
+  throws(() => s.cleanStaleTemps(), /does not exist; mount the state volume/);
 });
 
 Deno.test("reads refuse symlinks, even to a valid file", async () => {
@@ -393,7 +393,7 @@ Deno.test({
 Deno.test("ensureStateDir creates the directory and its parents with mode 0755", async () => {
   await using dir = await tempDir();
   const target = `${dir.path}/x/y/berth`;
-  await ensureStateDir(target);
+  ensureStateDir(target);
   for (const d of [`${dir.path}/x`, `${dir.path}/x/y`, target]) {
     const info = await Deno.stat(d);
     ok(info.isDirectory, d);
@@ -401,7 +401,7 @@ Deno.test("ensureStateDir creates the directory and its parents with mode 0755",
   }
   // An existing directory is left alone, mode included.
   await Deno.chmod(target, 0o700);
-  await ensureStateDir(target);
+  ensureStateDir(target);
   equal((await Deno.stat(target)).mode! & 0o777, 0o700);
 });
 
@@ -409,14 +409,14 @@ Deno.test("ensureStateDir names the directory when a file is in the way", async 
   await using dir = await tempDir();
   const file = `${dir.path}/file`;
   await Deno.writeTextFile(file, "");
-  await rejects(
+  throws(
     () => ensureStateDir(file),
     (e: Error) =>
       e.message.includes(file) && /BERTH_STATE_DIR/.test(e.message) &&
       /is a file, not a directory/.test(e.message) &&
       !/os error/.test(e.message),
   );
-  await rejects(
+  throws(
     () => ensureStateDir(`${file}/sub`),
     (e: Error) => e.message.includes(`${file}/sub`),
   );
@@ -425,10 +425,10 @@ Deno.test("ensureStateDir names the directory when a file is in the way", async 
 Deno.test("prepareStateDir creates a missing directory, then removes the temp files a crash left", async () => {
   await using dir = await tempDir();
   const state = new StateDir(`${dir.path}/a/b`);
-  await prepareStateDir(state);
+  prepareStateDir(state);
   ok((await Deno.stat(state.dir)).isDirectory);
   const left = `${state.dir}/.token.tmp-0123456789abcdef`;
   await Deno.writeTextFile(left, "1");
-  await prepareStateDir(state);
+  prepareStateDir(state);
   deepEqual([...Deno.readDirSync(state.dir)], []);
 });
