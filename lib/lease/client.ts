@@ -99,7 +99,6 @@ export function createHttpLeaseClient(
     if ("error" in answer) {
       outcome = within.aborted
         ? abortFailure(within.reason)
-        // Loaded at the first failure: a start that succeeds never needs it.
         : await (await import("./errors.ts")).describeTransportError(answer, {
           target,
           serverName,
