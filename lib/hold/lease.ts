@@ -48,20 +48,17 @@ export interface RenewerObserver {
   reacquired?(token: number): void;
 }
 
-/**
- * How long after the last confirmation an open permission's marker is
- * rewritten with its deadlines when no renewal did: a heartbeat as long as
- * the probe's `--max-age` (TTL/3 from a 90 s TTL up), or renewals failing
- * within the lease's time, must not make the probe call a live sidecar dead.
- * A third of the max-age is left for a late timer and the probe's period.
- */
+/** Two thirds of the probe's max-age: a third is left for a late timer and the probe's period. */
 export const MARKER_REFRESH_MS = WEBHOOK_PROBE_MAX_AGE_MS * 2 / 3;
 
 /**
- * Whether the open permission's marker may be written at `since`, and when
- * again unless a renewal does first ({@linkcode MARKER_REFRESH_MS} later):
- * never after the lease's `deadline` less the probe's max-age, so that a
- * probe that reads the mtime alone (the Go helper's) fails by the deadline.
+ * Whether the open permission's marker, rewritten with its deadlines when no
+ * renewal did (a heartbeat as long as the probe's `--max-age`, renewals
+ * failing within the lease's time: the probe must not call a live sidecar
+ * dead), may be written at `since`, and when again
+ * ({@linkcode MARKER_REFRESH_MS} later): never after the permission's
+ * `closesAt` less the probe's max-age, so that a probe that reads the mtime
+ * alone (the Go helper's) stops the workload by the deadline.
  *
  * @example
  * ```ts
@@ -74,9 +71,9 @@ export const MARKER_REFRESH_MS = WEBHOOK_PROBE_MAX_AGE_MS * 2 / 3;
  */
 export function markerRewrite(
   since: number,
-  deadline: number,
+  closesAt: number,
 ): { write: boolean; next: number } {
-  const last = deadline - WEBHOOK_PROBE_MAX_AGE_MS;
+  const last = closesAt - WEBHOOK_PROBE_MAX_AGE_MS;
   const next = since < last
     ? Math.min(since + MARKER_REFRESH_MS, last)
     : Infinity;

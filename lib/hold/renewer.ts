@@ -298,7 +298,7 @@ export class Renewer {
       });
     }
     this.#open = this.#held = true;
-    this.#show(sentAt, marker);
+    this.#show(marker);
     this.#arm();
     this.#changed();
   }
@@ -327,10 +327,11 @@ export class Renewer {
     this.#changed();
   }
 
-  /** Queues writing the open permission's marker, confirmed at `since`; `#arm` writes it again. */
-  #show(since: number, marker = this.#shown!): void {
+  /** Queues writing the open permission's marker; `#arm` writes it again. */
+  #show(marker = this.#shown!): void {
+    const closesAt = this.status().permissionClosesAt!;
     this.#shown = marker;
-    this.#refreshAt = markerRewrite(since, this.#deadline!).next;
+    this.#refreshAt = markerRewrite(this.#p.clock.now(), closesAt).next;
     this.#apply(
       (e) => openMarker(e, marker, this.#p.logger, this.#marker),
       GO.enforcerReleaseFailed,
@@ -351,11 +352,12 @@ export class Renewer {
     this.#cancelTimer = undefined;
     if (!this.#running || this.#closeIfDue() || !this.#open) return;
     const now = this.#p.clock.now();
+    const closesAt = this.status().permissionClosesAt!;
     if (now >= this.#refreshAt) {
       this.#refreshAt = Infinity; // not written when woken too late
-      if (markerRewrite(now, this.#deadline!).write) this.#show(now);
+      if (markerRewrite(now, closesAt).write) this.#show();
     }
-    const at = Math.min(this.#refreshAt, this.status().permissionClosesAt!);
+    const at = Math.min(this.#refreshAt, closesAt);
     this.#cancelTimer = this.#p.clock.after(at - now, () => this.#arm());
   }
 

@@ -8,6 +8,7 @@
  * @module
  */
 import { type ApiKeySource, redactor, redactOutcome } from "./api_key.ts";
+import { describeTransportError } from "./errors.ts";
 import {
   DEFAULT_REQUEST_TIMEOUT_MS,
   type GrantOutcome,
@@ -99,7 +100,7 @@ export function createHttpLeaseClient(
     if ("error" in answer) {
       outcome = within.aborted
         ? abortFailure(within.reason)
-        : await (await import("./errors.ts")).describeTransportError(answer, {
+        : await describeTransportError(answer, {
           target,
           serverName,
           proxy: route.proxy(),

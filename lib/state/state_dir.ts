@@ -5,8 +5,9 @@
  * file in a new sandbox before anyone reads them.
  * Its I/O is synchronous: for a few small files on a local volume that is
  * microseconds, where each asynchronous call costs a trip through the runtime
- * (docs/benchmarks.md); a volume that hangs would stall the enforcement queue
- * either way, and the deadline in the marker is the probe's backstop.
+ * (docs/benchmarks.md). A volume that hangs stalls the whole process (its
+ * timers too), not only the enforcement queue: the deadline in the marker is
+ * the probe's backstop (docs/known-limits.md).
  *
  * @module
  */

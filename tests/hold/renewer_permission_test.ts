@@ -404,7 +404,7 @@ Deno.test("a confirmation opens until deadline minus lead, status says so; the t
   await h.stop();
 });
 
-Deno.test("an open permission's marker is rewritten 20 s after its last write when no renewal did, never after the deadline less the probe's 30 s, never after a close", async () => {
+Deno.test("an open permission's marker is rewritten 20 s after its last write when no renewal did, never later than the probe's 30 s before the gate closes, never after a close", async () => {
   // TTL 120 s, heartbeat 50 s: longer than the webhook probe's max-age.
   const long = { ttlSeconds: 120, heartbeatMs: 50_000 };
   assert.equal(MARKER_REFRESH_MS, 20_000);
@@ -413,11 +413,11 @@ Deno.test("an open permission's marker is rewritten 20 s after its last write wh
 
   // Adopted with 100 s left, every renewal hanging: rewritten at once (the
   // handed-over marker may be old), then every 20 s up to 30 s before the
-  // deadline (70 s), the handed-over deadlines each time; closed at 96 s.
+  // gate closes (66 s), the handed-over deadlines each time; closed at 96 s.
   const adopted = make(4, 100_000, long);
   await adopted.run();
   await adopted.clock.advanceTo(adopted.t0 + 119_000);
-  assert.deepEqual(opens(adopted), [0, 20e3, 40e3, 60e3, 70e3]);
+  assert.deepEqual(opens(adopted), [0, 20e3, 40e3, 60e3, 66e3]);
   assert.ok(adopted.enforcer.opened.every((m) => m === adopted.store.marker));
   assert.deepEqual(adopted.enforcer.calls.find((c) => c.what !== "open"), {
     at: adopted.t0 + 96_000,
@@ -425,7 +425,7 @@ Deno.test("an open permission's marker is rewritten 20 s after its last write wh
   });
   await adopted.stop();
 
-  // A renewal's write counts from its send: the next rewrite is 20 s later.
+  // A renewal's write moves the next rewrite to 20 s after it.
   const h = make(0, undefined, long);
   await h.run();
   await h.answer(ours(5));
