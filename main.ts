@@ -1,34 +1,27 @@
 /**
- * `berth-acquire`: dispatches on the first argument, and is the liveness
- * probe (`check`) itself: the probe starts every 2 s in the workload's
- * container, so it loads only this module, the argument parser, durations and
- * the marker. Every other subcommand's module is named in {@linkcode COMMANDS}
- * and imported through a variable, which neither Deno's start-up module graph
- * nor `deno compile` follows (docs/development.md); scripts/compile.ts passes
- * each of {@linkcode ON_DEMAND_MODULES} with `--include`.
+ * `berth-acquire`: dispatches on the first argument, and answers the
+ * webhook's probe itself. The probe starts every 2 s in the workload's
+ * container, so `check PATH --max-age D` loads only this module, durations and
+ * the marker; every subcommand's module, `check` with any other arguments
+ * included, is named in {@linkcode COMMANDS} and imported through a variable,
+ * which neither Deno's start-up module graph nor `deno compile` follows
+ * (docs/development.md); scripts/compile.ts passes each of
+ * {@linkcode ON_DEMAND_MODULES} with `--include`.
  *
  * @module
  */
-import {
-  CONFIG_FLAG_KINDS,
-  DEFAULT_STATE_DIR,
-  isSet,
-  lastValue,
-  nearest,
-  parseArgv,
-  usageLine,
-} from "./lib/config/argv.ts";
 import { parseDurationMs } from "./lib/config/duration.ts";
-import { examineMarker } from "./lib/state/marker.ts";
+import { probe } from "./lib/state/marker.ts";
 
 /** The probe's subcommand, this module's own. */
 export const PROBE_COMMAND = "check";
 
 /**
- * The subcommands loaded on demand and their modules, relative to this file,
- * one a line; each exports `main(args): Promise<number>`.
+ * Every subcommand's module, relative to this file, one a line; each exports
+ * `main(args)`, which returns the exit status or a promise of it.
  */
 export const COMMANDS: Readonly<Record<string, string>> = {
+  [PROBE_COMMAND]: "./lib/cmd/check.ts",
   acquire: "./lib/cmd/acquire.ts",
   renew: "./lib/cmd/renew.ts",
   run: "./lib/run/run.ts",
@@ -41,10 +34,14 @@ export const COMMANDS: Readonly<Record<string, string>> = {
 /** The module `--version` loads (it exports `VERSION`). */
 export const VERSION_MODULE = "./lib/version.ts";
 
+/** The one argument parser, for a misspelt subcommand's nearest name. */
+const ARGV_MODULE = "./lib/config/argv.ts";
+
 /** What a compiled binary must embed besides main.ts. */
 export const ON_DEMAND_MODULES: readonly string[] = [
   ...Object.values(COMMANDS),
   VERSION_MODULE,
+  ARGV_MODULE,
 ];
 
 const USAGE = `berth-acquire: hold a Berth lease for a Kubernetes workload
@@ -65,76 +62,29 @@ Run "berth-acquire <subcommand> --help" for the flags of one subcommand.
 Configuration comes from BERTH_* environment variables, overridden by flags.
 `;
 
-const CHECK_USAGE =
-  `Usage: berth-acquire check [MARKER-PATH] [--max-age DURATION] [--state-dir DIR]
-
-Liveness probe: exit 0 when the health marker is present and fresh, else print
-one line and exit 1 (a usage error exits 1 too: the probe fails closed).
-
-  MARKER-PATH           the marker file; absent or empty: <state dir>/healthy
-  --max-age DURATION    largest accepted age of the marker's mtime, a Go
-                        duration (30s, 1m0s, 1.5s, 300ms); 0, negative or
-                        absent: presence only
-  --state-dir DIR       state directory for the default path; env
-                        BERTH_STATE_DIR; default ${DEFAULT_STATE_DIR}
-  --help                show this help
-
-The other roles' flags (--lease-name, --ttl-seconds, ...) are accepted and
-ignored, as the Go helper accepts them.`;
-
 /**
- * `check`: the exec liveness probe the webhook puts on every main container
- * (`/berth/check check /berth/healthy --max-age 30s`, every 2 s). Exit 0
- * silently when the marker passes; else one line on stdout (the kubelet shows
- * it in the pod's events) and exit 1, usage errors too: a probe that cannot
- * understand its arguments fails closed. It reads no setting but
- * `BERTH_STATE_DIR`, so the other roles' settings, missing in the main
- * container, never fail it.
+ * The webhook's probe, `check PATH --max-age D` (or `check PATH`), answered
+ * without loading the argument parser: what the parser makes of those
+ * arguments (`lib/cmd/check.ts` reads every other form, and these too when
+ * the duration is not valid, so that its line says why).
  */
-function check(args: string[]): number {
-  let path: string;
+function webhookProbe(args: string[]): number | undefined {
+  const [path, flag, maxAge] = args;
+  if (args.length === 3 ? flag !== "--max-age" : args.length !== 1) return;
+  if (path === "" || path.startsWith("-")) return;
   let maxAgeMs = 0;
   try {
-    const argv = parseArgv(args, {
-      flags: {
-        "max-age": { kind: "value", wants: "a duration such as 30s" },
-        "state-dir": { kind: "value", wants: "a directory" },
-        help: { kind: "boolean", short: "h" },
-      },
-      // The other roles' flags are skipped with their values (renew's
-      // --health-addr too); its own --state-dir comes first.
-      ignored: { ...CONFIG_FLAG_KINDS, "health-addr": "value" },
-      positionals: 1,
-      positionalHint: "check takes one marker path",
-      dashDash: "positionals",
-    });
-    if (isSet(argv, "help")) {
-      console.log(CHECK_USAGE);
-      return 0;
-    }
-    const maxAge = lastValue(argv, "max-age");
     if (maxAge !== undefined) {
       maxAgeMs = parseDurationMs(maxAge, "--max-age", { negative: "zero" });
     }
-    // An empty path or state directory counts as absent, as in Go.
-    path = argv.positionals[0] ||
-      `${
-        (lastValue(argv, "state-dir") || Deno.env.get("BERTH_STATE_DIR") ||
-          DEFAULT_STATE_DIR).replace(/\/+$/, "")
-      }/healthy`;
-  } catch (e) {
-    console.log(usageLine("check", (e as Error).message));
-    return 1;
+  } catch {
+    return;
   }
-  const verdict = examineMarker(path, { maxAgeMs });
-  if (verdict.kind === "OK") return 0;
-  console.log(verdict.reason);
-  return 1;
+  return probe(path, maxAgeMs);
 }
 
 async function run(args: string[]): Promise<number> {
   const [sub, ...rest] = args;
-  if (sub === PROBE_COMMAND) return check(rest);
   if (sub === "--version" || sub === "version") {
     const { VERSION } = await import(VERSION_MODULE) as { VERSION: string };
     console.log(`berth-acquire ${VERSION}`);
@@ -145,7 +95,10 @@ async function run(args: string[]): Promise<number> {
     return sub === undefined ? 1 : 0;
   }
   if (!Object.hasOwn(COMMANDS, sub)) {
-    const near = nearest(sub, [PROBE_COMMAND, ...Object.keys(COMMANDS)]);
+    const { nearest } = await import(ARGV_MODULE) as {
+      nearest(given: string, known: readonly string[]): string | undefined;
+    };
+    const near = nearest(sub, Object.keys(COMMANDS));
     console.error(
       `berth-acquire: unknown subcommand ${JSON.stringify(sub)}${
         near === undefined
@@ -156,7 +109,7 @@ async function run(args: string[]): Promise<number> {
     return 1;
   }
   const command = await import(COMMANDS[sub]) as {
-    main(args: string[]): Promise<number>;
+    main(args: string[]): number | Promise<number>;
   };
   return command.main(rest);
 }
@@ -168,5 +121,8 @@ if (
   (Deno.args[0] === PROBE_COMMAND && Deno.mainModule.endsWith("/main.ts")) ||
   import.meta.main
 ) {
-  Deno.exit(await run(Deno.args));
+  const probed = Deno.args[0] === PROBE_COMMAND
+    ? webhookProbe(Deno.args.slice(1))
+    : undefined;
+  Deno.exit(probed ?? await run(Deno.args));
 }

@@ -1,10 +1,10 @@
 // The CLI's front door: version, help, unknown subcommands.
 import assert from "node:assert/strict";
 import { VERSION } from "../lib/version.ts";
-import { COMMANDS, ON_DEMAND_MODULES, PROBE_COMMAND } from "../main.ts";
+import { COMMANDS, ON_DEMAND_MODULES } from "../main.ts";
 
 /** Every subcommand main.ts dispatches to. */
-const SUBCOMMANDS = [PROBE_COMMAND, ...Object.keys(COMMANDS)];
+const SUBCOMMANDS = Object.keys(COMMANDS);
 import { REPO_ROOT, runCli } from "./support/cli.ts";
 import { tempDir } from "./support/lease_env.ts";
 
@@ -110,13 +110,12 @@ async function moduleGraph(path: string): Promise<string[]> {
 
 /** The probe's graph: main.ts (the probe is its own) and its static imports. */
 const PROBE_GRAPH = [
-  "lib/config/argv.ts",
   "lib/config/duration.ts",
   "lib/state/marker.ts",
   "main.ts",
 ];
 
-Deno.test("main.ts's module graph is the probe's: the marker, its no-follow reads and the boot-time clock, durations, the one argument parser with the configuration flags' names; no other subcommand and no node: module is loaded at start", async () => {
+Deno.test("main.ts's module graph is the webhook probe's: the marker, its no-follow reads and the boot-time clock, durations; no argument parser, no other subcommand and no node: module is loaded at start", async () => {
   // Deno builds the graph of the entry module (static imports and
   // string-literal dynamic imports) at every start, reading and hashing each
   // module in it; any other subcommand's module must join only when it runs.
@@ -126,16 +125,12 @@ Deno.test("main.ts's module graph is the probe's: the marker, its no-follow read
     [...main.matchAll(/^} from "(.*)";$|^import .* from "(.*)";$/gm)].map((
       m,
     ) => m[1] ?? m[2]),
-    [
-      "./lib/config/argv.ts",
-      "./lib/config/duration.ts",
-      "./lib/state/marker.ts",
-    ],
+    ["./lib/config/duration.ts", "./lib/state/marker.ts"],
     "main.ts imports only what the probe needs statically",
   );
 });
 
-Deno.test("`main.ts check` reads main.ts and the probe's modules, and no other module", async () => {
+Deno.test("the webhook's `main.ts check PATH --max-age 30s` reads main.ts and the probe's modules, and no other module", async () => {
   await using dir = await tempDir();
   const marker = `${dir.path}/healthy`;
   await Deno.writeTextFile(marker, "");
@@ -151,6 +146,8 @@ Deno.test("`main.ts check` reads main.ts and the probe's modules, and no other m
       `${REPO_ROOT}/main.ts`,
       "check",
       marker,
+      "--max-age",
+      "30s",
     ],
     clearEnv: true,
     env: { PATH: Deno.env.get("PATH") ?? "/usr/bin:/bin", NO_COLOR: "1" },

@@ -356,3 +356,15 @@ export function examineMarker(
     maxAgeMs: opts.maxAgeMs,
   });
 }
+
+/**
+ * The probe's answer (`check`): exit status 0 when the marker at `path`
+ * passes, else 1 with the verdict's line on stdout, which the kubelet shows in
+ * the pod's events.
+ */
+export function probe(path: string, maxAgeMs: number): number {
+  const verdict = examineMarker(path, { maxAgeMs });
+  if (verdict.kind === "OK") return 0;
+  console.log(verdict.reason);
+  return 1;
+}

@@ -135,6 +135,38 @@ Deno.test("presence only: without --max-age, or with 0, any age passes", async (
   });
 });
 
+Deno.test("the webhook's argv (`PATH --max-age D`, answered without the parser) reads as the parser reads `--max-age=D`", async () => {
+  await withInstalled(async (dir, s) => {
+    await s.writeMarker(FAR);
+    const old = new Date(Date.now() - 90_000);
+    await Deno.utime(`${dir}/healthy`, old, old);
+    const signal = AbortSignal.timeout(60_000);
+    for (
+      const d of ["30s", "2m", "1m0s", "1.5s", "0", "-5s", "soon", "", "7x"]
+    ) {
+      const webhook = await runCli(
+        ["check", `${dir}/healthy`, "--max-age", d],
+        {
+          env: {},
+          signal,
+        },
+      );
+      const parsed = await runCli(
+        ["check", `${dir}/healthy`, `--max-age=${d}`],
+        {
+          env: {},
+          signal,
+        },
+      );
+      const masked = (r: CliResult) => ({
+        ...r,
+        stdout: r.stdout.replace(/ for \S+ \(limit/, " for AGE (limit"),
+      });
+      deepEqual(masked(webhook), masked(parsed), `--max-age ${d}`);
+    }
+  });
+});
+
 Deno.test("usage errors fail closed with one line naming the problem", async () => {
   await withInstalled(async (dir) => {
     await Deno.writeTextFile(`${dir}/healthy`, "");

@@ -97,8 +97,8 @@ Deno.test("compileArgs embeds every module main.ts loads on demand, found from t
     ON_DEMAND_MODULES.map((m) => `/src dir/${m.replace(/^\.\//, "")}`),
   );
   assert.ok(ON_DEMAND_MODULES.includes("./lib/cmd/renew.ts"));
-  // The probe is main.ts's own: compile embeds it as the entry.
-  assert.ok(!Object.hasOwn(COMMANDS, PROBE_COMMAND));
+  // The webhook's probe is main.ts's own; any other `check` is a module.
+  assert.ok(Object.hasOwn(COMMANDS, PROBE_COMMAND));
   assert.equal(args.at(-1), "/src dir/main.ts", "the entry module comes last");
 });
 
