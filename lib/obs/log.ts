@@ -180,7 +180,9 @@ const ESCAPES: Record<string, string> = {
 };
 
 // unicode.IsPrint: no space but the ASCII one is printable. Made at the
-// first quote: its Unicode classes would cost every start (docs/benchmarks.md).
+// first quote, and not from a literal: V8 builds a literal's Unicode classes
+// when it parses the module, which would cost every start without a code
+// cache, as the binary has none (docs/benchmarks.md).
 let printable: RegExp | undefined;
 
 /**
@@ -188,7 +190,7 @@ let printable: RegExp | undefined;
  * @example
  * ```ts
  * import assert from "node:assert/strict";
- * assert.equal(goQuote('a"\u0001\u00a0é'), '"a\\"\\x01\\u00a0é"');
+ * assert.equal(goQuote('a"\u0001\u00a0\u00e9'), '"a\\"\\x01\\u00a0\u00e9"');
  * ```
  */
 export function goQuote(s: string): string {
@@ -197,7 +199,10 @@ export function goQuote(s: string): string {
     const cp = ch.codePointAt(0)!;
     if (ESCAPES[ch] !== undefined) out += ESCAPES[ch];
     else if (cp >= 0x20 && cp < 0x7f) out += ch; // ASCII: no class to make
-    else if ((printable ??= /^[\p{L}\p{M}\p{N}\p{P}\p{S} ]$/u).test(ch)) {
+    else if (
+      (printable ??= new RegExp("^[\\p{L}\\p{M}\\p{N}\\p{P}\\p{S} ]$", "u"))
+        .test(ch)
+    ) {
       out += ch;
     } else if (cp < 0x80) out += `\\x${cp.toString(16).padStart(2, "0")}`;
     else if (cp < 0x10000) out += `\\u${cp.toString(16).padStart(4, "0")}`;
