@@ -1,8 +1,8 @@
 /**
  * `berth-acquire`: dispatches on the first argument, and answers the
  * webhook's probe itself. The probe starts every 2 s in the workload's
- * container, so `check PATH --max-age D` loads only this module, durations and
- * the marker; every subcommand's module, `check` with any other arguments
+ * container, so `check PATH --max-age 30s` loads only this module and the
+ * marker; every subcommand's module, `check` with any other arguments
  * included, is named in {@linkcode COMMANDS} and imported through a variable,
  * which neither Deno's start-up module graph nor `deno compile` follows
  * (docs/development.md); scripts/compile.ts passes each of
@@ -10,8 +10,11 @@
  *
  * @module
  */
-import { parseDurationMs } from "./lib/config/duration.ts";
-import { probe } from "./lib/state/marker.ts";
+import {
+  probe,
+  WEBHOOK_PROBE_MAX_AGE,
+  WEBHOOK_PROBE_MAX_AGE_MS,
+} from "./lib/state/marker.ts";
 
 /** The probe's subcommand, this module's own. */
 export const PROBE_COMMAND = "check";
@@ -63,24 +66,17 @@ Configuration comes from BERTH_* environment variables, overridden by flags.
 `;
 
 /**
- * The webhook's probe, `check PATH --max-age D` (or `check PATH`), answered
- * without loading the argument parser: what the parser makes of those
- * arguments (`lib/cmd/check.ts` reads every other form, and these too when
- * the duration is not valid, so that its line says why).
+ * The webhook's probe, `check PATH --max-age 30s`, answered without loading
+ * the argument parser or durations: what the parser makes of those arguments
+ * (`lib/cmd/check.ts` reads every other form of `check`).
  */
 function webhookProbe(args: string[]): number | undefined {
   const [path, flag, maxAge] = args;
-  if (args.length === 3 ? flag !== "--max-age" : args.length !== 1) return;
-  if (path === "" || path.startsWith("-")) return;
-  let maxAgeMs = 0;
-  try {
-    if (maxAge !== undefined) {
-      maxAgeMs = parseDurationMs(maxAge, "--max-age", { negative: "zero" });
-    }
-  } catch {
-    return;
-  }
-  return probe(path, maxAgeMs);
+  if (
+    args.length !== 3 || flag !== "--max-age" ||
+    maxAge !== WEBHOOK_PROBE_MAX_AGE || path === "" || path.startsWith("-")
+  ) return undefined;
+  return probe(path, WEBHOOK_PROBE_MAX_AGE_MS);
 }
 
 async function run(args: string[]): Promise<number> {

@@ -15,14 +15,14 @@ import {
   parseArgv,
   usageLine,
 } from "../config/argv.ts";
-import { formatDurationMs, parseDurationMs } from "../config/duration.ts";
+import { parseDurationMs } from "../config/duration.ts";
 import {
   type Read,
   readSnapshot,
   type StateSnapshot,
   type TimeLeft,
 } from "../state/snapshot.ts";
-import { WEBHOOK_PROBE_MAX_AGE_MS } from "../state/marker.ts";
+import { formatDurationMs, WEBHOOK_PROBE_MAX_AGE_MS } from "../state/marker.ts";
 
 const DEFAULT_MAX_AGE = formatDurationMs(WEBHOOK_PROBE_MAX_AGE_MS);
 

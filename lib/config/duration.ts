@@ -154,23 +154,3 @@ export function parseDurationMs(
   }
   return span.ms + (span.ns > 0 ? 1 : 0);
 }
-
-/** Formats milliseconds as Go's `Duration.String()` does, so messages read like the flags the operator wrote. */
-export function formatDurationMs(ms: number): string {
-  if (ms === 0) return "0s";
-  const neg = ms < 0;
-  let rest = Math.abs(Math.round(ms));
-  if (rest < 1000) return `${neg ? "-" : ""}${rest}ms`;
-  const h = Math.floor(rest / 3_600_000);
-  rest -= h * 3_600_000;
-  const m = Math.floor(rest / 60_000);
-  rest -= m * 60_000;
-  const s = Math.floor(rest / 1000);
-  const frac = rest - s * 1000;
-  let out = `${s}${
-    frac ? "." + String(frac).padStart(3, "0").replace(/0+$/, "") : ""
-  }s`;
-  if (h > 0) out = `${h}h${m}m${out}`;
-  else if (m > 0) out = `${m}m${out}`;
-  return (neg ? "-" : "") + out;
-}

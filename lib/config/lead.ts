@@ -7,7 +7,7 @@
  *
  * @module
  */
-import { formatDurationMs } from "./duration.ts";
+import { formatDurationMs } from "../state/marker.ts";
 
 /** How a lost lease stops the workload: by failing its liveness probe, or by signals. */
 export type EnforceMode = "probe" | "signal";

@@ -10,7 +10,8 @@
  *
  * @module
  */
-import { formatDurationMs, parseDurationMs } from "../config/duration.ts";
+import { parseDurationMs } from "../config/duration.ts";
+import { formatDurationMs } from "../state/marker.ts";
 import {
   EXIT_USAGE,
   isSet,

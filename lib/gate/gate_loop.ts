@@ -16,11 +16,11 @@ import {
   SpawnError,
 } from "./process_group.ts";
 import { onSignals, SHUTDOWN_SIGNALS } from "../cmd/signals.ts";
-import { formatDurationMs } from "../config/duration.ts";
 import type { Logger } from "../obs/log.ts";
 import { type Clock, systemClock } from "../state/clock.ts";
 import {
   examineMarker,
+  formatDurationMs,
   type MarkerDeadlines,
   type Verdict,
 } from "../state/marker.ts";

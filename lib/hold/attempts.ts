@@ -22,7 +22,7 @@ import {
 } from "../lease/rpc.ts";
 import type { Clock } from "../state/clock.ts";
 import type { Logger } from "../obs/log.ts";
-import { formatDurationMs } from "../config/duration.ts";
+import { formatDurationMs } from "../state/marker.ts";
 
 /** How often an ERROR that goes on is said again. */
 export const REPEAT_ERROR_MS = 60_000;

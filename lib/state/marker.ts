@@ -7,8 +7,6 @@
  *
  * @module
  */
-import { formatDurationMs } from "../config/duration.ts";
-
 /** Why a state file was refused or could not be read; `detail` omits the path, so the probe's line names it once. */
 export class StateFileError extends Error {
   constructor(readonly path: string, readonly detail: string) {
@@ -194,6 +192,9 @@ export function parseMarker(text: string): MarkerDeadlines | undefined {
 /** The webhook's probe argv has `--max-age 30s`: `status` judges so, the sidecar refreshes within it. */
 export const WEBHOOK_PROBE_MAX_AGE_MS = 30_000;
 
+/** {@linkcode WEBHOOK_PROBE_MAX_AGE_MS} as the webhook's argv writes it. */
+export const WEBHOOK_PROBE_MAX_AGE = "30s";
+
 /** The largest marker read; ours is under 100 bytes. */
 export const MARKER_MAX_BYTES = 4096;
 
@@ -219,6 +220,26 @@ export interface JudgeOptions {
   wallNowMs: number;
   bootNowMs: () => number;
   maxAgeMs: number;
+}
+
+/** Formats milliseconds as Go's `Duration.String()` does, so messages read like the flags the operator wrote. */
+export function formatDurationMs(ms: number): string {
+  if (ms === 0) return "0s";
+  const neg = ms < 0;
+  let rest = Math.abs(Math.round(ms));
+  if (rest < 1000) return `${neg ? "-" : ""}${rest}ms`;
+  const h = Math.floor(rest / 3_600_000);
+  rest -= h * 3_600_000;
+  const m = Math.floor(rest / 60_000);
+  rest -= m * 60_000;
+  const s = Math.floor(rest / 1000);
+  const frac = rest - s * 1000;
+  let out = `${s}${
+    frac ? "." + String(frac).padStart(3, "0").replace(/0+$/, "") : ""
+  }s`;
+  if (h > 0) out = `${h}h${m}m${out}`;
+  else if (m > 0) out = `${m}m${out}`;
+  return (neg ? "-" : "") + out;
 }
 
 /**

@@ -2,10 +2,12 @@
 // range to the nanosecond, rounding up to whole milliseconds, and the
 // Duration.String() form of the probe's reason lines.
 import assert from "node:assert/strict";
+import { parseDurationMs } from "../../lib/config/duration.ts";
 import {
   formatDurationMs,
-  parseDurationMs,
-} from "../../lib/config/duration.ts";
+  WEBHOOK_PROBE_MAX_AGE,
+  WEBHOOK_PROBE_MAX_AGE_MS,
+} from "../../lib/state/marker.ts";
 
 const parse = (s: string) => parseDurationMs(s, "--max-age");
 
@@ -140,4 +142,12 @@ Deno.test("what formatDurationMs prints, parseDurationMs reads back", () => {
   for (const ms of [0, 1, 999, 1_000, 1_001, 59_999, 61_000, 3_599_999]) {
     assert.equal(parse(formatDurationMs(ms)), ms);
   }
+});
+
+Deno.test("the webhook's --max-age, which main.ts reads without this parser, is the milliseconds it stands for", () => {
+  assert.equal(parse(WEBHOOK_PROBE_MAX_AGE), WEBHOOK_PROBE_MAX_AGE_MS);
+  assert.equal(
+    formatDurationMs(WEBHOOK_PROBE_MAX_AGE_MS),
+    WEBHOOK_PROBE_MAX_AGE,
+  );
 });
