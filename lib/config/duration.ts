@@ -1,7 +1,8 @@
 /**
- * Go's duration syntax (`30s`, `1m0s`, `300ms`), which the webhook writes
- * `--max-age` in. The probe loads it at every start, so it makes no `BigInt`
- * (a process's first costs it memory): nanoseconds up to 2^63 are whole
+ * Go's duration syntax (`30s`, `1m0s`, `300ms`), read as Go's
+ * `time.ParseDuration` reads it (printed by `formatDurationMs` in
+ * `lib/state/marker.ts`, on the probe's path). It makes no `BigInt` (a
+ * process's first costs it memory): nanoseconds up to 2^63 are whole
  * milliseconds and the rest.
  *
  * @module
@@ -130,11 +131,6 @@ export function parseDurationMs(
   what: string,
   options: { negative?: "refuse" | "zero" } = {},
 ): number {
-  // The webhook's `30s` without the general parser, whose first run is a
-  // large share of the probe's start-up; beyond six digits an hour count
-  // could leave Go's range.
-  const whole = /^(\d{1,6})(ms|s|m|h)$/.exec(input);
-  if (whole) return Number(whole[1]) * (UNIT_NS[whole[2]] / 1e6);
   let parsed: { negative: boolean; span: Span };
   try {
     parsed = parseGoDuration(input);

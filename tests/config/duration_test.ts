@@ -34,7 +34,7 @@ Deno.test("the forms the webhook writes, and Go's other spellings", () => {
   for (const [input, ms] of cases) assert.equal(parse(input), ms, input);
 });
 
-Deno.test("a whole number of one unit reads the same on both sides of the six digits the short way takes", () => {
+Deno.test("a whole number of one unit reads exactly, up to Go's range", () => {
   const cases: [string, number][] = [
     ["999999h", 3_599_996_400_000],
     ["1000000h", 3_600_000_000_000],
