@@ -313,10 +313,14 @@ Deno.test("gate --parent-pid: the command is stopped as soon as the parent is go
   const dir = tmp.path;
   await confirm(dir);
   const cmd = script(dir, COMMAND);
+  // A grace, so that the SIGKILL cannot overtake the shell's TERM trap on a
+  // loaded machine (the default, 0s, kills at once).
   const quoted = berthArgv([
     "gate",
     "--state-dir",
     dir,
+    "--grace",
+    "20s",
     "--parent-pid",
     "$$",
     "--",
