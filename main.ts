@@ -16,7 +16,7 @@ import {
   WEBHOOK_PROBE_MAX_AGE_MS,
 } from "./lib/state/marker.ts";
 
-/** The probe's subcommand, this module's own. */
+/** The probe's subcommand, whose webhook form this module answers itself. */
 export const PROBE_COMMAND = "check";
 
 /**

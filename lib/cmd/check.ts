@@ -1,7 +1,7 @@
 /**
- * `berth-acquire check` with any arguments the webhook's own form
- * (`PATH --max-age D`, answered by main.ts without this module) is not:
- * the one argument parser, the state directory's default path, `--help`.
+ * `berth-acquire check` with any arguments but the webhook's own
+ * (`PATH --max-age 30s`, which main.ts answers without this module): the one
+ * argument parser, the state directory's default path, `--help`.
  *
  * @module
  */

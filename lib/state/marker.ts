@@ -1,10 +1,10 @@
 /**
  * The health marker and all the probe needs to judge it and say why, Go's
  * `Duration.String` included, so the webhook's `check` loads this module
- * alone. Besides the mtime upstream checks, the marker holds when
- * the workload's permission to run closes, on the node's boot-time clock (the
- * same in every container) and the wall clock, so the probe fails on time
- * even when the sidecar is dead. That content only makes the verdict stricter.
+ * alone. Besides the mtime upstream checks, the marker holds when the
+ * workload's permission to run closes, on the node's boot-time clock (the same
+ * in every container) and the wall clock, so the probe fails on time even when
+ * the sidecar is dead. That content only makes the verdict stricter.
  *
  * @module
  */
