@@ -135,7 +135,7 @@ Deno.test("presence only: without --max-age, or with 0, any age passes", async (
   });
 });
 
-Deno.test("the webhook's argv (`PATH --max-age D`, answered without the parser) reads as the parser reads `--max-age=D`", async () => {
+Deno.test("`PATH --max-age D` reads as the parser reads `PATH --max-age=D`, the webhook's `30s` (answered without the parser) included", async () => {
   await withInstalled(async (dir, s) => {
     await s.writeMarker(FAR);
     const old = new Date(Date.now() - 90_000);
