@@ -8,7 +8,7 @@
  * @module
  */
 import type { DevServer } from "../lib/devserver/server.ts";
-import { readBootMillis } from "../lib/state/marker.ts";
+import { readBootMillis, WEBHOOK_PROBE_MAX_AGE } from "../lib/state/marker.ts";
 import { StateDir } from "../lib/state/state_dir.ts";
 import { installProbe } from "../lib/cmd/install_check.ts";
 import { discardLogger } from "../lib/obs/log.ts";
@@ -76,7 +76,7 @@ export async function benchCheck(
     "check",
     `${state.dir}/healthy`,
     "--max-age",
-    "30s",
+    WEBHOOK_PROBE_MAX_AGE,
   ];
   const env = baseEnv();
   await measureExec(probe, env);

@@ -22,9 +22,7 @@ import {
   type StateSnapshot,
   type TimeLeft,
 } from "../state/snapshot.ts";
-import { formatDurationMs, WEBHOOK_PROBE_MAX_AGE_MS } from "../state/marker.ts";
-
-const DEFAULT_MAX_AGE = formatDurationMs(WEBHOOK_PROBE_MAX_AGE_MS);
+import { formatDurationMs, WEBHOOK_PROBE_MAX_AGE } from "../state/marker.ts";
 
 const USAGE =
   `Usage: berth-acquire status [STATE_DIR | --runs] [--json] [--max-age DURATION]
@@ -43,7 +41,7 @@ Run it where the probe runs, e.g.
   --json                one JSON object on stdout, for scripts
   --max-age DURATION    the marker age limit the verdict uses, a Go duration
                         (30s, 1m0s) as the probe's --max-age; 0 or negative:
-                        presence only; default ${DEFAULT_MAX_AGE} (the webhook's probe)
+                        presence only; default ${WEBHOOK_PROBE_MAX_AGE} (the webhook's probe)
   --help                show this help
 
 Exit status: 0 when the verdict is OK (the workload may run; listing runs:
@@ -234,7 +232,7 @@ export function main(args: string[]): Promise<number> {
       return Promise.resolve(0);
     }
     maxAgeMs = parseDurationMs(
-      lastValue(argv, "max-age") ?? DEFAULT_MAX_AGE,
+      lastValue(argv, "max-age") ?? WEBHOOK_PROBE_MAX_AGE,
       "--max-age",
       { negative: "zero" },
     );
