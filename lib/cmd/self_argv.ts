@@ -25,17 +25,11 @@ export const PERMISSION_SET = "berth-acquire";
 /**
  * The V8 flags of the binary and of every `deno run` of the CLI: V8's
  * interpreter alone (the compilers' work and memory were what a sidecar grew
- * by; WebAssembly, which needs them, is not used), `gc()` for the
- * long-lived processes' full collections (`full_collection.ts`), and a young
- * generation that starts at 2 MiB a half, so that a start of `acquire`, which
- * allocates a little more than the default 1 MiB, ends before its first
- * collection. See docs/development.md.
+ * by; WebAssembly, which needs them, is not used), and `gc()` for the
+ * long-lived processes' full collections (`full_collection.ts`). See
+ * docs/development.md.
  */
-export const V8_FLAGS: readonly string[] = [
-  "--jitless",
-  "--expose-gc",
-  "--min-semi-space-size=2",
-];
+export const V8_FLAGS: readonly string[] = ["--jitless", "--expose-gc"];
 
 /** {@linkcode V8_FLAGS} as the one argument `deno run` and `deno compile` take. */
 export const V8_FLAGS_ARG: string = `--v8-flags=${V8_FLAGS.join(",")}`;
