@@ -1,6 +1,7 @@
 // The CLI's front door: version, help, unknown subcommands.
 import assert from "node:assert/strict";
 import { VERSION } from "../lib/version.ts";
+import { WEBHOOK_PROBE_MAX_AGE } from "../lib/state/marker.ts";
 import { COMMANDS, ON_DEMAND_MODULES } from "../main.ts";
 
 /** Every subcommand main.ts dispatches to. */
@@ -143,7 +144,7 @@ Deno.test("the webhook's `main.ts check PATH --max-age 30s` reads main.ts and th
       "check",
       marker,
       "--max-age",
-      "30s",
+      WEBHOOK_PROBE_MAX_AGE,
     ],
     clearEnv: true,
     env: { PATH: Deno.env.get("PATH") ?? "/usr/bin:/bin", NO_COLOR: "1" },

@@ -34,10 +34,8 @@ The other roles' flags (--lease-name, --ttl-seconds, ...) are accepted and
 ignored, as the Go helper accepts them.`;
 
 /**
- * `check`: the marker's verdict as `probe` answers it; a usage error is one
- * line and exit 1 too, since a probe that cannot understand its arguments
- * fails closed. It reads no setting but `BERTH_STATE_DIR`, so the other
- * roles' settings, missing in the main container, never fail it.
+ * `check`: see the usage text. It reads no setting but `BERTH_STATE_DIR`, so
+ * the other roles' settings, missing in the main container, never fail it.
  */
 export function main(args: string[]): number {
   let path: string;

@@ -85,8 +85,8 @@ export function parseApiServer(apiServer: string): Target {
  * ```
  */
 export function goJsonString(s: string): string {
-  // Split only when needed: the first use of a `\p{...}` class costs every
-  // start about 0.4 ms (docs/benchmarks.md).
+  // Split only when needed: a `\p{...}` class is costly to make at its first
+  // use, at every start (docs/benchmarks.md).
   const parts = (s.isWellFormed() ? [s] : s.split(/\p{Surrogate}/u)).map((p) =>
     JSON.stringify(p).slice(1, -1).replace(
       /[<>&\u2028\u2029]/g,
