@@ -106,11 +106,7 @@ export class Attempts {
    * @param retryInMs When the next attempt goes.
    * @returns What the answer means.
    */
-  record(
-    outcome: GrantOutcome,
-    sentAt: number,
-    retryInMs: number,
-  ): Attempt {
+  record(outcome: GrantOutcome, sentAt: number, retryInMs: number): Attempt {
     const { logger, lines, ttlSeconds } = this.#o;
     if (outcome.kind === "aborted") return { kind: "cancelled" };
     if (outcome.kind !== "acquired" && outcome.kind !== "not-acquired") {

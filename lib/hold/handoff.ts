@@ -8,6 +8,7 @@
 import type { AcquiredLease } from "./acquire.ts";
 import type { Clock } from "../state/clock.ts";
 import type { Config } from "../config/config.ts";
+import type { Logger } from "../obs/log.ts";
 import { GO_MESSAGES } from "../obs/go_messages.ts";
 import { type LeaseParams, markerDeadlines, releaseLease } from "./lease.ts";
 import type { MarkerDeadlines } from "../state/marker.ts";
@@ -139,15 +140,11 @@ export function readHandoff(
       { error },
     );
   }
-  if (fileHolder === undefined) {
-    return refuse(
-      "no lease handed over by the init container; acquiring afresh",
-    );
-  }
-  if (token === undefined) {
-    return refuse(
-      "the state volume has a holder but no token; acquiring afresh",
-    );
+  if (fileHolder === undefined || token === undefined) {
+    const missing = fileHolder === undefined
+      ? "no lease handed over by the init container"
+      : "the state volume has a holder but no token";
+    return refuse(`${missing}; acquiring afresh`);
   }
   if (fileHolder !== holder) {
     return refuse(
@@ -177,24 +174,20 @@ export function readHandoff(
   }
 }
 
-export interface Saved {
-  holder: boolean;
-  token: number;
-}
-
 /**
  * Writes what `saved` says the volume lacks of the holder and `token`, and
- * updates `saved`: {@linkcode PERSIST_ATTEMPTS} tries, 100 ms apart unless
- * `signal` cuts the pauses short.
+ * updates `saved`: three tries, 100 ms apart unless `signal` cuts the pauses
+ * short. Gives up with the Go helper's line naming the file, the error and
+ * the release that follows (the caller's).
  *
  * @returns Undefined once written, else the file given up on.
  */
 export async function persistHandoff(
-  p: { store: RenewerStore; holder: string; clock: Clock },
+  p: { store: RenewerStore; holder: string; clock: Clock; logger: Logger },
   token: number,
-  saved: Saved,
+  saved: { holder: boolean; token: number },
   signal: AbortSignal,
-): Promise<PersistFailure | undefined> {
+): Promise<"holder" | "token" | undefined> {
   let write: "holder" | "token" = "holder";
   let error: unknown;
   for (let attempt = 1; attempt <= PERSIST_ATTEMPTS; attempt++) {
@@ -211,12 +204,15 @@ export async function persistHandoff(
       error = e;
     }
   }
-  return { write, error };
+  p.logger.warn(GO_MESSAGES.persistFailed, {
+    detail:
+      `cannot write the ${write} file to the state volume, so the workload cannot get the new fencing token; releasing the lease (make the state volume writable: it is read-only or full)`,
+    write,
+    error,
+    fencing_token: token,
+    attempts: PERSIST_ATTEMPTS,
+  });
+  return write;
 }
 
-export interface PersistFailure {
-  write: "holder" | "token";
-  error: unknown;
-}
-
-export const PERSIST_ATTEMPTS = 3;
+const PERSIST_ATTEMPTS = 3;

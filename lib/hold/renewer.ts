@@ -27,7 +27,7 @@ import {
   stopWait,
 } from "./lease.ts";
 import { persistHandoff, readHandoff, type RenewerStore } from "./handoff.ts";
-import { openMarker, reportPersistFailure, reportRenewal } from "./report.ts";
+import { openMarker, reportRenewal } from "./report.ts";
 import type { MarkerDeadlines } from "../state/marker.ts";
 
 /** Options for {@linkcode Renewer}. */
@@ -88,14 +88,12 @@ export class Renewer {
 
   /** @returns The current state, for the health endpoint, the metrics and `run`. */
   status(): RenewerStatus {
-    const d = this.#deadline;
+    const [d, lead] = [this.#deadline, this.#p.enforceLeadMs];
     return {
       permissionOpen: this.#open,
       token: this.#token,
       deadline: d,
-      permissionClosesAt: d === undefined
-        ? undefined
-        : d - this.#p.enforceLeadMs,
+      permissionClosesAt: d === undefined ? undefined : d - lead,
       reason: this.#open ? undefined : this.#reason,
     };
   }
@@ -178,20 +176,17 @@ export class Renewer {
     // Never past the next heartbeat, nor past the deadline: a hung server
     // cannot hold the loop beyond the point where it must act.
     const left = (this.#deadline ?? Infinity) - sentAt;
-    let outcome: GrantOutcome;
-    {
-      using call = bounded(clock, Math.min(heartbeatMs, left), shutdown);
-      outcome = await client.renew(holder, token, ttlSeconds, call.signal);
-    }
+    using call = bounded(clock, Math.min(heartbeatMs, left), shutdown);
+    const outcome = await client.renew(holder, token, ttlSeconds, call.signal);
     const v = classifyRenew(outcome, token, holder);
     if (v.kind === "cancelled") return;
     if (v.kind === "confirmed") {
       this.#attempts.forget();
       return this.#confirm(sentAt, false);
     }
-    const closesAt = this.status().permissionClosesAt!;
     const past = v.kind === "unconfirmed" &&
       clock.now() >= (this.#deadline ?? Infinity);
+    const closesAt = this.status().permissionClosesAt!;
     reportRenewal(this.#p.logger, v, token, {
       past,
       closesInMs: this.#open ? closesAt - clock.now() : undefined,
@@ -231,11 +226,10 @@ export class Renewer {
     if (shutdown.aborted) {
       this.#deadline = sentAt + ttlSeconds * 1000;
       this.#unusedGrant = true;
-      this.#p.logger.info(
+      return this.#p.logger.info(
         "lease reacquired while shutting down; the workload stays stopped",
         { fencing_token: a.token },
       );
-      return;
     }
     this.#confirm(sentAt, true);
     this.#p.observer?.reacquired?.(a.token);
@@ -250,9 +244,7 @@ export class Renewer {
     const token = this.#token;
     const failed = await persistHandoff(this.#p, token, this.#saved, shutdown);
     if (!failed) return true;
-    reportPersistFailure(this.#p.logger, failed, token);
-    this.#lost =
-      `the ${failed.write} file could not be written to the state volume`;
+    this.#lost = `the ${failed} file could not be written to the state volume`;
     this.#close(`lease not usable: ${this.#lost}`);
     await this.#applying;
     const deadline = sentAt + this.#p.ttlSeconds * 1000;
@@ -267,12 +259,11 @@ export class Renewer {
     const fencing_token = this.#token;
     if (clock.now() >= deadline - enforceLeadMs) {
       this.#deadline = deadline;
-      const now = clock.now();
       logger.warn(reacquired ? GO.acquireLate : GO.renewLate, {
         detail:
           "the server confirmed the lease too late to let the workload run",
         fencing_token,
-        late_by_ms: Math.round(now - (deadline - enforceLeadMs)),
+        late_by_ms: Math.round(clock.now() - (deadline - enforceLeadMs)),
       });
       return this.#close(
         "the last confirmation arrived after its own deadline",
@@ -281,8 +272,7 @@ export class Renewer {
     // Read before anything changes, so that a throw changes nothing; the
     // monotonic clock last, so time spent reading moves the marker's
     // deadlines earlier, never later.
-    const bootNow = clock.bootNow();
-    const wallNow = clock.wallNow();
+    const [bootNow, wallNow] = [clock.bootNow(), clock.wallNow()];
     const left = deadline - clock.now();
     this.#deadline = deadline;
     const marker = markerDeadlines(left, enforceLeadMs, bootNow, wallNow);
@@ -290,13 +280,9 @@ export class Renewer {
     const msg = !reacquired
       ? GO.leaseRenewed
       : (this.#held ? GO.reacquired : GO.leaseAcquired);
+    const detail = "the gate is open: the workload may run";
     if (this.#open) logger.debug(msg, { fencing_token });
-    else {
-      logger.info(msg, {
-        fencing_token,
-        detail: "the gate is open: the workload may run",
-      });
-    }
+    else logger.info(msg, { fencing_token, detail });
     this.#open = this.#held = true;
     this.#show(marker);
     this.#arm();
@@ -307,21 +293,18 @@ export class Renewer {
   #close(reason: string, atShutdown = false): void {
     const changed = this.#open || this.#reason !== reason;
     if (this.#open) {
+      const { logger } = this.#p;
       if (atShutdown) {
-        this.#p.logger.info("gate closed for the release at shutdown", {
-          reason,
-        });
-      } else {this.#p.logger.warn("gate closed: stopping the workload", {
-          reason,
-        });}
+        logger.info("gate closed for the release at shutdown", { reason });
+      } else {
+        logger.warn("gate closed: stopping the workload", { reason });
+      }
       this.#closedAt = this.#p.clock.now();
     }
     this.#open = false;
     this.#reason = reason;
-    this.#apply(
-      (e) => e.close(reason),
-      changed ? GO.enforceFailed : GO.reenforceFailed,
-    );
+    const failure = changed ? GO.enforceFailed : GO.reenforceFailed;
+    this.#apply((e) => e.close(reason), failure);
     if (!changed) return;
     this.#arm();
     this.#changed();
@@ -385,7 +368,8 @@ export class Renewer {
   }
 
   async #shutdown(): Promise<void> {
-    const { clock, logger, releaseOnShutdown } = this.#p;
+    const { clock, logger, releaseOnShutdown, enforcer, enforceLeadMs } =
+      this.#p;
     // A process frozen past the closing time wakes with the stop pending and
     // the timer gone with the loop.
     if (this.#closeIfDue()) await this.#applying;
@@ -397,19 +381,15 @@ export class Renewer {
     ) {
       // Still wait (at most the lead), so that a pending SIGKILL lands
       // before the enforcer is disposed.
-      if (!this.#open) {
-        const { enforcer, enforceLeadMs } = this.#p;
-        const leadLeft = this.#closedAt + enforceLeadMs - clock.now();
-        await stopWait(enforcer, clock, leadLeft);
-      }
-      logger.info(GO.noRelease, {
+      const leadLeft = this.#closedAt + enforceLeadMs - clock.now();
+      if (!this.#open) await stopWait(enforcer, clock, leadLeft);
+      return logger.info(GO.noRelease, {
         reason: !releaseOnShutdown
           ? "release on shutdown is off"
           : expired
           ? "its local deadline has passed: it is no longer ours to release"
           : "the lease is not held",
       });
-      return;
     }
     this.#close("the lease is being released at shutdown", true);
     await this.#applying;

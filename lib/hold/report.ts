@@ -1,7 +1,7 @@
 /**
- * The renewer's words for a renewal that did not confirm the lease, a token
- * the volume refused, a marker it could not write: the Go helper's message
- * where it has one (operators alert on those), details in other fields.
+ * The renewer's words for a renewal that did not confirm the lease and a
+ * marker it could not write: the Go helper's message where it has one
+ * (operators alert on those), details in other fields.
  *
  * @module
  */
@@ -11,7 +11,6 @@ import { configFix, type RenewVerdict } from "../lease/rpc.ts";
 import type { Attempts } from "./attempts.ts";
 import type { Enforcer } from "../enforce/enforcer.ts";
 import type { MarkerDeadlines } from "../state/marker.ts";
-import { PERSIST_ATTEMPTS, type PersistFailure } from "./handoff.ts";
 
 /**
  * Logs a Renew of `token` that lost the lease (the server's message at WARN
@@ -80,35 +79,6 @@ export function reportRenewal(
       fix,
     });
   }
-}
-
-/**
- * Logs a `token` (or holder) the state volume kept refusing, naming the
- * file, the error, the fix, and that the lease is released.
- *
- * @example
- * ```ts
- * import assert from "node:assert/strict";
- * import { createLogger } from "../obs/log.ts";
- * const lines: string[] = [];
- * const logger = createLogger({ format: "json", write: (l) => lines.push(l) });
- * reportPersistFailure(logger, { write: "token", error: new Error("EROFS") }, 8);
- * assert.match(JSON.parse(lines[0]).detail, /releasing the lease/);
- * ```
- */
-export function reportPersistFailure(
-  logger: Logger,
-  failure: PersistFailure,
-  token: number,
-): void {
-  logger.warn(GO_MESSAGES.persistFailed, {
-    detail:
-      `cannot write the ${failure.write} file to the state volume, so the workload cannot get the new fencing token; releasing the lease (make the state volume writable: it is read-only or full)`,
-    write: failure.write,
-    error: failure.error,
-    fencing_token: token,
-    attempts: PERSIST_ATTEMPTS,
-  });
 }
 
 /**

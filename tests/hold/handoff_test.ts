@@ -11,12 +11,11 @@ import {
   persistHandoff,
   readHandoff,
   type RenewerStore,
-  type Saved,
   writeHandoff,
   type WriteHandoffOptions,
 } from "../../lib/hold/handoff.ts";
 import type { ReleaseOutcome } from "../../lib/lease/rpc.ts";
-import { createLogger } from "../../lib/obs/log.ts";
+import { createLogger, discardLogger } from "../../lib/obs/log.ts";
 import { GO_MESSAGES as GO } from "../../lib/obs/go_messages.ts";
 import type { MarkerDeadlines } from "../../lib/state/marker.ts";
 import { StateDir } from "../../lib/state/state_dir.ts";
@@ -321,6 +320,7 @@ function writingStore(refuse: "holder" | "token" | undefined, times = 3) {
 }
 
 Deno.test("persistHandoff writes only what the volume lacks, and records it", async () => {
+  type Saved = { holder: boolean; token: number };
   const cases: [Saved, number, string[], Saved][] = [
     [{ holder: false, token: 0 }, 7, [`holder=${HOLDER}`, "token=7"], {
       holder: true,
@@ -332,7 +332,7 @@ Deno.test("persistHandoff writes only what the volume lacks, and records it", as
   for (const [saved, token, writes, after] of cases) {
     const w = writingStore(undefined);
     const clock = new FakeClock();
-    const p = { store: w.s, holder: HOLDER, clock };
+    const p = { store: w.s, holder: HOLDER, clock, logger: discardLogger };
     const signal = new AbortController().signal;
     assert.equal(await persistHandoff(p, token, saved, signal), undefined);
     assert.deepEqual(w.writes, writes);
@@ -340,15 +340,18 @@ Deno.test("persistHandoff writes only what the volume lacks, and records it", as
   }
 });
 
-Deno.test("persistHandoff tries three times 100 ms apart, then names the file it gave up on; a shutdown cuts the pauses short", async () => {
+Deno.test("persistHandoff tries three times 100 ms apart, then names the file it gave up on and says so; a shutdown cuts the pauses short", async () => {
+  const lines: string[] = [];
+  const logger = createLogger({ format: "json", write: (l) => lines.push(l) });
   for (const refuse of ["holder", "token"] as const) {
     const w = writingStore(refuse);
     const clock = new FakeClock();
     const t0 = clock.now();
     const saved = { holder: false, token: 0 };
     let settled = false;
+    lines.length = 0;
     const done = persistHandoff(
-      { store: w.s, holder: HOLDER, clock },
+      { store: w.s, holder: HOLDER, clock, logger },
       7,
       saved,
       new AbortController().signal,
@@ -357,9 +360,19 @@ Deno.test("persistHandoff tries three times 100 ms apart, then names the file it
     assert.equal(settled, false, refuse);
     await clock.advanceTo(t0 + 200);
     assert.equal(settled, true, refuse);
-    const failure = await done;
-    assert.equal(failure?.write, refuse);
-    assert.match(String(failure?.error), /read-only/);
+    assert.equal(await done, refuse);
+    assert.equal(lines.length, 1);
+    const line = JSON.parse(lines[0]);
+    assert.equal(line.msg, GO.persistFailed);
+    assert.equal(line.level, "WARN");
+    assert.equal(line.write, refuse);
+    assert.match(line.error, /read-only/);
+    assert.equal(line.attempts, 3);
+    assert.equal(line.fencing_token, 7);
+    assert.match(
+      line.detail,
+      new RegExp(`cannot write the ${refuse} file.*releasing the lease`),
+    );
     assert.equal(w.writes.filter((x) => x.startsWith(refuse)).length, 3);
     assert.deepEqual(saved, { holder: refuse === "token", token: 0 });
   }
@@ -368,7 +381,7 @@ Deno.test("persistHandoff tries three times 100 ms apart, then names the file it
   const clock = new FakeClock();
   const saved = { holder: true, token: 0 };
   const done = persistHandoff(
-    { store: w.s, holder: HOLDER, clock },
+    { store: w.s, holder: HOLDER, clock, logger },
     7,
     saved,
     new AbortController().signal,
@@ -382,12 +395,12 @@ Deno.test("persistHandoff tries three times 100 ms apart, then names the file it
   stop.abort();
   const c = new FakeClock();
   const failed = await persistHandoff(
-    { store: stopped.s, holder: HOLDER, clock: c },
+    { store: stopped.s, holder: HOLDER, clock: c, logger },
     7,
     { holder: true, token: 0 },
     stop.signal,
   );
   await settle();
-  assert.equal(failed?.write, "token");
+  assert.equal(failed, "token");
   assert.equal(stopped.writes.length, 3);
 });
