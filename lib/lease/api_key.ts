@@ -70,7 +70,7 @@ export class ApiKeySource {
     options: ApiKeyFileOptions = {},
   ): Promise<ApiKeySource> {
     const clock = options.clock ?? systemClock;
-    const logger = options.logger ?? discardLogger;
+    const log = (options.logger ?? discardLogger).with({ file: path });
     const read = () => readKeyFile(path, options.readFile ?? readRegularFile);
     const first = await within(read(), clock.timeout(READ_TIMEOUT_MS));
     if (first === undefined) {
@@ -89,18 +89,17 @@ export class ApiKeySource {
     const fail = (problem: string) => {
       if (failing) return;
       failing = true;
-      logger.warn(
-        "cannot re-read the API key file; keeping the last good key",
-        { file: path, error: problem },
-      );
+      log.warn("cannot re-read the API key file; keeping the last good key", {
+        error: problem,
+      });
     };
     const refresh = async (): Promise<void> => {
       const got = await read();
       if ("problem" in got) return fail(got.problem);
       if (failing) {
-        logger.info("API key file is usable again", { file: path });
+        log.info("API key file is usable again");
       } else if (got.key !== key.reveal()) {
-        logger.info("API key file changed; using the new key", { file: path });
+        log.info("API key file changed; using the new key");
       }
       failing = false;
       if (got.key !== key.reveal()) previous = key;
@@ -112,9 +111,8 @@ export class ApiKeySource {
         const started = refresh().finally(() => (pending = undefined));
         pending = started;
         // Said once the read passes its own bound, whoever still waits.
-        const ended = started.then(() => true);
-        within(ended, clock.timeout(READ_TIMEOUT_MS)).then((done) =>
-          done || fail(
+        aborted(clock.timeout(READ_TIMEOUT_MS)).then(() =>
+          pending === started && fail(
             `the read did not finish within ${READ_TIMEOUT_MS} ms (a FIFO, or a hung network mount?); it is left pending and no other read starts until it ends`,
           )
         );
@@ -256,18 +254,16 @@ export function redactOutcome<T extends GrantOutcome | ReleaseOutcome>(
   outcome: T,
   redact: Redact,
 ): T {
-  const out = { ...outcome } as Record<string, unknown>;
-  for (const field of ["message", "requestId"]) {
-    if (typeof out[field] === "string") out[field] = redact(out[field]);
-  }
+  const redacted = (o: object, fields: string[]) => {
+    const out: Record<string, unknown> = { ...o };
+    for (const field of fields) {
+      if (typeof out[field] === "string") out[field] = redact(out[field]);
+    }
+    return out;
+  };
+  const out = redacted(outcome, ["message", "requestId"]);
   if ("lease" in outcome) {
-    const { holder, expiresAt, acquiredAt } = outcome.lease;
-    out.lease = {
-      ...outcome.lease,
-      holder: redact(holder),
-      expiresAt: redact(expiresAt),
-      acquiredAt: redact(acquiredAt),
-    };
+    out.lease = redacted(outcome.lease, ["holder", "expiresAt", "acquiredAt"]);
   }
   return out as T;
 }

@@ -142,7 +142,7 @@ function chooseRoute(
 ): Route {
   const { caBundleFile, serverName, insecureSkipTlsVerify } = options;
   const env = (name: string) => Deno.env.get(name);
-  const field = { api_server: target.origin };
+  const log = logger.with({ api_server: target.origin });
   // The proxy variable for the server's scheme, as Deno reads them (NO_PROXY
   // is fetch's to judge): for the wording of errors and warnings only.
   const scheme = target.secure ? "HTTPS_PROXY" : "HTTP_PROXY";
@@ -156,15 +156,13 @@ function chooseRoute(
       insecureSkipTlsVerify && "--insecure-skip-tls-verify",
     ].filter(Boolean).join(",");
     if (given !== "") {
-      logger.warn("TLS options have no effect on an http:// API server", {
-        ...field,
+      log.warn("TLS options have no effect on an http:// API server", {
         options: given,
       });
     }
     if (options.auth !== undefined) {
-      logger.warn(
+      log.warn(
         "the API key is sent unencrypted to an http:// API server; use https outside development",
-        field,
       );
     }
   } else {
@@ -178,9 +176,8 @@ function chooseRoute(
       );
     }
     if (insecureSkipTlsVerify) {
-      logger.warn(
+      log.warn(
         "INSECURE: TLS certificate verification of the API server is DISABLED (--insecure-skip-tls-verify); anyone on the network path can impersonate it, see the API key and steal the lease; use only in development",
-        field,
       );
     }
     if (insecureSkipTlsVerify || serverName !== undefined) {
@@ -188,9 +185,8 @@ function chooseRoute(
         ? "--insecure-skip-tls-verify"
         : "--server-name";
       if (proxy !== undefined) {
-        logger.warn(
+        log.warn(
           `${proxy} names a proxy, but with ${flag} (node:https) the helper connects to the API server directly`,
-          field,
         );
       }
       const tls = { caCerts, serverName, insecureSkipTlsVerify };
@@ -199,11 +195,9 @@ function chooseRoute(
   }
   const authority = (proxy === undefined ? "" : env(proxy) ?? "")
     .replace(/^[a-z][a-z0-9+.-]*:\/\//i, "").split(/[/?#]/, 1)[0];
-  const at = authority.indexOf("@");
-  if (at >= 0 && !authority.slice(0, at).includes(":")) {
-    logger.warn(
+  if (/^[^:@]*@/.test(authority)) {
+    log.warn(
       `${proxy} names a proxy user without a password, and fetch ignores such a proxy URL: requests do not go through that proxy; write it as http://USER:PASSWORD@HOST:PORT (percent-encoded), or without the user`,
-      field,
     );
   }
   return withNodeFallback(
@@ -292,9 +286,10 @@ export function readTrust(
 ): string[] | undefined {
   let pems: string[] | undefined;
   if (bundleFile !== undefined) {
-    let text: string;
     try {
-      text = Deno.readTextFileSync(bundleFile);
+      pems = Deno.readTextFileSync(bundleFile).match(
+        /-----BEGIN CERTIFICATE-----[\s\S]*?-----END CERTIFICATE-----/g,
+      ) ?? undefined;
     } catch (e) {
       throw new Error(
         `CA bundle file ${bundleFile} cannot be read (${
@@ -302,9 +297,6 @@ export function readTrust(
         }); set --ca-bundle-file / BERTH_CA_BUNDLE_FILE to a readable PEM file`,
       );
     }
-    pems = text.match(
-      /-----BEGIN CERTIFICATE-----[\s\S]*?-----END CERTIFICATE-----/g,
-    ) ?? undefined;
     if (pems === undefined) {
       throw new Error(
         `CA bundle file ${bundleFile} contains no PEM certificate (no "-----BEGIN CERTIFICATE-----" block); give the CA certificate(s) of the API server in PEM form`,

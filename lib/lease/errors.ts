@@ -184,13 +184,12 @@ const tlsPorts = new WeakMap<Target, boolean>();
 
 /** Whether the port completes a TLS handshake, any certificate accepted: asked once, within a short bound, never through a proxy. */
 async function speaksTls(ctx: ErrorContext): Promise<boolean> {
-  let known = tlsPorts.get(ctx.target);
-  if (known === undefined) {
-    const signal = AbortSignal.any([ctx.signal, AbortSignal.timeout(2_000)]);
-    known = await presentedValidity({ ...ctx, signal }) !== undefined;
-    if (!ctx.signal.aborted && ctx.proxy === undefined) {
-      tlsPorts.set(ctx.target, known);
-    }
+  const cached = tlsPorts.get(ctx.target);
+  if (cached !== undefined) return cached;
+  const signal = AbortSignal.any([ctx.signal, AbortSignal.timeout(2_000)]);
+  const known = await presentedValidity({ ...ctx, signal }) !== undefined;
+  if (!ctx.signal.aborted && ctx.proxy === undefined) {
+    tlsPorts.set(ctx.target, known);
   }
   return known;
 }

@@ -111,11 +111,8 @@ export function fetchTransport(
     // every renewal more), unless compressed: fetch decodes it, to any size.
     const known = !header("content-encoding") &&
       Number(header("content-length") ?? NaN) <= MAX_RESPONSE_BYTES;
-    return await readAnswer(
-      res.status,
-      header,
-      known || !res.body ? res.text() : res.body,
-    );
+    const body = known || !res.body ? res.text() : res.body;
+    return await readAnswer(res.status, header, body);
   };
 }
 
@@ -140,12 +137,37 @@ export interface NodeTls {
  * assert.ok("error" in answer && answer.error === "refused");
  * ```
  */
-export function nodeTransport(target: Target, tls: NodeTls): Transport {
+export function nodeTransport(target: Target, o: NodeTls): Transport {
+  const load = async () => {
+    const http = target.secure
+      ? await import("node:https")
+      : await import("node:http");
+    let settings: import("node:https").AgentOptions = {};
+    if (target.secure) {
+      const tls = await import("node:tls");
+      const serverName = o.serverName;
+      // A `ca` list replaces the default roots in node:tls: they are named
+      // first (the system's and the bundled ones, as for fetch).
+      const roots = tls.getCACertificates?.("default") ?? tls.rootCertificates;
+      settings = {
+        rejectUnauthorized: !o.insecureSkipTlsVerify,
+        ...(o.caCerts ? { ca: [...roots, ...o.caCerts] } : {}),
+        ...(serverName === undefined ? {} : {
+          servername: serverName,
+          checkServerIdentity: (_host, cert) =>
+            tls.checkServerIdentity(serverName, cert),
+        }),
+      };
+    }
+    const [oneShot, kept] = [false, true].map((keepAlive) =>
+      new http.Agent({ keepAlive, ...settings })
+    );
+    return { send: http.request, oneShot, kept };
+  };
   let loaded: ReturnType<typeof load> | undefined;
   let sent = 0;
   return async (request, signal) => {
-    loaded ??= load(target, tls);
-    const { request: send, agent } = await loaded;
+    const { send, oneShot, kept } = await (loaded ??= load());
     const options = {
       method: "POST",
       hostname: target.hostname,
@@ -153,10 +175,11 @@ export function nodeTransport(target: Target, tls: NodeTls): Transport {
       path: request.path,
       headers: request.headers,
       // The first request (`acquire`'s only one) on a one-shot connection.
-      agent: agent(sent++ > 0),
+      agent: sent++ === 0 ? oneShot : kept,
       signal,
     };
     try {
+      type Incoming = import("node:http").IncomingMessage;
       const res = await new Promise<Incoming>((resolve, reject) =>
         send(options, resolve).on("error", reject).end(request.body)
       );
@@ -165,40 +188,6 @@ export function nodeTransport(target: Target, tls: NodeTls): Transport {
     } catch (e) {
       return classifyError(e);
     }
-  };
-}
-
-type Incoming = import("node:http").IncomingMessage;
-
-async function load(target: Target, o: NodeTls) {
-  const http = target.secure
-    ? await import("node:https")
-    : await import("node:http");
-  let settings = {};
-  if (target.secure) {
-    const tls = await import("node:tls");
-    const serverName = o.serverName;
-    // A `ca` list replaces the default roots in node:tls: they are named
-    // first (the system's and the bundled ones, as for fetch).
-    const roots = tls.getCACertificates?.("default") ?? tls.rootCertificates;
-    settings = {
-      rejectUnauthorized: !o.insecureSkipTlsVerify,
-      ...(o.caCerts ? { ca: [...roots, ...o.caCerts] } : {}),
-      ...(serverName === undefined ? {} : {
-        servername: serverName,
-        checkServerIdentity: (
-          _host: string,
-          cert: import("node:tls").PeerCertificate,
-        ) => tls.checkServerIdentity(serverName, cert),
-      }),
-    };
-  }
-  const agents = [false, true].map((keepAlive) =>
-    new http.Agent({ keepAlive, ...settings })
-  );
-  return {
-    request: http.request,
-    agent: (keepAlive: boolean) => agents[Number(keepAlive)],
   };
 }
 
@@ -236,21 +225,18 @@ export function withNodeFallback(
   const handOver = (kind: TransportErrorKind) => {
     handedOver = node();
     const module = target.secure ? "node:https" : "node:http";
-    const field = { api_server: target.origin };
+    const log = logger.with({ api_server: target.origin });
     if (kind === "ca-as-leaf") {
-      logger.warn(
+      log.warn(
         "the API server presents a CA certificate as its own (a self-signed certificate marked CA:TRUE), which Deno's TLS refuses; verifying it through node:https instead, which trusts it when it is in the trust store, as the Go helper does (a certificate reissued with basicConstraints=CA:FALSE needs no such switch)",
-        field,
       );
     } else if (proxy !== undefined) {
-      logger.warn(
+      log.warn(
         `${proxy} names a proxy, but on port ${target.port}, which fetch refuses (${module}), the helper connects to the API server directly`,
-        field,
       );
     } else {
-      logger.debug(
+      log.debug(
         `fetch refuses port ${target.port} (a bad port of the fetch standard); sending through ${module}`,
-        field,
       );
     }
     return handedOver;

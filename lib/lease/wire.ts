@@ -33,7 +33,7 @@ export interface Target {
  * @throws {Error} Naming what is wrong, credentials never echoed back.
  */
 export function parseApiServer(apiServer: string): Target {
-  const fail = (url: string, why: string) =>
+  const fail = (why: string, url = apiServer) =>
     new Error(
       `api server URL ${
         JSON.stringify(url)
@@ -43,26 +43,25 @@ export function parseApiServer(apiServer: string): Target {
   try {
     url = new URL(apiServer);
   } catch {
-    throw fail(apiServer, "is not a valid URL");
+    throw fail("is not a valid URL");
   }
   if (url.username !== "" || url.password !== "") {
     // Named without the credentials: the password is a secret.
     url.username = url.password = "";
     throw fail(
-      url.href,
       "(credentials removed here) must not carry credentials (use --api-key or --api-key-file)",
+      url.href,
     );
   }
   if (url.protocol !== "https:" && url.protocol !== "http:") {
-    const scheme = url.protocol.slice(0, -1);
-    throw fail(apiServer, `has scheme ${scheme}, want https or http`);
+    throw fail(`has scheme ${url.protocol.slice(0, -1)}, want https or http`);
   }
   if (url.search !== "" || url.hash !== "") {
-    throw fail(apiServer, "must not have a query or fragment");
+    throw fail("must not have a query or fragment");
   }
   const basePath = url.pathname.replace(/\/+$/, "");
   if (basePath.includes("//")) {
-    throw fail(apiServer, "has an empty path segment");
+    throw fail("has an empty path segment");
   }
   const secure = url.protocol === "https:";
   return {
@@ -156,19 +155,24 @@ export type AnswerContext = { holder: string; url: string; redact?: Redact };
 /** An Acquire or Renew answer: `acquired` only for a 200 that keeps every promise of the API. */
 export function grantOutcome(r: RawResponse, ctx: AnswerContext): GrantOutcome {
   if (r.status !== 200) return statusFailure(r, "200", ctx);
+  const bad = (why: string, fix?: string): LeaseFailure => ({
+    kind: "bad-response",
+    status: r.status,
+    message: `${why}; body: ${excerpt(r.body, ctx)}`,
+    requestId: r.requestId,
+    ...(fix === undefined ? {} : { fix }),
+  });
   const parsed = parseJsonObject(r.body);
   // Every answer of the API is a JSON object: this one is someone else's.
-  if (typeof parsed === "string") return bad(r, parsed, ctx, FIXES.notBerth);
+  if (typeof parsed === "string") return bad(parsed, FIXES.notBerth);
   const redact = ctx.redact ?? ((t) => t);
   const record = parseGrant(parsed, redact);
-  if (typeof record === "string") return bad(r, record, ctx);
+  if (typeof record === "string") return bad(record);
   const { acquired, lease } = record;
   if (acquired && lease.holder !== ctx.holder) {
     const [got, want] = [show(lease.holder, redact), show(ctx.holder, redact)];
     return bad(
-      r,
       `"acquired" is true but "holder" is ${got}, not the holder requested (${want})`,
-      ctx,
     );
   }
   const kind = acquired ? "acquired" : "not-acquired";
@@ -254,27 +258,11 @@ const PLAIN_ON_TLS =
 const isHtml = (body: string) =>
   /^\s*<(?:!doctype|html|head|body|\?xml|title|h1)/i.test(body);
 
-function bad(
-  r: RawResponse,
-  why: string,
-  ctx: AnswerContext,
-  fix?: string,
-): LeaseFailure {
-  return {
-    kind: "bad-response",
-    status: r.status,
-    message: `${why}; body: ${excerpt(r.body, ctx)}`,
-    requestId: r.requestId,
-    ...(fix === undefined ? {} : { fix }),
-  };
-}
-
 /** A short, single-line, printable, redacted piece of server text. */
 function excerpt(text: string, ctx: AnswerContext): string {
-  const clean = ctx.redact?.(text) ?? text;
   // Controls, line separators and format characters (a bidi override could
   // reorder the line it lands in) become one space.
-  const flat = clean
+  const flat = (ctx.redact?.(text) ?? text)
     // deno-lint-ignore no-control-regex
     .replace(/[\x00-\x1f\x7f-\x9f\u2028\u2029\p{Cf}]+/gu, " ").trim();
   if (flat === "") return "(empty body)";
@@ -351,14 +339,13 @@ function parseGrant(
 
 /** RFC 3339 as Go writes it: up to 9 fractional digits, fields in range (second 60: a leap second). */
 const RFC3339 =
-  /^(\d{4})-(0[1-9]|1[0-2])-(\d\d)[Tt]([01]\d|2[0-3]):[0-5]\d:([0-5]\d|60)(\.\d{1,9})?([Zz]|[+-]([01]\d|2[0-3]):[0-5]\d)$/;
+  /^(\d{4})-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])[Tt]([01]\d|2[0-3]):[0-5]\d:([0-5]\d|60)(\.\d{1,9})?([Zz]|[+-]([01]\d|2[0-3]):[0-5]\d)$/;
 
 function isRfc3339(s: string): boolean {
   const m = RFC3339.exec(s);
   const lastDay = new Date(0);
   if (m) lastDay.setUTCFullYear(Number(m[1]), Number(m[2]), 0);
-  return m !== null && Number(m[3]) >= 1 &&
-    Number(m[3]) <= lastDay.getUTCDate();
+  return m !== null && Number(m[3]) <= lastDay.getUTCDate();
 }
 
 /** A server value for a message: JSON, redacted, then cut to 60 characters. */
