@@ -58,7 +58,7 @@ export async function main(args: string[]): Promise<number> {
       return 0; // an unreadable handoff proves nothing: the guard stays
     }
   };
-  const shutdown = shutdownSignal(logger);
+  using shutdown = shutdownSignal(logger);
   try {
     const signal = config.acquireTimeoutMs
       ? AbortSignal.any([
@@ -98,21 +98,20 @@ export async function main(args: string[]): Promise<number> {
           : "stopped before the lease was acquired",
       );
     }
-    if (
-      !await writeHandoff({
-        state,
-        config,
-        lease,
-        client,
-        clock,
-        logger,
-        installCheck: async () =>
-          Deno.build.standalone
-            ? (await import(INSTALL_CHECK) as InstallCheck)
-              .installProbe(state, logger)
-            : await installCheckWrapper(state),
-      })
-    ) {
+    const handed = await writeHandoff({
+      state,
+      config,
+      lease,
+      client,
+      clock,
+      logger,
+      installCheck: async () =>
+        Deno.build.standalone
+          ? (await import(INSTALL_CHECK) as InstallCheck)
+            .installProbe(state, logger)
+          : await installCheckWrapper(state),
+    });
+    if (!handed) {
       return startupFailure(
         logger,
         "acquire",
@@ -124,7 +123,5 @@ export async function main(args: string[]): Promise<number> {
   } catch (e) {
     // Whatever ends acquire ends it with the Go helper's line.
     return startupFailure(logger, "acquire", e);
-  } finally {
-    shutdown.dispose();
   }
 }

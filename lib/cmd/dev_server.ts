@@ -93,14 +93,11 @@ function parseFlags(args: string[], env: Record<string, string | undefined>) {
     const apiKeys = argv.values["api-key"] ?? [];
     parseApiKeys(apiKeys, "--api-key");
     const levelFlag = last("log-level");
-    const levelEnv = env.BERTH_LOG_LEVEL || undefined;
     const logLevel = levelFlag !== undefined
       ? parseLogLevel(levelFlag, "--log-level")
-      : levelEnv !== undefined
-      ? parseLogLevel(levelEnv, "BERTH_LOG_LEVEL")
-      : "INFO";
+      : parseLogLevel(env.BERTH_LOG_LEVEL || "info", "BERTH_LOG_LEVEL");
     return {
-      listen: parseHostPort(last("listen") ?? "127.0.0.1:8080", "--listen"),
+      ...parseHostPort(last("listen") ?? "127.0.0.1:8080", "--listen"),
       tls: certFile && keyFile ? { certFile, keyFile } : undefined,
       apiKeys,
       logLevel,
@@ -124,15 +121,11 @@ export async function main(args: string[]): Promise<number> {
     console.log(HELP);
     return 0;
   }
-  const logger = createLogger({ level: flags.logLevel });
+  const { logLevel, ...settings } = flags;
+  const logger = createLogger({ level: logLevel });
   let server: DevServer;
   try {
-    server = await startDevServer({
-      ...flags.listen,
-      tls: flags.tls,
-      apiKeys: flags.apiKeys,
-      logger,
-    });
+    server = await startDevServer({ ...settings, logger });
   } catch (e) {
     const message = e instanceof ListenError
       ? `${e.message}; choose another --listen (port 0 picks a free one)`
@@ -140,17 +133,13 @@ export async function main(args: string[]): Promise<number> {
     console.error(`berth-acquire dev-server: ${message}`);
     return 1;
   }
-  const stop = shutdownSignal(logger);
-  try {
-    logger.warn(
-      "development server: leases live in memory and are lost on exit; not for production",
-      { url: server.url, api_keys: flags.apiKeys.length },
-    );
-    console.log(`berth dev-server listening on ${server.url}`);
-    await aborted(stop.signal);
-    await server.close();
-    return 0;
-  } finally {
-    stop.dispose();
-  }
+  using stop = shutdownSignal(logger);
+  logger.warn(
+    "development server: leases live in memory and are lost on exit; not for production",
+    { url: server.url, api_keys: settings.apiKeys.length },
+  );
+  console.log(`berth dev-server listening on ${server.url}`);
+  await aborted(stop.signal);
+  await server.close();
+  return 0;
 }

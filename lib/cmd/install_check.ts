@@ -130,23 +130,21 @@ export async function main(args: string[]): Promise<number> {
  * where that cannot be (the state directory's path is too long, its own
  * executable cannot be rewritten), the plain copy and one WARN line: the
  * probe then needs glibc in the main image. `options` are seams for tests,
- * by default this process: whether it is a compiled binary, its executable,
- * the checkout the wrapper runs.
+ * by default this process: whether it is a compiled binary, its executable.
  *
  * @throws {StateFileError} When the state directory cannot be written.
  */
 export async function installProbe(
   state: StateDir,
   logger: Logger,
-  options: { standalone?: boolean; execPath?: string; repoRoot?: string } = {},
+  options: { standalone?: boolean; execPath?: string } = {},
 ): Promise<void> {
-  const execPath = options.execPath ?? Deno.execPath();
   if (!(options.standalone ?? Deno.build.standalone)) {
-    return await installCheckWrapper(state, options.repoRoot, execPath);
+    return await installCheckWrapper(state);
   }
+  const execPath = options.execPath ?? Deno.execPath();
   try {
     await installPortableCheck(state, execPath);
-    return;
   } catch (e) {
     if (!(e instanceof RewriteError || e instanceof ElfError)) throw e;
     await state.installCheck({ copyOf: execPath });

@@ -115,16 +115,14 @@ export class LeaseMetrics {
     this.#actions.inc({ action });
   }
 
-  /** The renewer's hooks: a loss is the permission going from open to closed outside shutdown. */
-  observer(): RenewerObserver {
+  /** The renewer's hooks, each change then passed to `onChange`: a loss is the permission going from open to closed outside shutdown. */
+  observer(onChange?: (status: RenewerStatus) => void): RenewerObserver {
     return {
       changed: (status) => {
-        if (
-          this.#wasOpen && !status.permissionOpen && !this.#o.isStopping?.()
-        ) {
-          this.#losses.inc();
-        }
+        const closed = this.#wasOpen && !status.permissionOpen;
+        if (closed && !this.#o.isStopping?.()) this.#losses.inc();
         this.#wasOpen = status.permissionOpen;
+        onChange?.(status);
       },
       reacquired: () => this.#reacquires.inc(),
     };
@@ -271,7 +269,6 @@ export class LeaseKeeper {
     onChange?: (status: RenewerStatus) => void,
   ): Renewer {
     const { config, clock, logger } = this.#o;
-    const observer = this.metrics.observer();
     this.#renewer = new Renewer({
       ...config,
       client: this.client,
@@ -280,13 +277,7 @@ export class LeaseKeeper {
       enforcer,
       store,
       guardSharedHolder,
-      observer: {
-        ...observer,
-        changed: (s) => {
-          observer.changed?.(s);
-          onChange?.(s);
-        },
-      },
+      observer: this.metrics.observer(onChange),
     });
     return this.#renewer;
   }

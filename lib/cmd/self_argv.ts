@@ -65,18 +65,11 @@ export function checkoutArgv(root: string, args: string[]): string[] {
 
 /**
  * Installs `<state>/check` under `deno run`, where there is no executable to
- * copy: a wrapper that runs checkout `root`'s `main.ts` with `deno`.
+ * copy: a wrapper that runs this checkout's `main.ts` with this `deno`.
  */
-export function installCheckWrapper(
-  state: StateDir,
-  root = checkoutRoot(),
-  deno = Deno.execPath(),
-): Promise<void> {
-  root = root.replace(/\/+$/, "");
-  const argv = denoRunArgv(root, `${root}/main.ts`, [], deno);
-  return state.installCheck({
-    script: new TextEncoder().encode(checkWrapperScript(argv)),
-  });
+export function installCheckWrapper(state: StateDir): Promise<void> {
+  const script = checkWrapperScript(checkoutArgv(checkoutRoot(), []));
+  return state.installCheck({ script: new TextEncoder().encode(script) });
 }
 
 /** The argv that runs `berth-acquire ...args` the way this process runs. */

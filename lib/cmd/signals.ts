@@ -70,9 +70,10 @@ export function onSignals(
 
 /**
  * An `AbortSignal` that aborts, with an `AbortError` naming it, on the first
- * stop signal. The listeners stay until `dispose()`, so a later one does not
- * kill the process by default action while it finishes (a release, say):
- * it is logged and otherwise ignored.
+ * stop signal. The listeners stay until it is disposed (`dispose()`, or the
+ * end of its `using` scope), so a later one does not kill the process by
+ * default action while it finishes (a release, say): it is logged and
+ * otherwise ignored.
  *
  * @example
  * ```ts
@@ -92,7 +93,7 @@ export function onSignals(
 export function shutdownSignal(
   logger: Logger,
   source: SignalSource = Deno,
-): { signal: AbortSignal; dispose(): void } {
+): { signal: AbortSignal; dispose(): void } & Disposable {
   const controller = new AbortController();
   const dispose = onSignals(SHUTDOWN_SIGNALS, (name) => {
     if (controller.signal.aborted) {
@@ -102,5 +103,5 @@ export function shutdownSignal(
     logger.info("signal received; shutting down", { signal: name });
     controller.abort(new DOMException(`received ${name}`, "AbortError"));
   }, source);
-  return { signal: controller.signal, dispose };
+  return { signal: controller.signal, dispose, [Symbol.dispose]: dispose };
 }

@@ -163,13 +163,11 @@ export function start(
     const message = `invalid configuration: ${problem}${
       hint === undefined ? "" : `; ${hint}`
     }`;
+    const named = missing.map((m) =>
+      `${m.env} (or --${m.flag}${m.or ? ` or ${m.or}` : ""})`
+    );
     const all = missing.length > 1
-      ? `missing settings: ${
-        missing.map((m) =>
-          `${m.env} (or --${m.flag}${m.or ? ` or ${m.or}` : ""})`
-        )
-          .join(", ")
-      }`
+      ? `missing settings: ${named.join(", ")}`
       : undefined;
     if (spec.goFailureLine) {
       base.error(GO_MESSAGES.failed, {

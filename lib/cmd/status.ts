@@ -77,19 +77,17 @@ function describeLeft(left: TimeLeft | undefined, s: StateSnapshot): string {
     }[s.marker.content as string] ?? "no deadlines";
     return `not in the marker (${found}: judged by its age alone)`;
   }
-  const when = (ms: number, clock: string) =>
-    `${
-      ms >= 0 ? `in ${shown(ms)}` : `passed ${shown(ms)} ago`
-    } on the ${clock}`;
-  return `${
-    left.bootMs === undefined
-      ? `boot-time clock unreadable (${s.clocks.bootProblem})`
-      : when(left.bootMs, "boot-time clock")
-  }, ${
-    left.wallMs === undefined
-      ? "no wall-clock copy in the marker"
-      : when(left.wallMs, "wall clock")
-  }`;
+  const when = (ms: number | undefined, clock: string, unknown: string) =>
+    ms === undefined
+      ? unknown
+      : ms >= 0
+      ? `in ${shown(ms)} on the ${clock}`
+      : `passed ${shown(ms)} ago on the ${clock}`;
+  const unreadable = `boot-time clock unreadable (${s.clocks.bootProblem})`;
+  return [
+    when(left.bootMs, "boot-time clock", unreadable),
+    when(left.wallMs, "wall clock", "no wall-clock copy in the marker"),
+  ].join(", ");
 }
 
 /** The text view: one aligned `label  value` line per fact, each ending in a newline. */
@@ -209,7 +207,7 @@ function runDirs(tmp: string, maxAgeMs: number) {
 }
 
 /** `berth-acquire status`: see the usage text. Returns the exit code. */
-export function main(args: string[]): Promise<number> {
+export function main(args: string[]): number {
   let json: boolean;
   let dir: string | undefined;
   let maxAgeMs: number;
@@ -229,7 +227,7 @@ export function main(args: string[]): Promise<number> {
     json = isSet(argv, "json");
     if (help) {
       console.log(USAGE);
-      return Promise.resolve(0);
+      return 0;
     }
     maxAgeMs = parseDurationMs(
       lastValue(argv, "max-age") ?? WEBHOOK_PROBE_MAX_AGE,
@@ -249,13 +247,13 @@ export function main(args: string[]): Promise<number> {
     }
   } catch (e) {
     console.error(usageLine("status", (e as Error).message));
-    return Promise.resolve(EXIT_USAGE);
+    return EXIT_USAGE;
   }
   if (dir !== undefined) {
     const snapshot = readSnapshot(dir, { maxAgeMs });
     if (json) console.log(JSON.stringify(statusJson(snapshot)));
     else console.log(formatStatusText(snapshot).trimEnd());
-    return Promise.resolve(snapshot.marker.verdict.kind === "OK" ? 0 : 1);
+    return snapshot.marker.verdict.kind === "OK" ? 0 : 1;
   }
   const tmp = Deno.env.get("TMPDIR") || "/tmp";
   const runs = runDirs(tmp, maxAgeMs);
@@ -284,5 +282,5 @@ export function main(args: string[]): Promise<number> {
     );
   }
   const ok = runs.every((r) => r.snapshot.marker.verdict.kind === "OK");
-  return Promise.resolve(runs.length > 0 && ok ? 0 : 1);
+  return runs.length > 0 && ok ? 0 : 1;
 }
