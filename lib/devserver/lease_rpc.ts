@@ -66,12 +66,12 @@ export async function serveLeaseRpc(
   }
   const decoded = decodeRequest(rpc, body);
   if (!decoded.ok) return fail(400, decoded.message);
-  const { holder, fencingToken, ttlSeconds } = decoded.request;
+  const { holder, fencingToken: token, ttlSeconds } = decoded.request;
   if (holder === "") return fail(400, "holder is required");
   if (rpc !== "release" && new TextEncoder().encode(holder).length > 253) {
     return fail(400, "holder must be at most 253 bytes");
   }
-  if (rpc === "renew" && fencingToken === 0) {
+  if (rpc === "renew" && token === 0) {
     return fail(400, "fencingToken must be non-zero");
   }
   if (rpc !== "release" && ttlSeconds <= 0) {
@@ -91,20 +91,11 @@ export async function serveLeaseRpc(
   const fields = { request_id: id, namespace, lease: name, holder };
   try {
     if (rpc === "release") {
-      const outcome = ctx.store.release(
-        namespace,
-        name,
-        holder,
-        fencingToken,
-        now,
-      );
+      const outcome = ctx.store.release(namespace, name, holder, token, now);
       if (outcome === "conflict") {
         return fail(409, "lease held by another identity or token");
       }
-      ctx.log.info("lease released", {
-        ...fields,
-        fencing_token: fencingToken,
-      });
+      ctx.log.info("lease released", { ...fields, fencing_token: token });
       return new Response(null, {
         status: 204,
         headers: { "x-request-id": id },
@@ -112,7 +103,7 @@ export async function serveLeaseRpc(
     }
     const grant = rpc === "acquire"
       ? ctx.store.acquire(namespace, name, holder, ttlSeconds, now)
-      : ctx.store.renew(namespace, name, holder, fencingToken, ttlSeconds, now);
+      : ctx.store.renew(namespace, name, holder, token, ttlSeconds, now);
     const event = rpc === "acquire" ? "lease acquired" : "lease renewed";
     ctx.log.info(grant.acquired ? event : `${rpc} refused`, {
       ...fields,

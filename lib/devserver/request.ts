@@ -184,14 +184,11 @@ function quoteChar(c: string): string {
   return `'${goQuote(String.fromCharCode(b)).slice(1, -1)}'`;
 }
 
-/** The Go request type of each RPC, as the decoder names it, and its fields with their Go types. */
-const REQUESTS: Record<Rpc, [string, Record<string, "string" | "int32">]> = {
-  acquire: ["AcquireRequest", { holder: "string", ttlSeconds: "int32" }],
-  renew: [
-    "RenewRequest",
-    { holder: "string", fencingToken: "int32", ttlSeconds: "int32" },
-  ],
-  release: ["ReleaseRequest", { holder: "string", fencingToken: "int32" }],
+/** Each RPC's Go request type, as the decoder names it, and its fields (`holder` a string, the others int32). */
+const REQUESTS: Record<Rpc, [string, (keyof LeaseRequest)[]]> = {
+  acquire: ["AcquireRequest", ["holder", "ttlSeconds"]],
+  renew: ["RenewRequest", ["holder", "fencingToken", "ttlSeconds"]],
+  release: ["ReleaseRequest", ["holder", "fencingToken"]],
 };
 
 /** A decoded request body; fields absent from the body are 0 or "". */
@@ -241,37 +238,30 @@ function assignFields(
   value: JsonValue,
   out: LeaseRequest,
 ): string | undefined {
-  const [goType, spec] = REQUESTS[rpc];
+  const [goType, names] = REQUESTS[rpc];
   if (value.type === "null") return undefined;
   if (value.type !== "object") {
     return `cannot unmarshal ${value.type} into Go value of type api.${goType}`;
   }
   let first: string | undefined;
-  const names = Object.keys(spec) as (keyof LeaseRequest)[];
   for (const [key, v] of value.members) {
     const field = names.find((n) => n === key) ??
       names.find((n) => n.toLowerCase() === key.toLowerCase());
     if (field === undefined) first ??= `unknown field ${goQuote(key)}`;
     if (field === undefined || v.type === "null") continue;
     const into = `into Go struct field ${goType}.${field} of type ${
-      spec[field]
+      field === "holder" ? "string" : "int32"
     }`;
-    if (field === "holder") {
-      if (v.type === "string") out.holder = v.value;
-      else first ??= `cannot unmarshal ${v.type} ${into}`;
-      continue;
-    }
-    if (v.type !== "number") {
-      first ??= `cannot unmarshal ${v.type} ${into}`;
-      continue;
-    }
-    const n = /^-?\d+$/.test(v.raw) ? Number(v.raw) : NaN;
-    if (
-      !Number.isInteger(n) || n < -MAX_FENCING_TOKEN - 1 ||
-      n > MAX_FENCING_TOKEN
-    ) {
-      first ??= `cannot unmarshal number ${v.raw} ${into}`;
-    } else out[field] = n === 0 ? 0 : n; // no -0
+    if (field === "holder" && v.type === "string") out.holder = v.value;
+    else if (field !== "holder" && v.type === "number") {
+      const n = /^-?\d+$/.test(v.raw) ? Number(v.raw) : NaN;
+      if (
+        !Number.isInteger(n) || n < -MAX_FENCING_TOKEN - 1 ||
+        n > MAX_FENCING_TOKEN
+      ) {
+        first ??= `cannot unmarshal number ${v.raw} ${into}`;
+      } else out[field] = n === 0 ? 0 : n; // no -0
+    } else first ??= `cannot unmarshal ${v.type} ${into}`;
   }
   return first;
 }

@@ -57,11 +57,8 @@ export function routeRequest(
   const clean = cleanPath(escaped);
   if (clean !== escaped) {
     // An empty query ("?") is dropped, as Go's url.URL writes it.
-    return redirect(
-      req.method,
-      goEscapePath(clean) + (query === "?" ? "" : query),
-      id,
-    );
+    const location = goEscapePath(clean) + (query === "?" ? "" : query);
+    return redirect(req.method, location, id);
   }
   if (path === "/healthz" || path === "/readyz") {
     if (req.method !== "GET" && req.method !== "HEAD") {
@@ -70,17 +67,9 @@ export function routeRequest(
       });
     }
     const up = path === "/healthz" || ready;
+    const body = req.method === "HEAD" ? null : up ? "ok\n" : "not ready\n";
     // The real server's probe handlers set only the content type: no nosniff.
-    const res = plainResponse(
-      up ? 200 : 503,
-      up ? "ok\n" : "not ready\n",
-      id,
-      {},
-      false,
-    );
-    return req.method === "HEAD"
-      ? new Response(null, { status: res.status, headers: res.headers })
-      : res;
+    return plainResponse(up ? 200 : 503, body, id, {}, false);
   }
   const m = LEASE_PATH.exec(path);
   if (!m) return plainResponse(404, "404 page not found\n", id);

@@ -84,7 +84,6 @@ export class DevServerFaults {
   /** Removes any fault and lets every hanging request proceed. */
   clear(): void {
     this.#kind = null;
-    this.#remaining = 0;
     this.#released.abort();
     this.#released = new AbortController();
   }
@@ -146,17 +145,12 @@ export async function startDevServer(
   const now = options.now ?? systemClockMs;
   const log = options.logger ?? discardLogger;
   let ready = true;
-  const readPem = async (path: string, what: string) => {
-    try {
-      return await Deno.readTextFile(path);
-    } catch (e) {
+  const readPem = (path: string, what: string) =>
+    Deno.readTextFile(path).catch((e: Error) => {
       throw new Error(
-        `cannot read the ${what} ${path}: ${
-          (e as Error).message
-        }; give a readable PEM file`,
+        `cannot read the ${what} ${path}: ${e.message}; give a readable PEM file`,
       );
-    }
-  };
+    });
   const tls = options.tls && {
     cert: await readPem(options.tls.certFile, "TLS certificate"),
     key: await readPem(options.tls.keyFile, "TLS private key"),
@@ -178,13 +172,10 @@ export async function startDevServer(
   };
   const handle = async (req: Request): Promise<Response> => {
     const id = requestIdOf(req.headers);
-    let res: Response;
-    try {
-      res = await serve(req, id);
-    } catch (e) {
+    const res = await serve(req, id).catch((e) => {
       log.error("internal error", { request_id: id, error: e });
-      res = errorResponse(500, "internal error", id);
-    }
+      return errorResponse(500, "internal error", id);
+    });
     log.debug("request", {
       request_id: id,
       method: req.method,

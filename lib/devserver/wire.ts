@@ -52,7 +52,7 @@ export function grantBody(g: LeaseGrant): string {
  */
 export function plainResponse(
   status: number,
-  body: string,
+  body: string | null,
   id: string,
   extra: HeadersInit = {},
   nosniff = true,
