@@ -6,6 +6,7 @@
  *
  * @module
  */
+import type { IncomingMessage } from "node:http";
 import type { RawResponse, Target } from "./wire.ts";
 import {
   classifyError,
@@ -179,8 +180,7 @@ export function nodeTransport(target: Target, o: NodeTls): Transport {
       signal,
     };
     try {
-      type Incoming = import("node:http").IncomingMessage;
-      const res = await new Promise<Incoming>((resolve, reject) =>
+      const res = await new Promise<IncomingMessage>((resolve, reject) =>
         send(options, resolve).on("error", reject).end(request.body)
       );
       const header = (n: string) => res.headers[n] as string | undefined;

@@ -140,23 +140,17 @@ Deno.test("`PATH --max-age D` reads as the parser reads `PATH --max-age=D`, the 
     await s.writeMarker(FAR);
     const old = new Date(Date.now() - 90_000);
     await Deno.utime(`${dir}/healthy`, old, old);
-    const signal = AbortSignal.timeout(60_000);
+    const opts = { env: {}, signal: AbortSignal.timeout(60_000) };
     for (
       const d of ["30s", "2m", "1m0s", "1.5s", "0", "-5s", "soon", "", "7x"]
     ) {
       const webhook = await runCli(
         ["check", `${dir}/healthy`, "--max-age", d],
-        {
-          env: {},
-          signal,
-        },
+        opts,
       );
       const parsed = await runCli(
         ["check", `${dir}/healthy`, `--max-age=${d}`],
-        {
-          env: {},
-          signal,
-        },
+        opts,
       );
       const masked = (r: CliResult) => ({
         ...r,
